@@ -1,0 +1,145 @@
+"""Content-addressed store: blobs named by their blake3 digest.
+
+Layout: `<root>/cas/blake3/<first 2 hex>/<remaining 62 hex>`. Objects are immutable:
+`put` writes through a temp file + fsync + link, so two processes putting the same
+blob at once both succeed and leave one complete object; `get` re-hashes the object
+before handing out its path, so a corrupted object is never used.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import blake3
+
+from . import atomic
+from .errors import DigestMismatch, StallcaseError
+
+ALGO = "blake3"
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_CHUNK = 1 << 20
+# Below this size threading and mmap cost more than they save.
+_MMAP_MIN_BYTES = 8 << 20
+
+
+def hash_bytes(data: bytes) -> str:
+    return blake3.blake3(data).hexdigest()
+
+
+def hash_file(path: str | os.PathLike) -> str:
+    """blake3 of a file; large files are mmapped and hashed on all cores."""
+    path = Path(path)
+    size = path.stat().st_size
+    if size >= _MMAP_MIN_BYTES:
+        hasher = blake3.blake3(max_threads=blake3.blake3.AUTO)
+        hasher.update_mmap(path)
+        return hasher.hexdigest()
+    hasher = blake3.blake3()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            hasher.update(chunk)
+    return hasher.hexdigest()
+
+
+def check_digest(digest: str, where: str = "digest") -> str:
+    if not isinstance(digest, str) or not _HEX64.match(digest):
+        raise StallcaseError(where, f"not a blake3 hex digest: {digest!r}")
+    return digest
+
+
+class CAS:
+    """A store rooted at `root` (objects live under `root/cas/blake3/`)."""
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = Path(root)
+        self.objects = self.root / "cas" / ALGO
+
+    def path_for(self, digest: str) -> Path:
+        check_digest(digest)
+        return self.objects / digest[:2] / digest[2:]
+
+    def has(self, digest: str) -> bool:
+        return self.path_for(digest).is_file()
+
+    def put_bytes(self, data: bytes) -> str:
+        digest = hash_bytes(data)
+        dest = self.path_for(digest)
+        if not dest.exists():
+            atomic.write_bytes(dest, data, overwrite=False)
+        return digest
+
+    def put_file(self, src: str | os.PathLike) -> str:
+        """Copy a file into the store; hashes what was copied, not what was there before."""
+        src = Path(src)
+        self.objects.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=atomic.TMP_PREFIX, dir=self.objects)
+        tmp = Path(tmp_name)
+        try:
+            hasher = blake3.blake3()
+            with open(src, "rb") as fin, os.fdopen(fd, "wb") as fout:
+                while chunk := fin.read(_CHUNK):
+                    hasher.update(chunk)
+                    fout.write(chunk)
+                fout.flush()
+                os.fsync(fout.fileno())
+            digest = hasher.hexdigest()
+            dest = self.path_for(digest)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                # link() never replaces: a concurrent writer of the same blob wins harmlessly.
+                os.link(tmp, dest)
+            except FileExistsError:
+                pass
+            atomic._fsync_dir(dest.parent)
+            return digest
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def put(self, obj: bytes | str | os.PathLike) -> str:
+        """put(bytes) or put(path) -> digest. Idempotent."""
+        if isinstance(obj, (bytes, bytearray, memoryview)):
+            return self.put_bytes(bytes(obj))
+        return self.put_file(obj)
+
+    def get(self, digest: str) -> Path:
+        """Path of a verified object. Raises DigestMismatch if the object is corrupt."""
+        path = self.path_for(digest)
+        if not path.is_file():
+            raise StallcaseError(path, f"object {digest} is not in the store")
+        actual = hash_file(path)
+        if actual != digest:
+            raise DigestMismatch(path, f"store object is corrupt: expected blake3 {digest}, content hashes to {actual}")
+        return path
+
+    def get_bytes(self, digest: str) -> bytes:
+        path = self.get(digest)
+        data = path.read_bytes()
+        # Re-check what we actually read: the file could change between hash and read.
+        if hash_bytes(data) != digest:
+            raise DigestMismatch(path, f"store object changed while reading: expected blake3 {digest}")
+        return data
+
+    def iter_digests(self):
+        if not self.objects.is_dir():
+            return
+        for sub in sorted(self.objects.iterdir()):
+            if not sub.is_dir() or len(sub.name) != 2:
+                continue
+            for obj in sorted(sub.iterdir()):
+                if obj.name.startswith(atomic.TMP_PREFIX):
+                    continue
+                yield sub.name + obj.name
+
+    def verify(self) -> list[str]:
+        """Digests of every corrupt object (empty when the store is sound)."""
+        bad = []
+        for digest in self.iter_digests():
+            try:
+                if hash_file(self.path_for(digest)) != digest:
+                    bad.append(digest)
+            except (OSError, StallcaseError):
+                bad.append(digest)
+        return bad

@@ -1,0 +1,52 @@
+"""`stallcase` command line: one entry point, one module per subcommand.
+
+Each module in workflow_lib/commands/ exposes NAME, HELP, add_arguments(parser) and
+run(args) -> int. This file only wires them and is the single top-level handler that
+turns a StallcaseError into a one-line `error: ...` and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from . import __version__, commands
+from .errors import StallcaseError
+
+
+def _command_modules():
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
+        if info.name.startswith("_"):
+            continue
+        yield importlib.import_module(f"{commands.__name__}.{info.name}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="stallcase", description="GPU performance incidents as repeatable experiments.")
+    parser.add_argument("--version", action="version", version=f"stallcase {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for mod in _command_modules():
+        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except StallcaseError as exc:
+        for line in exc.oneline().splitlines() or [str(exc)]:
+            print(f"error: {line}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # python -m workflow_lib.cli
+    sys.exit(main())

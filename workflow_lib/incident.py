@@ -1,0 +1,131 @@
+"""The incident directory: what the recorder and the importers write, and the snapshot stage reads.
+
+    <incidents_dir>/<incident_id>/
+        manifest.json              schemas/incident_manifest.schema.json
+        tables/<name>.parquet      one per table in workflow_lib.tables.TABLES that was written
+
+Tables are written first, the manifest last (atomically), so a directory without a
+manifest is an incomplete incident and is never ingested. The manifest records each
+table's blake3 digest; reading verifies it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from . import records, tables
+from .cas import hash_file
+from .errors import InputError, StallcaseError
+
+MANIFEST = "manifest.json"
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+SOURCE_STATUSES = ("observed", "not_observed")
+
+
+def check_incident_id(incident_id: str, where: str = "incident") -> str:
+    """Incident ids become directory names: refuse anything that could escape or confuse."""
+    if not isinstance(incident_id, str) or not _ID.match(incident_id) or ".." in incident_id:
+        raise StallcaseError(where, f"invalid incident id {incident_id!r}: use letters, digits, '.', '_' and '-' (max 128), not starting with '.' or '-'")
+    return incident_id
+
+
+def incident_dir(incidents_dir: str | os.PathLike, incident_id: str) -> Path:
+    return Path(incidents_dir) / check_incident_id(incident_id)
+
+
+def source(status: str, reason: str | None = None, **detail) -> dict:
+    """A manifest `sources` entry. not_observed requires a reason."""
+    if status not in SOURCE_STATUSES:
+        raise ValueError(f"source status must be one of {SOURCE_STATUSES}")
+    if status == "not_observed" and not reason:
+        raise ValueError("a not_observed source needs a reason")
+    return {"status": status, "reason": reason, "detail": detail}
+
+
+@dataclass
+class Incident:
+    """A read, verified incident directory."""
+
+    path: Path
+    manifest: dict
+    tables: dict[str, pa.Table]
+
+    def table(self, name: str) -> pa.Table:
+        """The table, or an empty one with the contract schema when it was not written."""
+        return self.tables.get(name, tables.empty(name))
+
+    def observed(self, source_name: str) -> bool:
+        return self.manifest["sources"].get(source_name, {}).get("status") == "observed"
+
+
+def write_incident(
+    path: str | os.PathLike,
+    manifest: dict,
+    table_data: dict[str, pa.Table],
+) -> Path:
+    """Write tables then the manifest (atomically each). `manifest` lacks `tables`; it is filled here.
+
+    Returns the manifest path. On any failure no manifest is written, so the
+    directory is never taken for a complete incident.
+    """
+    path = Path(path)
+    (path / "tables").mkdir(parents=True, exist_ok=True)
+    entries = {}
+    for name, table in table_data.items():
+        if name not in tables.TABLES:
+            raise StallcaseError(path, f"unknown table '{name}'")
+        rel = f"tables/{name}.parquet"
+        tables.write_table(path / rel, name, table)
+        entries[name] = {"path": rel, "rows": table.num_rows, "digest": hash_file(path / rel)}
+    full = dict(manifest)
+    full["tables"] = entries
+    full.setdefault("schema_version", 1)
+    full.setdefault("kind", "incident_manifest")
+    full.setdefault("tables_version", tables.TABLES_VERSION)
+    full.setdefault("created_unix_ns", time.time_ns())
+    records.write_record(path / MANIFEST, full, "incident_manifest")
+    return path / MANIFEST
+
+
+def _safe_member(root: Path, rel: str, where: Path) -> Path:
+    """Resolve a path named inside a manifest; refuse absolute paths, '..' and symlink escapes."""
+    if os.path.isabs(rel) or ".." in Path(rel).parts:
+        raise InputError(where, f"table path {rel!r} escapes the incident directory")
+    target = (root / rel)
+    real_root = root.resolve()
+    try:
+        target.resolve().relative_to(real_root)
+    except ValueError:
+        raise InputError(where, f"table path {rel!r} resolves outside the incident directory (symlink?)") from None
+    return target
+
+
+def read_incident(path: str | os.PathLike, *, verify: bool = True) -> Incident:
+    """Read and verify an incident directory: manifest schema, table digests, table schemas."""
+    path = Path(path)
+    mpath = path / MANIFEST
+    if not path.is_dir():
+        raise InputError(path, "incident directory not found")
+    manifest = records.read_record(mpath, "incident_manifest")
+    loaded: dict[str, pa.Table] = {}
+    for name, entry in manifest["tables"].items():
+        if name not in tables.TABLES:
+            raise InputError(mpath, f"manifest names unknown table '{name}'")
+        tpath = _safe_member(path, entry["path"], mpath)
+        if not tpath.is_file():
+            raise InputError(tpath, f"table '{name}' named by the manifest is missing")
+        if verify:
+            actual = hash_file(tpath)
+            if actual != entry["digest"]:
+                raise InputError(tpath, f"digest mismatch: manifest says {entry['digest']}, file hashes to {actual}")
+        table = tables.read_table(tpath, name)
+        if table.num_rows != entry["rows"]:
+            raise InputError(tpath, f"manifest says {entry['rows']} rows, file has {table.num_rows}")
+        loaded[name] = table
+    return Incident(path=path, manifest=manifest, tables=loaded)

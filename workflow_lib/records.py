@@ -1,0 +1,123 @@
+"""JSON records: the contracts between stages.
+
+Every record a stage writes names its schema (`schemas/<kind>.schema.json`, JSON
+Schema 2020-12) and a `schema_version`; it is validated when written and when read.
+Records are written canonically (sorted keys, no NaN) and atomically, so the
+digest of a record is stable and a reader never sees half a record.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import blake3
+import jsonschema
+from jsonschema import Draft202012Validator
+
+from . import atomic
+from .errors import RecordError
+
+SCHEMA_DIR = Path(os.environ.get("STALLCASE_SCHEMAS", Path(__file__).resolve().parent.parent / "schemas"))
+
+
+def canonical_bytes(record: Any) -> bytes:
+    """Canonical JSON: sorted keys, compact separators, UTF-8, NaN/Infinity refused."""
+    return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+
+
+def digest_of(record: Any) -> str:
+    """blake3 hex digest of a record's canonical JSON (a record's identity)."""
+    return blake3.blake3(canonical_bytes(record)).hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def load_schema(kind: str) -> dict:
+    path = SCHEMA_DIR / f"{kind}.schema.json"
+    try:
+        schema = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RecordError(path, "schema file not found") from None
+    except json.JSONDecodeError as exc:
+        raise RecordError(path, f"schema is not valid JSON: {exc}") from None
+    Draft202012Validator.check_schema(schema)
+    return schema
+
+
+@functools.lru_cache(maxsize=None)
+def _validator(kind: str) -> Draft202012Validator:
+    return Draft202012Validator(load_schema(kind), format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def _first_error(kind: str, record: Any) -> jsonschema.ValidationError | None:
+    errors = sorted(_validator(kind).iter_errors(record), key=lambda e: (len(e.path), list(map(str, e.path))))
+    return errors[0] if errors else None
+
+
+def validate(record: Any, kind: str, *, where: str | os.PathLike | None = None) -> None:
+    """Raise RecordError (one line: where, JSON path, problem) if `record` violates schema `kind`."""
+    err = _first_error(kind, record)
+    if err is not None:
+        loc = "/".join(str(p) for p in err.absolute_path) or "(root)"
+        msg = err.message if len(err.message) < 300 else err.message[:300] + "..."
+        raise RecordError(where or f"<{kind} record>", f"violates {kind} schema at {loc}: {msg}")
+
+
+def _check_finite(obj: Any, where: Any) -> None:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        raise RecordError(where, "record holds NaN or infinity; write null for a missing number")
+    if isinstance(obj, dict):
+        for v in obj.values():
+            _check_finite(v, where)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            _check_finite(v, where)
+
+
+def write_record(path: str | os.PathLike, record: dict, kind: str) -> str:
+    """Validate, then atomically write `record` to `path`. Returns its digest.
+
+    Nothing is written when validation fails.
+    """
+    _check_finite(record, path)
+    validate(record, kind, where=path)
+    data = canonical_bytes(record)
+    # Pretty on disk for people reading the artifact tree; the digest is over canonical bytes.
+    pretty = json.dumps(record, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    atomic.write_text(path, pretty)
+    return blake3.blake3(data).hexdigest()
+
+
+def parse_record(data: bytes, kind: str, where: str | os.PathLike) -> dict:
+    """Parse bytes as a JSON record and validate against schema `kind`."""
+    try:
+        record = json.loads(data.decode("utf-8"), parse_constant=_refuse_constant)
+    except UnicodeDecodeError:
+        raise RecordError(where, "not UTF-8 text") from None
+    except (json.JSONDecodeError, ValueError, RecursionError) as exc:
+        raise RecordError(where, f"not valid JSON ({str(exc).splitlines()[0]})") from None
+    if not isinstance(record, dict):
+        raise RecordError(where, f"expected a JSON object, found {type(record).__name__}")
+    validate(record, kind, where=where)
+    return record
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed in a record")
+
+
+def read_record(path: str | os.PathLike, kind: str) -> dict:
+    """Read and validate a record; any problem is a one-line RecordError naming the file."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise RecordError(path, "record not found") from None
+    except IsADirectoryError:
+        raise RecordError(path, "is a directory, expected a JSON record") from None
+    except PermissionError:
+        raise RecordError(path, "permission denied") from None
+    return parse_record(data, kind, path)

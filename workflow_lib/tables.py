@@ -1,0 +1,155 @@
+"""Arrow schemas of the snapshot tables: the contract between capture/importers and analysis.
+
+All times are int64 nanoseconds on ONE host timeline per incident, named by the
+manifest's `clock.host` ("monotonic" for the recorder, "realtime" for Kineto imports).
+GPU timestamps are already mapped onto that timeline; the mapping's uncertainty is in
+`clock_sync`. A row that was not observed is absent: never fill one in.
+`rank` is the distributed rank (null for single-process work).
+
+Version history (bump TABLES_VERSION when a column changes meaning or type):
+  1 - first version.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import atomic
+from .errors import InputError
+
+TABLES_VERSION = 1
+
+_i64, _i32, _f64, _str, _bool = pa.int64(), pa.int32(), pa.float64(), pa.string(), pa.bool_()
+
+
+def _schema(*fields: tuple[str, pa.DataType, bool]) -> pa.Schema:
+    return pa.schema([pa.field(n, t, nullable=null) for n, t, null in fields])
+
+
+TABLES: dict[str, pa.Schema] = {
+    # Workload boundaries: one row per step (training/inference iteration).
+    "steps": _schema(
+        ("step_id", _i64, False), ("thread_id", _i64, False),
+        ("start_ns", _i64, False), ("end_ns", _i64, False), ("rank", _i32, True),
+    ),
+    # Host spans (named regions) per thread; depth 0 is outermost.
+    "spans": _schema(
+        ("name", _str, False), ("thread_id", _i64, False), ("depth", _i32, False),
+        ("start_ns", _i64, False), ("end_ns", _i64, False), ("rank", _i32, True),
+    ),
+    # GPU kernels (CUPTI CONCURRENT_KERNEL or Kineto 'kernel').
+    "kernels": _schema(
+        ("name", _str, False), ("device", _i32, False), ("stream", _i64, False),
+        ("correlation_id", _i64, True), ("start_ns", _i64, False), ("end_ns", _i64, False),
+        ("grid_x", _i32, True), ("grid_y", _i32, True), ("grid_z", _i32, True),
+        ("block_x", _i32, True), ("block_y", _i32, True), ("block_z", _i32, True),
+        ("rank", _i32, True),
+    ),
+    # Memory copies and memsets on the GPU; kind is HtoD, DtoH, DtoD, HtoH, PtoP or memset.
+    "memcpy": _schema(
+        ("kind", _str, False), ("device", _i32, False), ("stream", _i64, False),
+        ("bytes", _i64, True), ("correlation_id", _i64, True),
+        ("start_ns", _i64, False), ("end_ns", _i64, False), ("rank", _i32, True),
+    ),
+    # Host CUDA runtime/driver API calls; is_sync marks calls that block the host on the GPU.
+    "runtime_api": _schema(
+        ("name", _str, False), ("thread_id", _i64, False), ("correlation_id", _i64, True),
+        ("start_ns", _i64, False), ("end_ns", _i64, False), ("is_sync", _bool, False),
+        ("rank", _i32, True),
+    ),
+    # NVML samples in long form. metric: gpu_util_pct, mem_util_pct, sm_clock_mhz,
+    # mem_clock_mhz, max_sm_clock_mhz, power_mw, temp_c, mem_used_bytes, clock_event_reasons.
+    # source: "poll" (our sampler) or "driver_samples" (nvmlDeviceGetSamples buffer).
+    "nvml": _schema(
+        ("device", _i32, False), ("ts_ns", _i64, False), ("metric", _str, False),
+        ("value", _f64, False), ("source", _str, False), ("rank", _i32, True),
+    ),
+    # Scheduler evidence per thread from /proc/<pid>/task/<tid>/{stat,schedstat}.
+    # state: R running/runnable, S sleeping, D uninterruptible, ...; cpu_time_ns and
+    # runqueue_wait_ns are cumulative counters (schedstat fields 1 and 2).
+    "sched": _schema(
+        ("ts_ns", _i64, False), ("thread_id", _i64, False), ("thread_name", _str, True),
+        ("state", _str, False), ("cpu_time_ns", _i64, True), ("runqueue_wait_ns", _i64, True),
+        ("timeslices", _i64, True), ("rank", _i32, True),
+    ),
+    # GPU->host clock calibration: host_ns = gpu_ns + offset_ns, +/- uncertainty_ns.
+    "clock_sync": _schema(
+        ("source", _str, False), ("ts_host_ns", _i64, False), ("offset_ns", _i64, False),
+        ("uncertainty_ns", _i64, False), ("rank", _i32, True),
+    ),
+    # Collective operations per rank (torch.distributed / NCCL flight recorder / Kineto).
+    "collectives": _schema(
+        ("rank", _i32, False), ("pg_id", _str, False), ("pg_name", _str, True),
+        ("comm_hash", _str, True), ("seq_id", _i64, False), ("p2p_seq_id", _i64, True),
+        ("op_type", _str, False), ("input_sizes", _str, True), ("output_sizes", _str, True),
+        ("dtypes", _str, True), ("group_size", _i32, True), ("group_ranks", _str, True),
+        ("enqueue_ns", _i64, True), ("gpu_start_ns", _i64, True), ("gpu_end_ns", _i64, True),
+        ("state", _str, True), ("thread_id", _i64, True), ("record_id", _i64, True),
+    ),
+}
+
+
+def empty(name: str) -> pa.Table:
+    return TABLES[name].empty_table()
+
+
+def conform(name: str, table: pa.Table, where: str | os.PathLike = "<table>") -> pa.Table:
+    """Select and cast a table's columns to the contract schema (extra columns dropped)."""
+    schema = TABLES[name]
+    missing = [f.name for f in schema if f.name not in table.column_names and not f.nullable]
+    if missing:
+        raise InputError(where, f"table '{name}' lacks required column(s) {', '.join(missing)}")
+    cols = []
+    for f in schema:
+        if f.name in table.column_names:
+            col = table.column(f.name)
+            try:
+                col = col.cast(f.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise InputError(where, f"column '{f.name}' of table '{name}' cannot be {f.type}: {exc}") from None
+            if not f.nullable and col.null_count:
+                raise InputError(where, f"column '{f.name}' of table '{name}' has {col.null_count} null(s)")
+        else:
+            col = pa.nulls(table.num_rows, f.type)
+        cols.append(col)
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def write_table(path: str | os.PathLike, name: str, table: pa.Table) -> Path:
+    """Conform and write a table as Parquet, atomically."""
+    table = conform(name, table, path)
+    return atomic.write_with(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+
+
+def read_table(path: str | os.PathLike, name: str) -> pa.Table:
+    """Read a Parquet table and check it against the contract; one-line InputError on any problem."""
+    try:
+        table = pq.read_table(path)
+    except FileNotFoundError:
+        raise InputError(path, "table file not found") from None
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise InputError(path, f"not a readable Parquet file ({str(exc).splitlines()[0][:200]})") from None
+    table = conform(name, table, path)
+    _check_intervals(name, table, path)
+    return table
+
+
+def _check_intervals(name: str, table: pa.Table, where) -> None:
+    import pyarrow.compute as pc
+
+    if "start_ns" in table.column_names and "end_ns" in table.column_names and table.num_rows:
+        bad = pc.sum(pc.less(table["end_ns"], table["start_ns"])).as_py() or 0
+        if bad:
+            raise InputError(where, f"table '{name}' has {bad} row(s) with end_ns before start_ns (reversed timestamps)")
+        neg = pc.sum(pc.less(table["start_ns"], 0)).as_py() or 0
+        if neg:
+            raise InputError(where, f"table '{name}' has {neg} row(s) with negative start_ns")
+    if name == "steps" and table.num_rows:
+        # A step id is unique per rank (every rank runs step 7).
+        keys = table.select(["rank", "step_id"]).group_by(["rank", "step_id"]).aggregate([])
+        if keys.num_rows != table.num_rows:
+            raise InputError(where, "table 'steps' has duplicate step_id values within a rank")
