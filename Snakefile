@@ -1,0 +1,33 @@
+# stallcase: incident -> snapshot -> store -> diagnosis -> plan -> preflight -> trials -> comparison -> report.
+# This file only includes the stage rules and names the final targets; see rules/<stage>.smk.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "rules/common.smk"
+include: "rules/capture.smk"
+include: "rules/snapshot.smk"
+include: "rules/diagnose.smk"
+include: "rules/plan.smk"
+include: "rules/preflight.smk"
+include: "rules/trials.smk"
+include: "rules/compare.smk"
+include: "rules/report.smk"
+
+
+localrules:
+    all,
+    snapshot,
+    diagnose,
+    plan,
+    compare,
+    report,
+
+
+rule all:
+    input:
+        final_targets(),

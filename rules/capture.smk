@@ -1,0 +1,13 @@
+# Capture: only the built-in demo is captured by the workflow. A user's incident is
+# recorded by their workload (FlightRecorder), `stallcase record` or `stallcase import`.
+
+
+rule capture_demo:
+    output:
+        f"{INCIDENTS}/demo/manifest.json",
+    params:
+        args=config.get("demo", {}).get("args", []),
+    log:
+        f"{RESULTS}/demo/logs/capture.log",
+    run:
+        workflow_lib.demo.capture(INCIDENTS, params.args, log[0])

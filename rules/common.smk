@@ -1,0 +1,31 @@
+# Configuration checks and path helpers shared by the stage rules (no rules here).
+import os
+import sys
+
+from snakemake.utils import validate
+
+sys.path.insert(0, workflow.basedir)  # workflow_lib importable without installation
+import workflow_lib.compare
+import workflow_lib.demo
+import workflow_lib.diagnose
+import workflow_lib.plan
+import workflow_lib.preflight
+import workflow_lib.report
+import workflow_lib.snapshot
+import workflow_lib.trials
+
+validate(config, "../schemas/config.schema.json")
+
+INCIDENTS = config["incidents_dir"]
+RESULTS = config["results_dir"]
+STORE = RESULTS  # the CAS lives at <results_dir>/cas/blake3/
+BLOCKS = [f"b{i:03d}" for i in range(config["trials"]["blocks"])]
+
+wildcard_constraints:
+    incident=r"[A-Za-z0-9][A-Za-z0-9._-]*",
+    block=r"b[0-9]{3,}",
+
+
+def final_targets():
+    r = f"{RESULTS}/{config['incident']}"
+    return [f"{r}/snapshot.json", f"{r}/diagnosis.json", f"{r}/comparison.json", f"{r}/report.html"]

@@ -1,0 +1,11 @@
+# Compare: join every block; a verdict only when the effect clears the A/A noise floor.
+
+
+rule compare:
+    input:
+        plan=f"{RESULTS}/{{incident}}/plan.json",
+        executions=expand(f"{RESULTS}/{{{{incident}}}}/execution/{{block}}.json", block=BLOCKS),
+    output:
+        f"{RESULTS}/{{incident}}/comparison.json",
+    run:
+        workflow_lib.compare.compare_files(input.plan, input.executions, output[0])

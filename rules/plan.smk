@@ -1,0 +1,14 @@
+# Plan: pin artifacts by digest, resolve the candidate, draw the seeded schedule.
+
+
+rule plan:
+    input:
+        f"{RESULTS}/{{incident}}/snapshot.json",
+    output:
+        f"{RESULTS}/{{incident}}/plan.json",
+    params:
+        design=config["trials"],
+        candidate=config.get("candidate", "baseline"),
+        experiment=config.get("experiment"),
+    run:
+        workflow_lib.plan.plan_from_snapshot_file(input[0], STORE, output[0], design=params.design, candidate=params.candidate, experiment=params.experiment)

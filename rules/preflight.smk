@@ -1,0 +1,14 @@
+# Preflight: first thing in each block's job, on the node that runs it (same group as trials).
+
+
+rule preflight:
+    input:
+        f"{RESULTS}/{{incident}}/plan.json",
+    output:
+        f"{RESULTS}/{{incident}}/preflight/{{block}}.json",
+    log:
+        f"{RESULTS}/{{incident}}/logs/preflight-{{block}}.json",
+    group:
+        "block"
+    run:
+        workflow_lib.preflight.run_preflight(input[0], wildcards.block, STORE, output[0], results_dir=f"{RESULTS}/{wildcards.incident}", log_path=log[0])

@@ -1,0 +1,10 @@
+# Snapshot: ingest the incident directory into the content-addressed store.
+
+
+rule snapshot:
+    input:
+        f"{INCIDENTS}/{{incident}}/manifest.json",
+    output:
+        f"{RESULTS}/{{incident}}/snapshot.json",
+    run:
+        workflow_lib.snapshot.ingest(os.path.dirname(input[0]), STORE, output[0])

@@ -1,0 +1,32 @@
+"""The built-in demo incident: run examples/demo/workload.py under the recorder.
+
+Called by rules/capture.smk. The workload is started as an argv list with this
+interpreter, and snapshots itself into <incidents_dir>/demo at its end.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .errors import StallcaseError
+from .incident import MANIFEST
+
+WORKLOAD = Path(__file__).resolve().parent.parent / "examples" / "demo" / "workload.py"
+
+
+def capture(incidents_dir: str | os.PathLike, args: list[str], log_path: str | os.PathLike | None = None,
+            incident_id: str = "demo") -> Path:
+    argv = [sys.executable, str(WORKLOAD), *map(str, args), "--incident", incident_id,
+            "--incidents-dir", str(Path(incidents_dir).resolve())]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=WORKLOAD.parent.parent.parent)
+    if log_path:
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(log_path).write_text(proc.stdout + proc.stderr, encoding="utf-8")
+    manifest = Path(incidents_dir) / incident_id / MANIFEST
+    if proc.returncode != 0 or not manifest.is_file():
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise StallcaseError(WORKLOAD, f"demo capture failed (exit {proc.returncode}): {last}")
+    return manifest

@@ -1,0 +1,152 @@
+"""Preflight: on the node that runs a block, check that it is the planned environment.
+
+Compares this node's environment fingerprint and every artifact digest with the plan,
+field by field. Any difference blocks the block, unless the user named a new
+experiment (`--config experiment=NAME`): then the record says `new_experiment`, names
+the incident it derives from and lists every difference. It never proceeds silently,
+and an experiment name once bound to one environment cannot be reused with another.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+
+from . import atomic, environment, records
+from .cas import CAS, hash_file
+from .errors import PreflightBlocked, StallcaseError
+
+REGISTRY = "experiments.json"
+
+
+def check_artifacts(plan: dict, cas: CAS) -> tuple[list[dict], list[dict]]:
+    """(differences, missing) for the plan's artifacts on this node.
+
+    Binaries and libraries must be at their recorded path with the recorded digest
+    (that is what will run). Sources, inputs and patches must be in the store
+    (verified) or at their path with the right digest.
+    """
+    diffs, missing = [], []
+    for art in plan["artifacts"]:
+        role, path, digest = art["role"], art["path"], art["digest"]
+        present = os.path.isfile(path)
+        actual = None
+        if present:
+            try:
+                actual = hash_file(path)
+            except OSError as exc:
+                missing.append({"role": role, "path": path, "expected_digest": digest, "problem": f"unreadable: {exc}"})
+                continue
+        if role in ("binary", "library"):
+            if not present:
+                missing.append({"role": role, "path": path, "expected_digest": digest, "problem": "not at its recorded path"})
+            elif actual != digest:
+                diffs.append({"field": f"artifact.{role}:{path}", "planned": digest, "observed": actual})
+        else:
+            if cas.has(digest):
+                try:
+                    cas.get(digest)
+                    continue
+                except StallcaseError as exc:
+                    missing.append({"role": role, "path": path, "expected_digest": digest, "problem": f"store copy corrupt: {exc.problem}"})
+                    continue
+            if not present:
+                missing.append({"role": role, "path": path, "expected_digest": digest, "problem": "neither in the store nor at its path"})
+            elif actual != digest:
+                diffs.append({"field": f"artifact.{role}:{path}", "planned": digest, "observed": actual})
+    for arm in ("baseline", "candidate"):
+        for s in plan["arms"][arm].get("sources", []):
+            if not cas.has(s["digest"]) and not (plan.get("source_root") and _at(plan["source_root"], s)):
+                missing.append({"role": "source", "path": s["relpath"], "expected_digest": s["digest"], "problem": f"{arm} source not in the store"})
+    return diffs, missing
+
+
+def _at(root: str, s: dict) -> bool:
+    p = os.path.join(root, s["relpath"])
+    return os.path.isfile(p) and hash_file(p) == s["digest"]
+
+
+def _registry_check(registry_path: Path, experiment: str, env_digest: str, diffs: list[dict]) -> None:
+    """Bind an experiment name to one environment; refuse reuse with another."""
+    reg = {}
+    if registry_path.is_file():
+        import json
+
+        try:
+            reg = json.loads(registry_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise StallcaseError(registry_path, "experiment registry is not valid JSON") from None
+    bound = reg.get(experiment)
+    if bound is not None and bound != env_digest:
+        diffs.append({"field": "experiment", "planned": f"{experiment} bound to environment {bound}",
+                      "observed": f"environment {env_digest}"})
+        raise PreflightBlocked(registry_path, f"experiment name {experiment!r} was already used with a different environment; name a new experiment")
+    if bound is None:
+        import json
+
+        reg[experiment] = env_digest
+        atomic.write_text(registry_path, json.dumps(reg, indent=2, sort_keys=True) + "\n")
+
+
+def preflight(plan: dict, plan_digest: str, block: str, store_root: str | os.PathLike, *,
+              results_dir: str | os.PathLike, observed_env: dict | None = None) -> dict:
+    """The preflight record for `block` on this node (status pass, blocked or new_experiment)."""
+    if block not in plan["schedule"]:
+        raise StallcaseError(f"block {block}", "not in the plan's schedule")
+    cas = CAS(store_root)
+    env = observed_env if observed_env is not None else environment.fingerprint()
+    diffs = environment.compare(plan.get("environment") or {}, env)
+    art_diffs, missing = check_artifacts(plan, cas)
+    diffs += art_diffs
+    experiment = plan.get("experiment")
+    status = "pass"
+    if diffs or missing:
+        status = "blocked"
+        if experiment and not missing:
+            status = "new_experiment"
+    if experiment:
+        env_digest = records.digest_of({k: v for k, v in env.items() if not k.startswith("_")})
+        try:
+            _registry_check(Path(results_dir) / REGISTRY, experiment, env_digest, diffs)
+        except PreflightBlocked:
+            status = "blocked"
+    return {
+        "schema_version": 1,
+        "kind": "preflight",
+        "block": block,
+        "plan_digest": plan_digest,
+        "incident_id": plan["incident_id"],
+        "experiment": experiment,
+        "node": socket.gethostname(),
+        "checked_unix_ns": time.time_ns(),
+        "status": status,
+        "differences": diffs,
+        "missing": missing,
+        "environment": env,
+    }
+
+
+def readable_diff(record: dict) -> str:
+    lines = [f"preflight {record['block']}: {record['status']} on {record['node']}"]
+    for d in record["differences"]:
+        lines.append(f"  {d['field']}: planned {d['planned']!r}, observed {d['observed']!r}")
+    for m in record["missing"]:
+        lines.append(f"  missing artifact: role={m['role']} path={m['path']} expected_digest={m['expected_digest']} ({m.get('problem', '')})")
+    if record["status"] == "blocked":
+        lines.append("  the trials would not run what the incident ran; fix the node, or name a new experiment with --config experiment=NAME")
+    return "\n".join(lines)
+
+
+def run_preflight(plan_path, block: str, store_root, out_path, *, results_dir, log_path=None) -> dict:
+    """Rule entry: write the record; if blocked, keep it in the log and raise with the diff."""
+    plan = records.read_record(plan_path, "plan")
+    plan_digest = records.digest_of(plan)
+    record = preflight(plan, plan_digest, block, store_root, results_dir=results_dir)
+    if record["status"] == "blocked":
+        if log_path:
+            records.write_record(log_path, record, "preflight")
+        raise PreflightBlocked(out_path, readable_diff(record).replace("\n", " | "))
+    records.write_record(out_path, record, "preflight")
+    return record

@@ -1,0 +1,98 @@
+"""Snapshot stage: ingest an incident directory into the content-addressed store.
+
+The snapshot record (results/<incident>/snapshot.json) indexes the incident's tables
+and artifacts by digest. Sources, inputs and patches are copied into the store (they
+are what reconstruction needs); binaries and libraries are environment, so they are
+verified in place by digest and stored only when `store_roles` says so. Anything the
+manifest names that is neither in the store nor at its recorded path with the right
+digest blocks the stage: one line per artifact, and no record is written.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from . import records
+from .cas import CAS, hash_file
+from .errors import MissingArtifact
+from .incident import MANIFEST, check_incident_id, read_incident
+
+DEFAULT_STORE_ROLES = ("source", "input", "patch")
+
+
+def resolve_artifacts(artifacts: list[dict], cas: CAS, store_roles=DEFAULT_STORE_ROLES) -> list[dict]:
+    """Check every artifact; store those of `store_roles`. Returns entries with `stored` flags.
+
+    Raises MissingArtifact naming every artifact that is missing or changed.
+    """
+    missing: list[tuple[str, str, str]] = []
+    out = []
+    for art in artifacts:
+        role, path, digest = art["role"], art["path"], art["digest"]
+        in_store = cas.has(digest)
+        at_path = False
+        if os.path.isfile(path):
+            try:
+                at_path = hash_file(path) == digest
+            except OSError:
+                at_path = False
+        if not (in_store or at_path):
+            missing.append((role, path, digest))
+            continue
+        if role in store_roles and not in_store:
+            stored = cas.put_file(path)
+            if stored != digest:  # changed between the check and the copy
+                missing.append((role, path, digest))
+                continue
+        out.append(dict(art))
+    if missing:
+        raise MissingArtifact(missing)
+    return out
+
+
+def ingest(incident_path: str | os.PathLike, store_root: str | os.PathLike, out_path: str | os.PathLike,
+           *, store_roles=DEFAULT_STORE_ROLES) -> dict:
+    """Ingest `incident_path` into the store at `store_root` and write the snapshot record."""
+    incident = read_incident(incident_path)
+    m = incident.manifest
+    check_incident_id(m["incident_id"], str(Path(incident_path) / MANIFEST))
+    cas = CAS(store_root)
+    artifacts = resolve_artifacts(m.get("artifacts", []), cas, store_roles)
+    manifest_digest = cas.put_file(Path(incident_path) / MANIFEST)
+    tables = {}
+    for name, entry in m["tables"].items():
+        digest = cas.put_file(Path(incident_path) / entry["path"])
+        tables[name] = {"digest": digest, "rows": entry["rows"]}
+    record = {
+        "schema_version": 1,
+        "kind": "snapshot",
+        "incident_id": m["incident_id"],
+        "manifest_digest": manifest_digest,
+        "created_unix_ns": m["created_unix_ns"],
+        "reason": m["reason"],
+        "producer": m.get("producer", "unknown"),
+        "clock": m["clock"],
+        "window": m.get("window"),
+        "ranks": m.get("ranks", []),
+        "sources": m["sources"],
+        "tables": tables,
+        "artifacts": artifacts,
+        "provenance": m.get("provenance", {}),
+        "workload": m.get("workload"),
+        "recorder": m.get("recorder"),
+    }
+    records.write_record(out_path, record, "snapshot")
+    return record
+
+
+def load_tables(snapshot: dict, store_root: str | os.PathLike):
+    """The snapshot's tables back from the store (digest-verified) as an Incident-like object."""
+    from . import tables as T
+    from .incident import Incident
+
+    cas = CAS(store_root)
+    loaded = {name: T.read_table(cas.get(e["digest"]), name) for name, e in snapshot["tables"].items()}
+    manifest = records.parse_record(cas.get_bytes(snapshot["manifest_digest"]), "incident_manifest",
+                                    f"store object {snapshot['manifest_digest']} (manifest)")
+    return Incident(path=Path(store_root), manifest=manifest, tables=loaded)

@@ -1,0 +1,198 @@
+"""Trial runner: one block of interleaved baseline (A), candidate (B) and control (A') runs.
+
+Each run is a fresh process started from the arm's rebuilt work directory with an argv
+list (never a shell) and only the plan's allow-listed environment plus what the node
+must provide. The recorder inside the workload writes its per-step times to the file
+named by STALLCASE_STEPS_OUT. A failed run is retried up to `max_retries` and recorded
+as failed (never dropped); a block with more than `max_failed_fraction` of its runs
+failed is marked `too_many_failures`, and one whose environment changed mid-block is
+marked `environment_changed`: compare excludes both and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from statistics import mean, median
+
+from . import environment, records
+from .plan import NODE_ENV, materialize_arm
+
+STATISTICS = {"median": median, "mean": mean, "min": min}
+
+
+class GpuWatch:
+    """Samples SM clock, temperature and clock-event reasons in the runner during one run."""
+
+    INTERVAL_S = 0.1
+
+    def __init__(self):
+        self.samples: list[tuple[int, int, int]] = []
+        self._stop = threading.Event()
+        self.reason: str | None = None
+        try:
+            self.nvml = environment.import_pynvml()
+            self.nvml.nvmlInit()
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            index = int(visible.split(",")[0]) if visible and visible.split(",")[0].isdigit() else 0
+            self.handle = self.nvml.nvmlDeviceGetHandleByIndex(index)
+        except Exception as exc:  # NVML missing or no device: say so, never guess
+            self.nvml = None
+            self.reason = f"NVML unavailable: {type(exc).__name__}: {exc}"
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="stallcase-gpuwatch")
+
+    def _loop(self) -> None:
+        n = self.nvml
+        getter = getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) or n.nvmlDeviceGetCurrentClocksThrottleReasons
+        while not self._stop.is_set():
+            try:
+                self.samples.append((n.nvmlDeviceGetClockInfo(self.handle, n.NVML_CLOCK_SM),
+                                     n.nvmlDeviceGetTemperature(self.handle, n.NVML_TEMPERATURE_GPU),
+                                     int(getter(self.handle))))
+            except Exception as exc:  # a failing read ends sampling for this run; recorded below
+                self.reason = f"NVML read failed: {exc}"
+                return
+            self._stop.wait(self.INTERVAL_S)
+
+    def __enter__(self):
+        if self.nvml is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=1)
+
+    def summary(self) -> dict:
+        if not self.samples:
+            return {"status": "not_observed", "reason": self.reason or "no NVML sample during the run"}
+        clocks = [s[0] for s in self.samples]
+        reasons = 0
+        for s in self.samples:
+            reasons |= s[2]
+        return {"status": "observed", "reason": None, "samples": len(self.samples),
+                "sm_clock_mhz_min": min(clocks), "sm_clock_mhz_max": max(clocks),
+                "temp_c_max": max(s[1] for s in self.samples), "clock_event_reasons_or": reasons}
+
+
+def run_env(plan_env: dict, extra: dict) -> dict:
+    env = {k: os.environ[k] for k in NODE_ENV if k in os.environ}
+    env.update(plan_env)
+    env.update(extra)
+    return env
+
+
+def read_metric(design_metric: dict, steps_file: Path, stdout: str) -> tuple[list[float], list[str]]:
+    """The run's values: recorder step times, or the first group of a stdout regex."""
+    if design_metric["source"] == "recorder_steps":
+        data = json.loads(steps_file.read_text(encoding="utf-8"))
+        values = [float(v) for v in data.get("steps_ns", [])][design_metric.get("skip_steps", 0):]
+        return values, [str(u) for u in data.get("unusual", [])]
+    m = re.search(design_metric["regex"], stdout, re.MULTILINE)
+    if not m:
+        raise ValueError(f"metric regex {design_metric['regex']!r} matched nothing in the output")
+    return [float(m.group(1))], []
+
+
+def one_run(spec: dict, design: dict, entry: dict, attempt: int, log) -> dict:
+    metric = design["metric"]
+    with tempfile.TemporaryDirectory(prefix="stallcase-run-") as tmp:
+        steps_file = Path(tmp) / "steps.json"
+        env = run_env(spec["env"], {"STALLCASE_STEPS_OUT": str(steps_file), "STALLCASE_TRIAL_ARM": entry["arm"],
+                                    "STALLCASE_RECORDER": os.environ.get("STALLCASE_TRIAL_RECORDER", "off")})
+        start = time.time_ns()
+        err = None
+        code = None
+        stdout = ""
+        with GpuWatch() as watch:
+            try:
+                proc = subprocess.run(spec["argv"], cwd=spec["cwd"], env=env, capture_output=True, text=True,
+                                      timeout=design.get("run_timeout_s", 600), check=False)
+                code, stdout = proc.returncode, proc.stdout
+                if log:
+                    log.write(f"--- run {entry['index']} arm {entry['arm']} attempt {attempt} exit {code}\n{proc.stderr[-4000:]}")
+            except subprocess.TimeoutExpired:
+                err = f"timed out after {design.get('run_timeout_s', 600)} s"
+            except OSError as exc:
+                err = f"could not start: {exc}"
+        end = time.time_ns()
+        values, unusual = [], []
+        if err is None and code != 0:
+            err = f"exit status {code}"
+        if err is None:
+            try:
+                values, unusual = read_metric(metric, steps_file, stdout)
+                if not values:
+                    err = "the run reported no step times"
+            except (OSError, ValueError, json.JSONDecodeError) as exc:
+                err = f"metric unreadable: {exc}"
+    ok = err is None
+    return {"index": entry["index"], "arm": entry["arm"], "attempt": attempt, "status": "ok" if ok else "failed",
+            "exit_code": code, "start_unix_ns": start, "end_unix_ns": end,
+            "metric_ns": STATISTICS[metric["statistic"]](values) if ok else None,
+            "values_ns": values if ok else [], "gpu": watch.summary(), "unusual": unusual, "error": err}
+
+
+def run_block(plan: dict, plan_digest: str, preflight_record: dict, preflight_digest: str, block: str,
+              store_root, work_root, *, log_path=None, progress=None) -> dict:
+    """Run one block's schedule; returns the execution record."""
+    design = plan["design"]
+    work_root = Path(work_root)
+    specs = {arm: materialize_arm(plan, arm, store_root, work_root / arm) for arm in ("A", "B")}
+    env_before = environment.fingerprint(with_nvcc=False)
+    runs, notes = [], []
+    started = time.time_ns()
+    log = open(log_path, "a", encoding="utf-8") if log_path else None
+    try:
+        schedule = plan["schedule"][block]
+        for n, entry in enumerate(schedule):
+            spec = specs["B" if entry["arm"] == "B" else "A"]
+            for attempt in range(design["max_retries"] + 1):
+                run = one_run(spec, design, entry, attempt, log)
+                runs.append(run)
+                if run["status"] == "ok":
+                    break
+            if progress:
+                progress(f"{block}: run {n + 1}/{len(schedule)} ({entry['arm']}) {run['status']}")
+    finally:
+        if log:
+            log.close()
+    env_after = environment.fingerprint(with_nvcc=False)
+    status = "complete"
+    changed = environment.compare(env_before, env_after)
+    if changed:
+        status = "environment_changed"
+        notes += [f"{d['field']} changed during the block: {d['planned']!r} -> {d['observed']!r}" for d in changed]
+    final = {}
+    for r in runs:  # last attempt of each scheduled run decides
+        final[r["index"]] = r
+    counted = [r for r in final.values() if r["arm"] != "warmup"]
+    failed = sum(r["status"] == "failed" for r in counted)
+    if counted and failed / len(counted) > design["max_failed_fraction"] and status == "complete":
+        status = "too_many_failures"
+        notes.append(f"{failed} of {len(counted)} runs failed after retries (limit {design['max_failed_fraction']:.0%})")
+    return {"schema_version": 1, "kind": "execution", "block": block, "plan_digest": plan_digest,
+            "preflight_digest": preflight_digest, "node": socket.gethostname(), "started_unix_ns": started,
+            "ended_unix_ns": time.time_ns(), "status": status, "runs": runs, "notes": notes}
+
+
+def run_block_rule(plan_path, preflight_path, block: str, store_root, work_root, out_path, *, log_path=None) -> dict:
+    """Rule entry: read and check inputs, run the block, write execution/<block>.json."""
+    plan = records.read_record(plan_path, "plan")
+    pre = records.read_record(preflight_path, "preflight")
+    plan_digest = records.digest_of(plan)
+    if pre["plan_digest"] != plan_digest:
+        from .errors import RecordError
+
+        raise RecordError(preflight_path, f"preflight checked plan {pre['plan_digest']}, not this plan {plan_digest}")
+    record = run_block(plan, plan_digest, pre, records.digest_of(pre), block, store_root, work_root, log_path=log_path)
+    records.write_record(out_path, record, "execution")
+    return record
