@@ -71,7 +71,7 @@ def _materialize_sources(sources: list[dict], cas: CAS, dest: Path, fallback: di
         target.parent.mkdir(parents=True, exist_ok=True)
         if cas.has(s["digest"]):
             shutil.copyfile(cas.get(s["digest"]), target)
-        elif fallback and s["relpath"] in fallback and hash_file(fallback[s["relpath"]]) == s["digest"]:
+        elif fallback and os.path.isfile(fallback.get(s["relpath"], "")) and hash_file(fallback[s["relpath"]]) == s["digest"]:
             shutil.copyfile(fallback[s["relpath"]], target)
         else:
             raise MissingArtifact([("source", s["relpath"], s["digest"])])
