@@ -28,11 +28,12 @@ from pathlib import Path
 import blake3
 
 from ..cas import hash_file
+from ..environment import fingerprint
 
 ENV_ALLOW = frozenset({
     "CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_MODULE_LOADING",
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "PYTHONHASHSEED",
-    "PYTORCH_CUDA_ALLOC_CONF", "LD_PRELOAD",
+    "PYTORCH_CUDA_ALLOC_CONF", "LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONPATH",
 })
 ENV_ALLOW_PREFIXES = ("NCCL_", "TORCH_", "CUBLAS_", "CUDNN_", "NVIDIA_TF32_", "XLA_", "TF_")
 GIT_TIMEOUT_S = 10.0
@@ -171,6 +172,11 @@ def collect(*, argv: list[str], cwd: str, executable: str, pid: int | str = "sel
         "platform": platform.platform(),
         "source": git_state(root),
     }
+    # The node's environment fingerprint: what preflight later requires to be unchanged.
+    try:
+        prov["environment"] = fingerprint()
+    except OSError as exc:
+        errors.append(f"environment fingerprint: {exc}")
     if in_process:
         prov["python_version"] = sys.version.split()[0]
         try:
