@@ -14,8 +14,8 @@ Method (docs/statistics.md has the derivations and citations):
   run-to-run distribution (heavy tails, outliers, clock states, drift).
 - noise floor: the same interval on c; the floor is its largest absolute end, i.e.
   the largest A/A difference consistent with the controls.
-- minimal detectable effect (Bloom 1995): max(noise floor,
-  (t_{1-alpha/2} + t_{power}) * sd(d) / sqrt(n)) with n - 1 degrees of freedom.
+- minimal detectable effect (after Bloom 1995), with se = sd(d) / sqrt(n) and n - 1
+  degrees of freedom: max((t_{1-alpha/2} + t_power) * se, floor + t_power * se).
 - verdict faster/slower only when the interval excludes 0 AND |estimate| > floor.
 """
 
@@ -65,9 +65,13 @@ def _mde_log(d: np.ndarray, floor: np.ndarray, confidence: float) -> np.ndarray:
     n = d.shape[-1]
     if n < 2:
         return np.full(d.shape[:-1], np.nan)
-    multiplier = stats.t_ppf(1 - (1 - confidence) / 2, n - 1) + stats.t_ppf(MDE_POWER, n - 1)
-    ci_mde = multiplier * d.std(axis=-1, ddof=1) / math.sqrt(n)
-    return np.fmax(ci_mde, floor)
+    t_alpha = stats.t_ppf(1 - (1 - confidence) / 2, n - 1)
+    t_power = stats.t_ppf(MDE_POWER, n - 1)
+    se = d.std(axis=-1, ddof=1) / math.sqrt(n)
+    # Both gates must pass: the interval must clear 0 (Bloom's (t_a + t_p) * se) and the
+    # estimate must clear the floor, which a true effect of floor + t_p * se does with
+    # the stated power. With floor NaN (not measured) fmax keeps the interval part.
+    return np.fmax((t_alpha + t_power) * se, floor + t_power * se)
 
 
 def decide(d: np.ndarray, c: np.ndarray, confidence: float) -> Decision:
