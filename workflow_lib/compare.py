@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import stats
+from . import records, stats
 from . import verdict as V
 from .errors import RecordError
 
@@ -285,3 +285,16 @@ def _record(plan, plan_digest, execution_digests, blocks, dec, code, reasons, us
 
 
 _DESIGN_KEYS = ("blocks", "runs_per_arm", "control_runs", "warmup_runs", "seed", "max_retries", "max_failed_fraction", "confidence")
+
+
+def compare_files(plan_path, execution_paths, out_path) -> dict:
+    """Rule entry: read the plan and every block's execution record, compare, write comparison.json."""
+    plan = records.read_record(plan_path, "plan")
+    executions, digests = {}, {}
+    for path in execution_paths:
+        rec = records.read_record(path, "execution")
+        executions[rec["block"]] = rec
+        digests[rec["block"]] = records.digest_of(rec)
+    record = compare(plan, executions, digests, records.digest_of(plan))
+    records.write_record(out_path, record, "comparison")
+    return record

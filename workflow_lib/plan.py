@@ -189,8 +189,8 @@ def materialize_arm(plan: dict, arm: str, store_root: str | os.PathLike, dest: s
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
     root = plan.get("source_root")
-    fallback = {s["relpath"]: os.path.join(root, s["relpath"]) for s in spec["sources"]} if root else None
-    _materialize_sources(spec["sources"], cas, dest, fallback)
+    fallback = {s["relpath"]: os.path.join(root, s["relpath"]) for s in spec.get("sources", [])} if root else None
+    _materialize_sources(spec.get("sources", []), cas, dest, fallback)
     def remap(p: str) -> str:
         if root and os.path.isabs(p):
             try:
@@ -199,7 +199,7 @@ def materialize_arm(plan: dict, arm: str, store_root: str | os.PathLike, dest: s
                 return p
             return str(dest / rel)
         return p
-    rel_sources = {s["relpath"] for s in spec["sources"]}
+    rel_sources = {s["relpath"] for s in spec.get("sources", [])}
     argv = []
     for a in spec["argv"]:
         cand = remap(a)

@@ -140,3 +140,15 @@ def diagnose_dir(incident_dir: str | os.PathLike, *, options: DiagnoseOptions | 
     if out_path is not None:
         records.write_record(out_path, record, "diagnosis")
     return record
+
+
+def diagnose_snapshot_file(snapshot_path: str | os.PathLike, store_root: str | os.PathLike, out_path: str | os.PathLike,
+                           *, options: DiagnoseOptions | None = None) -> dict:
+    """Rule entry: diagnose a snapshot record's tables (read back from the store, verified)."""
+    from ..snapshot import load_tables
+
+    snap = records.read_record(snapshot_path, "snapshot")
+    inc = load_tables(snap, store_root)
+    record = diagnose(inc, incident_id=snap["incident_id"], snapshot_digest=records.digest_of(snap), options=options)
+    records.write_record(out_path, record, "diagnosis")
+    return record
