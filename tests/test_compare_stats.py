@@ -23,6 +23,7 @@ from workflow_lib import verdict as V
 from workflow_lib.errors import RecordError
 
 HARSH = NoiseModel()  # 1% t3 noise + outliers + clock states
+HARSH_DRIFT = NoiseModel(drift=0.05)  # ... plus 5% linear drift over the experiment
 PLAIN = NoiseModel(outlier_p=0.0, slow_block_p=0.0, flip_p=0.0)  # 1% noise only
 
 
@@ -36,12 +37,14 @@ def verdict_counts(sim, confidence=0.95) -> np.ndarray:
 @pytest.mark.parametrize("blocks", [20, 6])
 def test_aa_false_verdicts_at_most_one_percent(blocks):
     experiments = 2000
-    counts = verdict_counts(simulate(HARSH, Design(blocks=blocks), experiments, seed=100 + blocks))
+    counts = verdict_counts(simulate(HARSH_DRIFT, Design(blocks=blocks), experiments, seed=100 + blocks))
     false = int(counts[V.FASTER] + counts[V.SLOWER])
     upper = stats.clopper_pearson_upper(false, experiments, 0.95)
     print(f"\nA/A {blocks} blocks: {false}/{experiments} faster/slower = {false / experiments:.2%}, "
           f"95% Clopper-Pearson upper bound {upper:.2%}; verdicts {dict(zip(V.VERDICTS, counts.tolist()))}")
     assert upper <= 0.01
+    if blocks >= 20:  # with enough blocks the A/A result is a confident "no change"
+        assert counts[V.NO_CHANGE] / experiments >= 0.99
 
 
 @pytest.mark.parametrize("model", [HARSH, PLAIN], ids=["harsh", "plain"])
