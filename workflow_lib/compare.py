@@ -186,18 +186,22 @@ def _reasons(dec: V.Decision | None, code: int, used: int, control_blocks: int, 
     est, lo, hi = float(dec.estimate_log[0]), float(dec.low_log[0]), float(dec.high_log[0])
     floor, mde = float(dec.floor_log[0]), float(dec.mde_log[0])
     excludes = lo > 0 or hi < 0
-    ci = f"{pct_conf} interval of candidate/baseline [{math.exp(lo):.4f}, {math.exp(hi):.4f}]"
-    out.append(f"{ci} {'excludes' if excludes else 'includes'} 1 (no change)")
-    beyond = abs(est) > floor
+    clears = lo > floor or hi < -floor
     out.append(
-        f"estimated change {_pct(est):+.2f}% is {'beyond' if beyond else 'within'} the A/A noise floor "
-        f"of {_pct(floor):.2f}%"
+        f"{pct_conf} interval of candidate/baseline [{math.exp(lo):.4f}, {math.exp(hi):.4f}] "
+        f"{'excludes' if excludes else 'includes'} 1 (no change); estimate {_pct(est):+.2f}%"
     )
-    if code == V.INCONCLUSIVE and not (excludes and beyond):
+    out.append(
+        f"the interval {'lies entirely beyond' if clears else 'does not clear'} the A/A noise floor "
+        f"of +/-{_pct(floor):.2f}% (measured from A' vs A over {control_blocks} blocks)"
+    )
+    if code == V.INCONCLUSIVE and not clears:
         out.append(
             f"noise too high: the minimal detectable effect is {_pct(mde):.2f}%, above the "
             f"{_pct(V.MAX_NULL_MDE_LOG):.2f}% a no-change result must be able to rule out"
         )
+    else:
+        out.append(f"minimal detectable effect of this design: {_pct(mde):.2f}% at {V.MDE_POWER:.0%} power")
     return out
 
 
