@@ -306,3 +306,18 @@ def test_record_writes(tmp_path):
     rec = _judge(*_run(cb.design(blocks=7)))
     digest = records.write_record(tmp_path / "comparison.json", rec, "comparison")
     assert records.read_record(tmp_path / "comparison.json", "comparison") == rec and len(digest) == 64
+
+
+def test_write_comparison_from_files(tmp_path):
+    pl, ex, dg, pd = _run(cb.design(blocks=8), cb.lognormal_values(11, effect=0.06))
+    records.write_record(tmp_path / "plan.json", pl, "plan")
+    paths = []
+    for b, e in ex.items():
+        paths.append(tmp_path / f"{b}.json")
+        records.write_record(paths[-1], e, "execution")
+    digest = C.write_comparison(tmp_path / "plan.json", paths, tmp_path / "comparison.json")
+    rec = records.read_record(tmp_path / "comparison.json", "comparison")
+    assert records.digest_of(rec) == digest and rec["plan_digest"] == pd and rec["execution_digests"] == dg
+    assert rec["verdict"] == "slower"
+    with pytest.raises(RecordError, match="second execution record"):
+        C.write_comparison(tmp_path / "plan.json", paths + paths[:1], tmp_path / "c2.json")

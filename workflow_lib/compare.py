@@ -12,11 +12,12 @@ docs/statistics.md explains them.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import stats
+from . import records, stats
 from . import verdict as V
 from .errors import RecordError
 
@@ -289,3 +290,23 @@ def _record(plan, plan_digest, execution_digests, blocks, dec, code, reasons, us
 
 
 _DESIGN_KEYS = ("blocks", "runs_per_arm", "control_runs", "warmup_runs", "seed", "max_retries", "max_failed_fraction", "confidence")
+
+
+def write_comparison(plan_path: str | os.PathLike, execution_paths: list[str | os.PathLike],
+                     out_path: str | os.PathLike) -> str:
+    """Read the plan and execution records, write comparison.json; returns its digest.
+
+    Digests are of the records as read (canonical JSON), so the comparison points at
+    exactly the plan and executions it was computed from.
+    """
+    plan = records.read_record(plan_path, "plan")
+    executions: dict[str, dict] = {}
+    digests: dict[str, str] = {}
+    for path in execution_paths:
+        rec = records.read_record(path, "execution")
+        block = rec["block"]
+        if block in executions:
+            raise RecordError(path, f"a second execution record for block {block!r}")
+        executions[block], digests[block] = rec, records.digest_of(rec)
+    record = compare(plan, executions, digests, records.digest_of(plan))
+    return records.write_record(out_path, record, "comparison")
