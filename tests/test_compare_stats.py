@@ -321,3 +321,19 @@ def test_write_comparison_from_files(tmp_path):
     assert rec["verdict"] == "slower"
     with pytest.raises(RecordError, match="second execution record"):
         C.write_comparison(tmp_path / "plan.json", paths + paths[:1], tmp_path / "c2.json")
+
+
+def test_extreme_values_do_not_overflow_the_record():
+    # A candidate 1e300 times slower: log ratios stay finite, ratios beyond a double are null.
+    rec = _judge(*_run(cb.design(blocks=8), values=lambda k, arm, i: 1e305 if arm == "B" else 1e-5 * (1 + 0.01 * (i % 3))))
+    assert rec["verdict"] == "slower"
+    assert rec["estimate"]["log_ratio"] > 700 and rec["estimate"]["ratio"] is None
+    assert any("estimate n/a%" in r for r in rec["reasons"])
+
+
+def test_environment_change_reason_does_not_claim_noise():
+    pl, ex, dg, pd = _run(cb.design(blocks=12), cb.lognormal_values(12))
+    _mark(ex, dg, ["b000"], status="environment_changed")
+    rec = _judge(pl, ex, dg, pd)
+    assert rec["verdict"] == "inconclusive"
+    assert not any(r.startswith("noise too high") for r in rec["reasons"])

@@ -126,10 +126,12 @@ def block_estimate(block: str, planned: list[dict], execution: dict | None, desi
     if any(v is None or not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0) for vs in values.values() for v in vs):
         return _excluded(block, status, "bad_metric", planned_counts, **common)
     med = {arm: (float(np.median(v)) if v else None) for arm, v in values.items()}
-    control = math.log(med["A'"] / med["A"]) if med["A'"] is not None else None
+    # Differences of logs, not logs of ratios: a ratio of extreme values can overflow.
+    log_a = math.log(med["A"])
+    control = math.log(med["A'"]) - log_a if med["A'"] is not None else None
     return BlockEstimate(
         block=block, execution_status=status, exclusion=None, runs_planned=planned_counts,
-        median_ns=med, log_ratio=math.log(med["B"] / med["A"]), control_log_ratio=control, **common,
+        median_ns=med, log_ratio=math.log(med["B"]) - log_a, control_log_ratio=control, **common,
     )
 
 
@@ -139,16 +141,28 @@ def _num(x) -> float | None:
     return x if math.isfinite(x) else None
 
 
+# exp() of a log ratio above this overflows a double; such a ratio is reported as null.
+_MAX_LOG = 700.0
+
+
+def _ratio(log_value: float) -> float | None:
+    return math.exp(log_value) if math.isfinite(log_value) and abs(log_value) < _MAX_LOG else None
+
+
 def _interval_record(est: float, lo: float, hi: float) -> dict:
-    exp = lambda v: _num(math.exp(v)) if math.isfinite(v) else None  # noqa: E731
     return {
         "log_ratio": _num(est), "log_low": _num(lo), "log_high": _num(hi),
-        "ratio": exp(est), "ratio_low": exp(lo), "ratio_high": exp(hi),
+        "ratio": _ratio(est), "ratio_low": _ratio(lo), "ratio_high": _ratio(hi),
     }
 
 
 def _pct(log_value: float) -> float | None:
-    return _num(math.expm1(log_value) * 100.0) if math.isfinite(log_value) else None
+    ratio = _ratio(log_value)
+    return None if ratio is None else math.expm1(log_value) * 100.0
+
+
+def _show(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
 
 
 def _check_inputs(plan: dict, executions: dict[str, dict], execution_digests: dict[str, str]) -> None:
@@ -160,7 +174,7 @@ def _check_inputs(plan: dict, executions: dict[str, dict], execution_digests: di
         raise RecordError(f"execution/{undigested[0]}.json", "executions and their digests name different blocks")
 
 
-def _reasons(dec: V.Decision | None, code: int, used: int, control_blocks: int, env_changed: list[str],
+def _reasons(dec: V.Decision | None, used: int, control_blocks: int, env_changed: list[str],
              excluded: dict[str, int], confidence: float) -> list[str]:
     """Human-readable reasons, most decisive first."""
     out: list[str] = []
@@ -189,20 +203,20 @@ def _reasons(dec: V.Decision | None, code: int, used: int, control_blocks: int, 
     excludes = lo > 0 or hi < 0
     clears = lo > floor or hi < -floor
     out.append(
-        f"{pct_conf} interval of candidate/baseline [{math.exp(lo):.4f}, {math.exp(hi):.4f}] "
-        f"{'excludes' if excludes else 'includes'} 1 (no change); estimate {_pct(est):+.2f}%"
+        f"{pct_conf} interval of candidate/baseline [{_show(_ratio(lo), '.4f')}, {_show(_ratio(hi), '.4f')}] "
+        f"{'excludes' if excludes else 'includes'} 1 (no change); estimate {_show(_pct(est), '+.2f')}%"
     )
     out.append(
         f"the interval {'lies entirely beyond' if clears else 'does not clear'} the A/A noise floor "
-        f"of +/-{_pct(floor):.2f}% (measured from A' vs A over {control_blocks} blocks)"
+        f"of +/-{_show(_pct(floor), '.2f')}% (measured from A' vs A over {control_blocks} blocks)"
     )
-    if code == V.INCONCLUSIVE and not clears:
+    if int(dec.verdict[0]) == V.INCONCLUSIVE and not clears:
         out.append(
-            f"noise too high: the minimal detectable effect is {_pct(mde):.2f}%, above the "
-            f"{_pct(V.MAX_NULL_MDE_LOG):.2f}% a no-change result must be able to rule out"
+            f"noise too high: the minimal detectable effect is {_show(_pct(mde), '.2f')}%, above the "
+            f"{_show(_pct(V.MAX_NULL_MDE_LOG), '.2f')}% a no-change result must be able to rule out"
         )
     else:
-        out.append(f"minimal detectable effect of this design: {_pct(mde):.2f}% at {V.MDE_POWER:.0%} power")
+        out.append(f"minimal detectable effect of this design: {_show(_pct(mde), '.2f')}% at {V.MDE_POWER:.0%} power")
     return out
 
 
@@ -231,7 +245,7 @@ def compare(plan: dict, executions: dict[str, dict], execution_digests: dict[str
         dec, code, failure = None, V.INCONCLUSIVE, f"statistics failed ({exc}); no verdict can be drawn"
     if env_changed:
         code = V.INCONCLUSIVE
-    reasons = _reasons(dec, code, len(used), c.size, env_changed, excluded, confidence)
+    reasons = _reasons(dec, len(used), c.size, env_changed, excluded, confidence)
     if failure:
         reasons.append(failure)
     return _record(plan, plan_digest, execution_digests, blocks, dec, code, reasons, len(used), c.size, excluded)
