@@ -160,6 +160,15 @@ def test_aa_flag_and_no_change():
     rec = _judge(*_run(cb.design(blocks=12), values=cb.lognormal_values(4), same_as_baseline=True))
     assert rec["aa_experiment"] is True
     assert rec["verdict"] == "no_detectable_change"
+    assert rec["reasons"][-1].startswith("deliberate A/A experiment (candidate = baseline): the noise floor")
+
+
+def test_aa_experiment_with_a_verdict_warns_about_the_setup():
+    # A setup whose candidate runs are systematically slower although it is the baseline.
+    values = lambda k, arm, i: 2.2e6 if arm == "B" else 2.0e6  # noqa: E731
+    rec = _judge(*_run(cb.design(blocks=8), values=values, same_as_baseline=True))
+    assert rec["verdict"] == "slower"
+    assert "the setup itself is unstable" in rec["reasons"][-1]
 
 
 def _mark(ex, dg, blocks, status=None, tamper=None):

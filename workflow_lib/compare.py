@@ -220,6 +220,17 @@ def _reasons(dec: V.Decision | None, used: int, control_blocks: int, env_changed
     return out
 
 
+def _aa_note(verdict: str) -> str:
+    """What a deliberate A/A experiment (`--config candidate=baseline`) tells the user."""
+    if verdict in ("faster", "slower"):
+        return ("deliberate A/A experiment (candidate = baseline) came out "
+                f"{verdict}: the setup itself is unstable; do not trust verdicts from it")
+    if verdict == "no_detectable_change":
+        return ("deliberate A/A experiment (candidate = baseline): the noise floor and minimal detectable "
+                "effect above are what this design can resolve on this setup")
+    return "deliberate A/A experiment (candidate = baseline): inconclusive, see the reasons above"
+
+
 def compare(plan: dict, executions: dict[str, dict], execution_digests: dict[str, str], plan_digest: str) -> dict:
     """The comparison record (schemas/comparison.schema.json) for one plan's executions."""
     _check_inputs(plan, executions, execution_digests)
@@ -248,6 +259,8 @@ def compare(plan: dict, executions: dict[str, dict], execution_digests: dict[str
     reasons = _reasons(dec, len(used), c.size, env_changed, excluded, confidence)
     if failure:
         reasons.append(failure)
+    if plan["arms"]["candidate"].get("same_as_baseline", False):
+        reasons.append(_aa_note(V.VERDICTS[code]))
     return _record(plan, plan_digest, execution_digests, blocks, dec, code, reasons, len(used), c.size, excluded)
 
 
