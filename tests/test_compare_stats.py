@@ -346,3 +346,10 @@ def test_environment_change_reason_does_not_claim_noise():
     rec = _judge(pl, ex, dg, pd)
     assert rec["verdict"] == "inconclusive"
     assert not any(r.startswith("noise too high") for r in rec["reasons"])
+
+
+def test_malformed_execution_is_one_line_error():
+    pl, ex, dg, pd = _run()
+    del ex["b002"]["runs"][0]["metric_ns"]
+    with pytest.raises(RecordError, match=r"^execution/b002.json: violates execution schema at runs/0"):
+        C.compare(pl, ex, dg, pd)

@@ -166,6 +166,11 @@ def _show(value: float | None, spec: str) -> str:
 
 
 def _check_inputs(plan: dict, executions: dict[str, dict], execution_digests: dict[str, str]) -> None:
+    # Records are validated when read; validating again here keeps compare() safe for
+    # callers that build the dicts themselves (a missing field becomes a one-line error).
+    records.validate(plan, "plan", where="plan.json")
+    for block, execution in executions.items():
+        records.validate(execution, "execution", where=f"execution/{block}.json")
     unknown = sorted(set(executions) - set(plan["schedule"]))
     if unknown:
         raise RecordError(f"execution/{unknown[0]}.json", "block is not in the plan's schedule")
