@@ -32,6 +32,7 @@ from ..incident import check_incident_id, source
 from . import provenance
 from .budget import Budget, TargetTracker
 from .clock import HOST_CLOCK, now_ns, unix_minus_host_ns
+from .sources.cupti import CuptiSource
 from .sources.host import HostSource
 from .sources.nvml import NvmlSampler
 from .sources.sched import SchedSampler
@@ -108,9 +109,10 @@ class FlightRecorder:
         self._dur_ctr = itertools.count()
         self._steps_seen = 0
         self._reused_step_ids = 0
-        rings = tuple(r for r in ("spans", "steps", "sched", "nvml") if self.enabled and (
-            r in ("spans", "steps") and "host" in self.requested or r in self.requested))
-        self.host = self.sched = self.nvml = None
+        owner = {"spans": "host", "steps": "host", "sched": "sched", "nvml": "nvml",
+                 "kernels": "cupti", "runtime_api": "cupti", "memcpy": "cupti"}
+        rings = tuple(r for r, o in owner.items() if o in self.requested)
+        self.host = self.sched = self.nvml = self.cupti = None
         if not self.enabled:
             return
         cap = lambda ring, row: self.budget.capacity(ring, row, rings or ("spans",))
@@ -120,6 +122,8 @@ class FlightRecorder:
             self.sched = SchedSampler(cap("sched", 56))
         if "nvml" in self.requested:
             self.nvml = NvmlSampler(cap("nvml", 48), self.unix_minus_host_ns)
+        if "cupti" in self.requested:
+            self.cupti = CuptiSource(cap("kernels", 104), cap("runtime_api", 56), cap("memcpy", 64))
         self.tracker = TargetTracker(self.budget)
         self.writer = SnapshotWriter(self.budget.max_concurrent_writes, housekeeping=self._housekeeping)
 
@@ -129,7 +133,7 @@ class FlightRecorder:
             return self
         self._running = True
         self.tracker.t0_ns = now_ns()
-        for name, src in (("sched", self.sched), ("nvml", self.nvml)):
+        for name, src in (("sched", self.sched), ("nvml", self.nvml), ("cupti", self.cupti)):
             if src is not None:
                 self._guard(f"starting {name}", src.start)
         self._guard("starting writer", self.writer.start)
@@ -143,6 +147,8 @@ class FlightRecorder:
                 if src is not None:
                     self._guard(f"stopping {name}", src.stop)
             self._guard("stopping writer", self.writer.stop)
+            if self.cupti is not None:
+                self._guard("stopping cupti", self.cupti.stop)
         self._write_steps_out()
 
     def __enter__(self) -> "FlightRecorder":
@@ -256,11 +262,20 @@ class FlightRecorder:
             sources["nvml"] = self.nvml.manifest_entry(copies["nvml"])
         else:
             sources["nvml"] = source("not_observed", self._why_not("nvml"))
-        sources.setdefault("cupti", source("not_observed", self._why_not("cupti")))
+        if self.cupti is not None:
+            # Flush here, on the writer thread: records of work before `until` arrive now.
+            self.cupti.flush()
+            cc = self.cupti.copies()
+            tables.update(self.cupti.tables(cc, since, until))
+            sources["cupti"] = self.cupti.manifest_entry(cc)
+        else:
+            sources["cupti"] = source("not_observed", self._why_not("cupti"))
         for name, t in tables.items():
             if t.num_rows == 0:
                 continue
-            col = "ts_ns" if "ts_ns" in t.column_names else "start_ns"
+            col = next((c for c in ("ts_ns", "start_ns") if c in t.column_names), None)
+            if col is None:  # clock_sync rows are calibrations, not observations of the window
+                continue
             a = int(np.min(t[col].to_numpy()))
             lo = a if lo is None else min(lo, a)
         prov, artifacts, perrors = provenance.collect(
@@ -301,7 +316,7 @@ class FlightRecorder:
     # ---- budgets, targets, errors ------------------------------------------------------
     def retained_bytes(self) -> int:
         """Bytes of preallocated ring storage (never grows)."""
-        return sum(s.nbytes for s in (self.host, self.sched, self.nvml) if s is not None)
+        return sum(s.nbytes for s in (self.host, self.sched, self.nvml, self.cupti) if s is not None)
 
     def _housekeeping(self) -> None:
         threads = [self.writer.native_id] + [s.native_id for s in (self.sched, self.nvml) if s is not None]
@@ -359,7 +374,7 @@ class FlightRecorder:
             rep = self.tracker.report()
             if rep["over_cpu_target_events"]:
                 out.append(f"recorder over CPU target {rep['over_cpu_target_events']} time(s): {rep['actions'][-1:] }")
-            for name, src in (("sched", self.sched), ("nvml", self.nvml)):
+            for name, src in (("sched", self.sched), ("nvml", self.nvml), ("cupti", self.cupti)):
                 if src is not None and src.errors:
                     out.append(f"{name} source errors ({len(src.errors)}): {src.errors[0]}")
             for e in list(self.errors) + list(self.writer.errors):

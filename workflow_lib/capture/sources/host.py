@@ -139,10 +139,13 @@ class HostSource:
         self.steps.append(step_id, current_tid_shifted() >> NAME_BITS, start_ns, end_ns)
 
     def add_spans(self, names, thread_ids, start_ns, end_ns) -> None:
-        """Vectorized bulk insert of complete spans (tests, importers of host annotations)."""
-        names = np.asarray(names, dtype=object)
-        uniq, inv = np.unique(names, return_inverse=True)
-        ids = np.array([self.name_id(str(u)) for u in uniq], dtype=np.int64)[inv]
+        """Vectorized bulk insert of complete spans (tests, importers of host annotations).
+        `names` is one name for all, or one per span."""
+        if isinstance(names, str):
+            ids = np.int64(self.name_id(names))
+        else:
+            uniq, inv = np.unique(np.asarray(names, dtype=object), return_inverse=True)
+            ids = np.array([self.name_id(str(u)) for u in uniq], dtype=np.int64)[inv]
         code = (np.asarray(thread_ids, dtype=np.int64) << NAME_BITS) | ids
         self.spans.extend(start_ns=np.asarray(start_ns, np.int64), end_ns=np.asarray(end_ns, np.int64), code=code)
 
