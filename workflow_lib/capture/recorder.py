@@ -119,7 +119,7 @@ class FlightRecorder:
         if "host" in self.requested:
             self.host = HostSource(cap("spans", 32), cap("steps", 40))
         if "sched" in self.requested:
-            self.sched = SchedSampler(cap("sched", 56))
+            self.sched = SchedSampler(cap("sched", 56), pid=self._target_pid())
         if "nvml" in self.requested:
             self.nvml = NvmlSampler(cap("nvml", 48), self.unix_minus_host_ns)
         if "cupti" in self.requested:
@@ -169,7 +169,7 @@ class FlightRecorder:
         """`with rec.step(i):` marks one workload step (and feeds the trigger)."""
         return _Step(self, step_id)
 
-    def _end_step(self, step_id: int, t0: int, t1: int) -> None:
+    def _end_step(self, step_id: int, t0: int, t1: int, thread_id: int | None = None) -> None:
         k = next(self._dur_ctr)
         if k < len(self._durations):
             self._durations[k] = t1 - t0
@@ -177,7 +177,7 @@ class FlightRecorder:
         if self.host is None:
             return
         try:
-            self.host.record_step(int(step_id), t0, t1)
+            self.host.record_step(int(step_id), t0, t1, thread_id)
             if self.trigger is not None and self.trigger.observe(step_id, t1 - t0):
                 self.auto_snapshots += 1
                 self.snapshot("latency_change", wait=False, automatic=True)
@@ -212,12 +212,14 @@ class FlightRecorder:
         if automatic:
             return base / f"{self.incident_id}.{reason}-{n}"
         path = base / self.incident_id
-        if (path / "manifest.json").exists() or n > 1:
+        if (path / "manifest.json").exists():
             path = base / f"{self.incident_id}.{n}"
         return path
 
     def _snapshot(self, reason: str, wait: bool, automatic: bool) -> Path | None:
-        if not self.writer.try_reserve():
+        # Automatic triggers never wait (excess is dropped and counted); an explicit
+        # snapshot that the caller waits for may wait its turn for a write slot.
+        if not self.writer.try_reserve(0.0 if (automatic or not wait) else SNAPSHOT_WAIT_S):
             self.dropped_snapshots += 1
             return None
         until = now_ns()
@@ -278,11 +280,7 @@ class FlightRecorder:
                 continue
             a = int(np.min(t[col].to_numpy()))
             lo = a if lo is None else min(lo, a)
-        prov, artifacts, perrors = provenance.collect(
-            argv=list(sys.argv), cwd=os.getcwd(), executable=sys.executable, sources=list(self._sources),
-            inputs=list(self._inputs), in_process=True)
-        for e in perrors:
-            self._error(f"provenance: {e}")
+        prov, artifacts, workload = self._provenance()
         manifest = {
             "incident_id": path.name,
             "reason": reason,
@@ -293,11 +291,28 @@ class FlightRecorder:
             "sources": sources,
             "provenance": prov,
             "artifacts": artifacts,
-            "workload": {"argv": [sys.executable, *sys.argv] if sys.argv and sys.argv[0] else [sys.executable],
-                         "cwd": os.getcwd(), "env": provenance.allowed_env()},
+            "workload": workload,
             "recorder": self.report(),
         }
+        if self.producer != "recorder":
+            manifest["producer"] = self.producer
         return path, manifest, tables
+
+    # ---- what is recorded about the workload (the sidecar overrides these) ---------------
+    producer = "recorder"
+
+    def _target_pid(self) -> int:
+        return os.getpid()
+
+    def _provenance(self) -> tuple[dict, list[dict], dict]:
+        """(provenance, artifacts, workload) of this process; runs on the writer thread."""
+        prov, artifacts, perrors = provenance.collect(
+            argv=list(sys.argv), cwd=os.getcwd(), executable=sys.executable, sources=list(self._sources),
+            inputs=list(self._inputs), in_process=True)
+        for e in perrors:
+            self._error(f"provenance: {e}")
+        argv = [sys.executable, *sys.argv] if sys.argv and sys.argv[0] else [sys.executable]
+        return prov, artifacts, {"argv": argv, "cwd": os.getcwd(), "env": provenance.allowed_env()}
 
     def _why_not(self, name: str) -> str:
         if name not in self.requested:

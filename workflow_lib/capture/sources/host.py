@@ -135,8 +135,9 @@ class HostSource:
     def new_span(self, name: str) -> _Span:
         return _Span(self.spans, self.name_id(name))
 
-    def record_step(self, step_id: int, start_ns: int, end_ns: int) -> None:
-        self.steps.append(step_id, current_tid_shifted() >> NAME_BITS, start_ns, end_ns)
+    def record_step(self, step_id: int, start_ns: int, end_ns: int, thread_id: int | None = None) -> None:
+        tid = current_tid_shifted() >> NAME_BITS if thread_id is None else thread_id
+        self.steps.append(step_id, tid, start_ns, end_ns)
 
     def add_spans(self, names, thread_ids, start_ns, end_ns) -> None:
         """Vectorized bulk insert of complete spans (tests, importers of host annotations).
