@@ -136,6 +136,10 @@ def _run_mode(torch, mode: str, body, steps: int, out_dir: Path) -> list[int]:
         sources = ("host", "nvml", "sched") + (("cupti",) if mode == "cupti" else ())
         rec = FlightRecorder(incident_id=f"bench-{mode}", incidents_dir=str(out_dir), sources=sources)
         rec.start()
+        if mode == "cupti" and (rec.cupti is None or rec.cupti.reason_absent):
+            rec.stop()
+            # Without CUPTI this mode would measure the default recorder under another name.
+            raise RuntimeError(rec.cupti.reason_absent if rec.cupti else "CUPTI source not created")
     elif mode == "torch_profiler":
         from torch.profiler import ProfilerActivity, profile
 

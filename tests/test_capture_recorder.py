@@ -162,3 +162,42 @@ def test_unknown_source_and_bad_id_refused(tmp_path):
 
     with pytest.raises(StallcaseError):
         FlightRecorder(incident_id="../x")
+
+
+def test_over_cpu_target_samplers_back_off_and_say_so(tmp_path):
+    from workflow_lib.capture import Budget
+
+    # A target no sampler can meet: the tracker must back off and record it.
+    rec = recorder(tmp_path, sources=("host", "sched"), budget=Budget(retained_bytes=1 << 20, cpu_share_target=1e-9))
+    with rec:
+        time.sleep(2.6)
+        path = rec.snapshot("manual")
+    targets = read_incident(path).manifest["recorder"]["targets"]
+    assert targets["over_cpu_target_events"] >= 1
+    assert targets["recorder_threads_cpu_ns"] > 0
+    assert any("sched period ->" in a for a in targets["actions"])
+    assert rec.sched.period_s > rec.sched.base_period_s
+    assert any("over CPU target" in u for u in rec.unusual_events())
+
+
+def test_forked_child_records_its_own_thread_id(tmp_path):
+    import os
+
+    rec = recorder(tmp_path, sources=("host",))
+    with rec.span("parent"):
+        pass
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: record one span and report the tid it was stored under
+        try:
+            with rec.span("child"):
+                pass
+            c = rec.host.spans.copy()
+            tid = int(c.columns["code"][-1] >> 20)
+            os.write(w, f"{tid} {os.getpid()}".encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    got = os.read(r, 100).decode().split()
+    os.waitpid(pid, 0)
+    assert got[0] == got[1]  # main thread of the child: tid == its pid

@@ -105,7 +105,7 @@ class FlightRecorder:
         self._running = False
         self._lock = threading.Lock()
         # Per-step durations for the trial runner: preallocated, bounded.
-        self._durations = array.array("q", bytes(8 * self.budget.max_step_durations))
+        self._durations = array.array("q", [0]) * self.budget.max_step_durations
         self._dur_ctr = itertools.count()
         self._steps_seen = 0
         self._reused_step_ids = 0

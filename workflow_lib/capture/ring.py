@@ -54,9 +54,9 @@ class Ring:
         self.mask = capacity - 1
         self.ctr = itertools.count()
         self._lock = threading.Lock()  # readers and bulk writers only; never the hot path
-        zeros = bytes(8 * capacity)
-        self.cols = {c: array.array(t, zeros) for c, t in columns.items()}
-        self.cols["seq"] = array.array("q", zeros)
+        # array * n allocates once, zero-filled, with no temporary of the same size.
+        self.cols = {c: array.array(t, [0]) * capacity for c, t in columns.items()}
+        self.cols["seq"] = array.array("q", [0]) * capacity
         # seq starts at -capacity-1 so an unwritten slot never looks complete.
         np.frombuffer(self.cols["seq"], dtype=np.int64)[:] = -capacity - 1
         self.seq = self.cols["seq"]

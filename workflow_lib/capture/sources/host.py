@@ -12,6 +12,7 @@ tracked on the hot path; it is derived from nesting when the snapshot is taken.
 from __future__ import annotations
 
 import functools
+import os
 import threading
 
 import numpy as np
@@ -25,6 +26,15 @@ MAX_NAMES = (1 << NAME_BITS) - 1
 OVERFLOW_NAME = "<span names over budget>"
 
 _TLS = threading.local()
+
+
+def _reset_after_fork() -> None:
+    # A forked child inherits the parent's thread-local values: its thread ids differ.
+    global _TLS
+    _TLS = threading.local()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 def current_tid_shifted() -> int:
