@@ -201,3 +201,30 @@ def test_forked_child_records_its_own_thread_id(tmp_path):
     got = os.read(r, 100).decode().split()
     os.waitpid(pid, 0)
     assert got[0] == got[1]  # main thread of the child: tid == its pid
+
+
+def test_rank_from_environment_tags_rows(tmp_path, monkeypatch):
+    monkeypatch.setenv("RANK", "3")
+    rec = recorder(tmp_path, sources=("host",))
+    with rec:
+        with rec.step(0):
+            with rec.span("x"):
+                pass
+        path = rec.snapshot("manual")
+    inc = read_incident(path)
+    assert inc.manifest["ranks"] == [3]
+    assert inc.table("spans")["rank"].to_pylist() == [3]
+    assert inc.table("steps")["rank"].to_pylist() == [3]
+
+
+def test_repeated_step_ids_keep_latest_and_are_counted(tmp_path):
+    rec = recorder(tmp_path, sources=("host",))
+    with rec:
+        for loop in range(2):
+            for i in range(3):
+                with rec.step(i):
+                    pass
+        path = rec.snapshot("manual")
+    inc = read_incident(path)
+    assert inc.table("steps").num_rows == 3
+    assert inc.manifest["sources"]["host"]["detail"]["steps_repeated_ids_dropped"] == 3

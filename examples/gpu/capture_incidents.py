@@ -220,6 +220,14 @@ def main(argv=None) -> int:
     if not os.environ.get("OUT"):
         print("error: set OUT to the output directory", file=sys.stderr)
         return 2
+    try:
+        import torch
+    except ImportError:
+        print("error: torch is not installed; this script captures GPU incidents", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("error: torch.cuda.is_available() is False; run on a GPU machine", file=sys.stderr)
+        return 2
     if args.phase:
         return _phase(args)
     # Orchestrator: every run in its own process, so CUPTI state never carries over.

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from .. import atomic
 from ..incident import check_incident_id, source
@@ -93,6 +94,9 @@ class FlightRecorder:
         self.requested = tuple(dict.fromkeys(sources))
         self.trigger = trigger
         self.enabled = os.environ.get(RECORDER_ENV, "on").strip().lower() not in ("off", "0", "false", "no")
+        # torchrun and most launchers export RANK; every row then carries it.
+        rank = os.environ.get("RANK", "")
+        self.rank = int(rank) if rank.isdigit() else None
         self.unix_minus_host_ns, self.unix_uncertainty_ns = unix_minus_host_ns()
         self.errors: list[str] = []
         self.unusual: list[str] = []
@@ -282,6 +286,9 @@ class FlightRecorder:
                 continue
             a = int(np.min(t[col].to_numpy()))
             lo = a if lo is None else min(lo, a)
+        if self.rank is not None:
+            tables = {n: t.append_column("rank", pa.array(np.full(t.num_rows, self.rank, np.int32), pa.int32()))
+                      for n, t in tables.items()}
         prov, artifacts, workload = self._provenance()
         manifest = {
             "incident_id": path.name,
@@ -291,6 +298,7 @@ class FlightRecorder:
             "clock": {"host": HOST_CLOCK, "unix_minus_host_ns": self.unix_minus_host_ns},
             "window": {"start_ns": max(0, lo if lo is not None else since), "end_ns": until},
             "sources": sources,
+            "ranks": [self.rank] if self.rank is not None else [],
             "provenance": prov,
             "artifacts": artifacts,
             "workload": workload,
@@ -326,7 +334,7 @@ class FlightRecorder:
                 "spans_capacity": self.host.spans.capacity, "steps_written": copies["steps"].written,
                 "steps_overwritten": copies["steps"].overwritten, "steps_capacity": self.host.steps.capacity,
                 "span_names_over_budget": self.host.names_over_budget,
-                "steps_repeated_ids_dropped": copies["steps"].rows - tables["steps"].num_rows if copies["steps"].rows else 0,
+                "steps_repeated_ids_dropped": self.host.last_repeated_step_ids,
                 "depth": "derived from nesting among retained spans of a thread",
                 "thread_id": "Linux tid"}
 

@@ -102,6 +102,7 @@ class HostSource:
         self._name_list: list[str] = []
         self._names_lock = threading.Lock()
         self.names_over_budget = 0
+        self.last_repeated_step_ids = 0
         self._span_cache: dict[str, _Span] = {}
 
     @property
@@ -180,6 +181,7 @@ class HostSource:
         # the latest occurrence is kept and the repeat count is reported by the caller.
         _, last = np.unique(ids[::-1], return_index=True)
         sel = np.sort(len(ids) - 1 - last)
+        self.last_repeated_step_ids = int(len(ids) - len(sel))
         return pa.table({
             "step_id": pa.array(ids[sel], pa.int64()),
             "thread_id": pa.array(tid[sel], pa.int64()),
