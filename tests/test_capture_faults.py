@@ -8,7 +8,6 @@ binding substituted: we cannot fill a disk from a test), and a storm of triggers
 from __future__ import annotations
 
 import errno
-import os
 import time
 
 from workflow_lib.capture import Budget, LatencyTrigger
