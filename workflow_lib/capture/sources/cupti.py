@@ -168,8 +168,9 @@ class CuptiSource:
         for a in activities:
             kind = int(a.kind)
             if kind == k_kernel:
+                # Launch geometry is optional in the table: a record without it gets nulls (-1 here).
                 kern.append((self._name(str(a.name)), a.device_id, a.stream_id, a.correlation_id, a.start, a.end,
-                             a.grid_x, a.grid_y, a.grid_z, a.block_x, a.block_y, a.block_z))
+                             *(getattr(a, f, -1) for f in _GEOMETRY)))
             elif kind == k_memcpy:
                 mem.append((int(a.copy_kind), a.device_id, a.stream_id, a.bytes, a.correlation_id, a.start, a.end))
             elif kind == k_memset:
@@ -225,7 +226,8 @@ class CuptiSource:
                 "name": pa.array(names[k["name"][m]], pa.string()), "device": pa.array(k["device"][m], pa.int32()),
                 "stream": pa.array(k["stream"][m], pa.int64()), "correlation_id": pa.array(k["corr"][m], pa.int64()),
                 "start_ns": pa.array(s[m], pa.int64()), "end_ns": pa.array(e[m], pa.int64()),
-                **{f"{g}_{d}": pa.array(k[f"{g[0]}{d}"][m], pa.int32()) for g in ("grid", "block") for d in "xyz"},
+                **{f"{g}_{d}": pa.array(k[f"{g[0]}{d}"][m], pa.int32(), mask=k[f"{g[0]}{d}"][m] < 0)
+                   for g in ("grid", "block") for d in "xyz"},
             })
         a = copies["runtime_api"].columns
         if len(a["seq"]) and self.calibrations:
@@ -273,6 +275,7 @@ class CuptiSource:
         return source("observed", None, **detail)
 
 
+_GEOMETRY = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
 _API_NAMES: dict[int, str] = {}
 
 
