@@ -61,9 +61,11 @@ def collective_wait_findings(analysis: dict, steps_by_rank: Mapping[int, object]
     for rank in sorted(steps_by_rank):
         steps = _steps_frame(steps_by_rank[rank])
         mine = times[times["rank"] == int(rank)].sort_values("t_ns")
-        pos = np.searchsorted(steps["start_ns"].to_numpy(), mine["t_ns"].to_numpy(), side="right") - 1
+        starts, ends = steps["start_ns"].to_numpy(dtype="int64"), steps["end_ns"].to_numpy(dtype="int64")
+        t = mine["t_ns"].to_numpy(dtype="int64")
+        pos = np.searchsorted(starts, t, side="right") - 1
         ok = pos >= 0
-        ok[ok] &= mine["t_ns"].to_numpy()[ok] < steps["end_ns"].to_numpy()[pos[ok]]
+        ok[ok] &= t[ok] < ends[pos[ok]]
         by_step: dict[int, list[int]] = {}
         for p, op in zip(pos[ok], mine["op"].to_numpy()[ok]):
             by_step.setdefault(int(p), []).append(int(op))

@@ -13,6 +13,7 @@ import re
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from ..errors import StallcaseError
 from ..incident import Incident
@@ -31,6 +32,19 @@ _FAMILY_TO_OPS = {
 }
 _OP_TO_FAMILY = {op: fam for fam, ops in _FAMILY_TO_OPS.items() for op in ops}
 
+# Nanosecond columns stay exact Int64: realtime ns (~1.8e18) do not fit a float64 mantissa.
+NS_COLUMNS = ["enqueue_ns", "gpu_start_ns", "gpu_end_ns", "gpu_duration_ns", "record_id"]
+
+
+def _types(t: pa.DataType):
+    return {pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype()}.get(t)
+
+
+def to_pandas(table: pa.Table) -> pd.DataFrame:
+    """Arrow -> pandas keeping nullable integers exact (no float64 detour)."""
+    return table.to_pandas(types_mapper=_types)
+
+
 COLUMNS = ["incident", "rank", "comm", "pg_id", "pg_name", "group_ranks", "seq_id", "op_type", "input_sizes",
            "output_sizes", "dtypes", "enqueue_ns", "gpu_start_ns", "gpu_end_ns", "gpu_duration_ns", "state",
            "record_id", "identity"]
@@ -42,7 +56,7 @@ def kernel_family(names: pd.Series) -> pd.Series:
 
 
 def _records(inc: Incident) -> pd.DataFrame:
-    df = inc.table("collectives").to_pandas()
+    df = to_pandas(inc.table("collectives"))
     df["incident"] = str(inc.path)
     df["comm"] = df["pg_id"] + "|" + df["group_ranks"].fillna("?")
     df["identity"] = "seq"
@@ -53,7 +67,7 @@ def _records(inc: Incident) -> pd.DataFrame:
 
 
 def _nccl_kernels(inc: Incident) -> pd.DataFrame:
-    k = inc.table("kernels").to_pandas()
+    k = to_pandas(inc.table("kernels"))
     k = k[k["name"].str.contains(NCCL_KERNEL)].copy()
     if k["rank"].isna().any():
         ranks = inc.manifest.get("ranks") or []
@@ -74,18 +88,20 @@ def _link_kernels(rec: pd.DataFrame, kern: pd.DataFrame) -> pd.DataFrame:
     """
     rec = rec.copy()
     rec["family"] = rec["op_type"].map(_OP_TO_FAMILY)
-    for (rank, fam), ops in rec[rec["gpu_start_ns"].isna() & rec["family"].notna()].groupby(["rank", "family"]):
+    todo = rec["gpu_start_ns"].isna() & rec["family"].notna() & rec["enqueue_ns"].notna()
+    for (rank, fam), ops in rec[todo].groupby(["rank", "family"]):
         ks = kern[(kern["rank"] == rank) & (kern["family"] == fam)].sort_values("start_ns")
         if ks.empty:
             continue
         ops = ops.sort_values("enqueue_ns")
-        idx = np.searchsorted(ks["start_ns"].to_numpy(), ops["enqueue_ns"].to_numpy(), side="left")
+        starts = ks["start_ns"].to_numpy(dtype="int64")
+        idx = np.searchsorted(starts, ops["enqueue_ns"].to_numpy(dtype="int64"), side="left")
         ok = idx < len(ks)
         dup = pd.Series(idx).duplicated(keep=False).to_numpy()
         ok &= ~dup
         sel = ops.index[ok]
-        rec.loc[sel, "gpu_start_ns"] = ks["start_ns"].to_numpy()[idx[ok]]
-        rec.loc[sel, "gpu_end_ns"] = ks["end_ns"].to_numpy()[idx[ok]]
+        rec.loc[sel, "gpu_start_ns"] = starts[idx[ok]]
+        rec.loc[sel, "gpu_end_ns"] = ks["end_ns"].to_numpy(dtype="int64")[idx[ok]]
         nodur = sel[rec.loc[sel, "gpu_duration_ns"].isna()]
         rec.loc[nodur, "gpu_duration_ns"] = rec.loc[nodur, "gpu_end_ns"] - rec.loc[nodur, "gpu_start_ns"]
     return rec.drop(columns=["family"])
@@ -98,10 +114,10 @@ def _kernel_only(inc: Incident, kern: pd.DataFrame) -> pd.DataFrame:
         "incident": str(inc.path), "rank": k["rank"].astype("int64"), "comm": "stream:" + k["stream"].astype(str),
         "pg_id": "stream:" + k["stream"].astype(str), "pg_name": None, "group_ranks": None, "seq_id": k["seq_id"],
         "op_type": k["family"].fillna("nccl_kernel"), "input_sizes": None, "output_sizes": None, "dtypes": None,
-        "enqueue_ns": np.nan, "gpu_start_ns": k["start_ns"], "gpu_end_ns": k["end_ns"],
-        "gpu_duration_ns": k["end_ns"] - k["start_ns"], "state": "completed", "record_id": np.nan,
-        "identity": "kernel_order",
-    })
+        "enqueue_ns": pd.array([pd.NA] * len(k), dtype="Int64"), "gpu_start_ns": k["start_ns"], "gpu_end_ns": k["end_ns"],
+        "gpu_duration_ns": k["end_ns"] - k["start_ns"], "state": "completed",
+        "record_id": pd.array([pd.NA] * len(k), dtype="Int64"), "identity": "kernel_order",
+    }, index=k.index)
 
 
 def load(incidents: list[Incident]) -> tuple[pd.DataFrame, dict[int, RankSource]]:
@@ -132,7 +148,7 @@ def load(incidents: list[Incident]) -> tuple[pd.DataFrame, dict[int, RankSource]
         frames.append(rec)
         if not orphan.empty:
             frames.append(_kernel_only(inc, orphan))
-    frames = [f.reindex(columns=COLUMNS) for f in frames if not f.empty]
+    frames = [f.reindex(columns=COLUMNS).astype({c: "Int64" for c in NS_COLUMNS}) for f in frames if not f.empty]
     if not frames:
         return pd.DataFrame(columns=COLUMNS), sources
     df = pd.concat(frames, ignore_index=True)
