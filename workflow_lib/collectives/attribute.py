@@ -140,14 +140,15 @@ class HostContext:
             self._cache[key] = to_pandas(self._inc[incident].table(name))
         return self._cache[key]
 
-    @staticmethod
-    def _mine(t: pd.DataFrame, rank: int) -> pd.DataFrame:
-        return t[(t["rank"] == rank) | t["rank"].isna()]
+    def _mine(self, t: pd.DataFrame, incident: str, rank: int) -> pd.DataFrame:
+        # Rows without a rank belong to this rank only in a single-rank incident.
+        alone = (self._inc[incident].manifest.get("ranks") or []) == [rank]
+        return t[(t["rank"] == rank) | (t["rank"].isna() & alone)]
 
     def around(self, incident: str, rank: int, lo: int, hi: int) -> dict:
-        spans = self._mine(self._table(incident, "spans"), rank)
-        api = self._mine(self._table(incident, "runtime_api"), rank)
-        sched = self._mine(self._table(incident, "sched"), rank)
+        spans = self._mine(self._table(incident, "spans"), incident, rank)
+        api = self._mine(self._table(incident, "runtime_api"), incident, rank)
+        sched = self._mine(self._table(incident, "sched"), incident, rank)
         out: dict = {"window_ns": [int(lo), int(hi)]}
         if spans.empty and api.empty and sched.empty:
             out.update(observed=False, reason=f"no spans, runtime_api or sched rows for rank {rank} in {incident}")

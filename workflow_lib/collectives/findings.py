@@ -69,18 +69,25 @@ def collective_wait_findings(analysis: dict, steps_by_rank: Mapping[int, object]
         by_step: dict[int, list[int]] = {}
         for p, op in zip(pos[ok], mine["op"].to_numpy()[ok]):
             by_step.setdefault(int(p), []).append(int(op))
+        # A wrapped buffer lost this rank's oldest ops: steps before its window are unknown.
+        wrapped = bool(analysis["ranks"].get(str(rank), {}).get("wrapped"))
+        first_ns = int(t.min()) if wrapped and len(t) else None
         for p, step in steps.iterrows():
+            ctx = {"has_dump": str(rank) in has_dump, "any_ops": bool(analysis["ops"]),
+                   "before_window": first_ns is not None and int(step["end_ns"]) <= first_ns}
             out.append(_finding(int(rank), int(step["step_id"]), [analysis["ops"][i] for i in by_step.get(p, [])],
-                                str(rank) in has_dump, bool(analysis["ops"]), min_wait))
+                                ctx, min_wait))
     return out
 
 
-def _finding(rank: int, step_id: int, ops: list[dict], has_dump: bool, any_ops: bool, min_wait: int) -> dict:
+def _finding(rank: int, step_id: int, ops: list[dict], ctx: dict, min_wait: int) -> dict:
     f = {"rank": rank, "step_id": step_id, "check": CHECK, "verdict": "not_applicable", "explains_ns": 0,
          "evidence": [], "missing": []}
     if not ops:
-        if any_ops and not has_dump:
+        if ctx["any_ops"] and not ctx["has_dump"]:
             f.update(verdict=UNRESOLVED, missing=[f"no collective records for rank {rank} (its dump is missing)"])
+        elif ctx["before_window"]:
+            f.update(verdict=UNRESOLVED, missing=[f"step precedes rank {rank}'s flight-recorder window (its ring buffer wrapped)"])
         else:
             f["evidence"].append({"note": "no collective recorded on this rank in this step"})
         return f

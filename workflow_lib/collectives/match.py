@@ -106,7 +106,10 @@ def match_comm(comm: str, g: pd.DataFrame, sources: dict[int, RankSource]) -> tu
     evicted = absent & has_dump & ((seq < lo) | (np.isnan(lo) & wrapped))
     not_joined = absent & has_dump & ~evicted
 
-    op_type = g.groupby(KEY)["op_type"].agg(lambda s: s.mode().iloc[0]).reindex(keys)
+    # The most common op type per key (ties: alphabetical), without a per-group lambda.
+    counts = g.groupby(KEY + ["op_type"]).size().rename("n").reset_index()
+    counts = counts.sort_values(KEY + ["n", "op_type"], ascending=[True, True, False, True]).drop_duplicates(KEY)
+    op_type = counts.set_index(KEY)["op_type"].reindex(keys)
     mism = _field_mismatch(g, keys, op_type)
     any_mism = np.logical_or.reduce([mism[f] for f in FIELDS])
     status = np.select(
