@@ -1,11 +1,12 @@
 """A restricted unpickler for pickles we did not write (NCCL flight-recorder dumps).
 
 `pickle.load` on untrusted bytes runs arbitrary code: GLOBAL/STACK_GLOBAL/INST/OBJ
-name a callable, REDUCE calls it. This unpickler refuses every global (so no callable
-can ever reach the stack), refuses persistent ids, bounds the input size, and then
-checks the result is a tree of plain containers and scalars
-(dict, list, tuple, str, bytes, int, float, bool, None) no deeper than a limit and
-without cycles. PyTorch's flight recorder pickles with `tag_aggregates=false`, so its
+name a callable, REDUCE calls it. Two independent guards: the opcode stream is first
+checked against an allowlist of container/scalar opcodes, and the unpickler itself
+refuses every global (so no callable can ever reach the stack) and persistent ids. The
+input size is bounded, and the result must be a tree of plain containers and scalars
+(dict, list, tuple, str, bytes, int, float, bool, None) no deeper than a limit, without
+cycles, and not too large once shared containers are counted each time they are reached. PyTorch's flight recorder pickles with `tag_aggregates=false`, so its
 dumps contain only such values and load unchanged.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import pickletools
 from typing import Any
 
 from .errors import InputError
@@ -34,6 +36,21 @@ _CONTAINERS = (dict, list, tuple)
 _ALLOWED = "only dict, list, tuple, str, bytes, int, float, bool and None are allowed"
 
 
+# Opcodes that only build plain containers and scalars. Everything else is refused
+# before unpickling starts: globals and calls (GLOBAL, STACK_GLOBAL, INST, OBJ, REDUCE,
+# NEWOBJ[_EX], BUILD, EXT1/2/4), persistent ids, sets, bytearrays and out-of-band buffers.
+_ALLOWED_OPCODES = frozenset({
+    "PROTO", "FRAME", "STOP", "MARK", "POP", "POP_MARK", "DUP", "NONE", "NEWTRUE", "NEWFALSE",
+    "INT", "BININT", "BININT1", "BININT2", "LONG", "LONG1", "LONG4", "FLOAT", "BINFLOAT",
+    "STRING", "BINSTRING", "SHORT_BINSTRING", "UNICODE", "BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8",
+    "BINBYTES", "SHORT_BINBYTES", "BINBYTES8",
+    "EMPTY_LIST", "APPEND", "APPENDS", "LIST", "EMPTY_TUPLE", "TUPLE", "TUPLE1", "TUPLE2", "TUPLE3",
+    "EMPTY_DICT", "DICT", "SETITEM", "SETITEMS",
+    "GET", "BINGET", "LONG_BINGET", "PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE",
+})
+_GLOBAL_OPCODES = frozenset({"GLOBAL", "STACK_GLOBAL", "INST"})
+
+
 class _Refused(Exception):
     """Raised inside the unpickler; turned into an InputError naming the file."""
 
@@ -48,6 +65,20 @@ class RestrictedUnpickler(pickle.Unpickler):
 
     def persistent_load(self, pid: Any) -> Any:
         raise _Refused("pickle uses a persistent id; only plain containers and scalars are allowed")
+
+
+def _scan_opcodes(data: bytes) -> None:
+    """Walk the opcode stream (pickletools reads lengths without allocating them) and
+    refuse any opcode outside the allowlist, naming it and, for globals, what it names."""
+    recent: list[str] = []
+    for op, arg, pos in pickletools.genops(io.BytesIO(data)):
+        if op.name not in _ALLOWED_OPCODES:
+            named = ""
+            if op.name in _GLOBAL_OPCODES:
+                named = f" naming {arg.replace(' ', '.')}" if isinstance(arg, str) else f" naming {'.'.join(recent[-2:])}"
+            raise _Refused(f"opcode {op.name} at byte {pos}{named}; only plain containers and scalars are allowed")
+        if isinstance(arg, str):
+            recent = (recent + [arg])[-2:]
 
 
 def _check_tree(root: Any, max_depth: int, max_nodes: int) -> None:
@@ -118,8 +149,10 @@ def loads_restricted(
         raise InputError(where, f"pickle is {len(data)} bytes, over the {max_bytes}-byte limit")
     if len(data) == 0:
         raise InputError(where, "empty file, expected a pickle")
-    unpickler = RestrictedUnpickler(io.BytesIO(bytes(data)))
+    data = bytes(data)
+    unpickler = RestrictedUnpickler(io.BytesIO(data))
     try:
+        _scan_opcodes(data)
         value = unpickler.load()
     except _Refused as exc:
         raise InputError(where, f"refused: {exc}") from None
