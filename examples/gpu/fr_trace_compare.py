@@ -65,7 +65,9 @@ def torch_verdicts(vdir: Path, incomplete: bool) -> dict:
         args = JobConfig().parse_args(argv)
         details, version = read_dir(args)
         db = build_db(details, args, version)
-    except (AssertionError, KeyError, ValueError, IndexError) as exc:
+    # torch's builder signals what it cannot analyse with assertions and lookups that fail;
+    # the comparison records the error rather than stopping.
+    except (AssertionError, KeyError, ValueError, IndexError, TypeError, AttributeError, NotImplementedError) as exc:
         return {"error": f"{type(exc).__name__}: {exc}", "ops": {}}
     ops = {}
     for c in db.collectives:

@@ -70,6 +70,11 @@ def _dump_fr(torch, out: Path, rank: int) -> None:
         (out / f"nccl_trace_json_rank_{rank}.json").write_text(text if isinstance(text, str) else text.decode())
 
 
+def _nccl_version(torch) -> str:
+    v = torch.cuda.nccl.version()
+    return ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+
+
 def worker() -> int:
     import torch
     import torch.distributed as dist
@@ -144,7 +149,7 @@ def worker() -> int:
     if rank == 0:
         truth = {
             "clock": "realtime: time.time_ns(), the clock of the flight recorder's time_created_ns",
-            "world_size": world, "torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+            "world_size": world, "torch": torch.__version__, "nccl": _nccl_version(torch),
             "env": {k: os.environ.get(k) for k in [*SAFE_ENV, *FR_ENV]},
             "injected": [{"step_id": s, "rank": r, "delay_ns": ms * 1_000_000} for (s, r), ms in
                          sorted({**INJECT, **INJECT_PROFILED}.items())],
