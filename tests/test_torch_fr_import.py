@@ -103,6 +103,14 @@ def test_malformed_entries(tmp_path, mutate, problem):
     assert err.value.where == str(files[0])
 
 
+def test_older_dump_without_output_sizes(tmp_path):
+    e = entry(0, 1, T0_NS)
+    del e["output_sizes"], e["output_dtypes"]
+    inc = read_incident(import_torch_fr(write_dumps(tmp_path, {0: dump([e])}), incident_id="old", incidents_dir=tmp_path / "inc"))
+    row = inc.table("collectives").to_pylist()[0]
+    assert row["output_sizes"] is None and json.loads(row["dtypes"]) == {"input": ["Float"], "output": []}
+
+
 def test_not_a_dump(tmp_path):
     p = tmp_path / "x_rank0.json"
     p.write_text(json.dumps({"hello": 1}))

@@ -36,8 +36,9 @@ from ..tables import conform
 
 PRODUCER = "torch-fr-import"
 P2P_OPS = frozenset({"send", "recv"})
+# output_sizes/output_dtypes are later additions to the format; older dumps lack them.
 _REQUIRED = ("record_id", "process_group", "collective_seq_id", "profiling_name", "time_created_ns",
-             "input_sizes", "output_sizes", "state")
+             "input_sizes", "state")
 _RANK_IN_NAME = (re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE), re.compile(r"(\d+)(?:\.[A-Za-z]+)*$"))
 _RANKS_STR = re.compile(r"^\s*\[\s*(\d+\s*(,\s*\d+\s*)*)?\]\s*$")
 _INT64_MAX = (1 << 63) - 1
@@ -127,7 +128,7 @@ def _check_entry(i: int, e: Any, where: Path) -> None:
     if not isinstance(e["profiling_name"], str) or ":" not in e["profiling_name"]:
         raise InputError(where, f"entry {i}: profiling_name {e['profiling_name']!r} is not like 'nccl:all_reduce'")
     for k in ("input_sizes", "output_sizes"):
-        if not _is_sizes(e[k]):
+        if k in e and not _is_sizes(e[k]):
             raise InputError(where, f"entry {i}: {k} is not a list of shapes")
     d = e.get("duration_ms")
     if d is not None and (not isinstance(d, (int, float)) or isinstance(d, bool) or not d >= 0 or d > 1e9):
@@ -168,7 +169,7 @@ def dump_table(dump: dict, rank: int, where: Path) -> pa.Table:
         "p2p_seq_id": pa.array([e.get("p2p_seq_id") for e in entries], pa.int64()),
         "op_type": pa.array([_op_type(e) for e in entries], pa.string()),
         "input_sizes": pa.array([json.dumps(e["input_sizes"]) for e in entries], pa.string()),
-        "output_sizes": pa.array([json.dumps(e["output_sizes"]) for e in entries], pa.string()),
+        "output_sizes": pa.array([json.dumps(e["output_sizes"]) if "output_sizes" in e else None for e in entries], pa.string()),
         "dtypes": pa.array([json.dumps({"input": list(e.get("input_dtypes") or []), "output": list(e.get("output_dtypes") or [])})
                             for e in entries], pa.string()),
         "group_size": pa.array([len(r) if r is not None else None for r in ranks_of], pa.int32()),
