@@ -143,6 +143,10 @@ def match_comm(comm: str, g: pd.DataFrame, sources: dict[int, RankSource]) -> tu
         summary["first_problem"] = {"seq_id": int(bad.iloc[0]["seq_id"]), "status": bad.iloc[0]["status"]}
     if not membership_known:
         summary["note"] = "member ranks unknown (no pg_config): a rank that never recorded this group cannot be detected"
+    outsiders = sorted(set(int(r) for r in g["rank"].unique()) - set(expected))
+    if outsiders:
+        # Their records are left out of matching: they claim a group they are not members of.
+        summary["outside_ranks"] = outsiders
     return ops, summary
 
 
