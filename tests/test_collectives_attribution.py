@@ -166,3 +166,45 @@ def test_no_steps_in_range_is_not_applicable(tmp_path):
     a = analyze([make_incident(tmp_path, "na", j.dumps)])
     f = findings_by(a, {0: [(99, T0_NS - 10 * MS, T0_NS - 5 * MS)]})
     assert f[(0, 99)]["verdict"] == "not_applicable"
+
+
+def test_steps_keyed_by_str_rank_or_without_rank(two_rank):
+    j, a = two_rank
+    by_str = findings_by(a, {str(r): s for r, s in j.steps.items()})
+    assert by_str[(0, 5)]["verdict"] == "attributed"
+    from workflow_lib.collectives import collective_wait_findings
+
+    unranked = collective_wait_findings(a, {None: j.steps[0][:2]})
+    assert [f["verdict"] for f in unranked] == ["unresolved", "unresolved"] and unranked[0]["rank"] is None
+
+
+def test_steps_from_a_pyarrow_steps_table(two_rank):
+    j, a = two_rank
+    table = pa.table({"step_id": [s for s, _, _ in j.steps[0]], "thread_id": [1] * len(j.steps[0]),
+                      "start_ns": [b for _, b, _ in j.steps[0]], "end_ns": [e for _, _, e in j.steps[0]],
+                      "rank": pa.array([0] * len(j.steps[0]), pa.int32())})
+    f = findings_by(a, {0: table})
+    assert f[(0, 5)]["verdict"] == "attributed" and f[(0, 6)]["verdict"] == "not_applicable"
+
+
+def test_recorder_incident_on_monotonic_clock_with_fr_merged(tmp_path):
+    # The recorder wrote steps on CLOCK_MONOTONIC; FR times (realtime) are shifted onto it on import.
+    from workflow_lib.collectives import analyze_collectives, collective_wait_findings, steps_from_incidents
+    from workflow_lib.importers.torch_fr import import_torch_fr
+    from workflow_lib.incident import read_incident, source, write_incident
+    from tests.fr_builders import write_dumps
+
+    j = job(n_steps=6, late={3: (0, 40 * MS)})
+    unix_minus_host = T0_NS - 1_000 * MS
+    rows = [(r, s, b - unix_minus_host, e - unix_minus_host) for r, st in j.steps.items() for s, b, e in st]
+    steps = pa.table({"step_id": [x[1] for x in rows], "thread_id": [1] * len(rows), "start_ns": [x[2] for x in rows],
+                      "end_ns": [x[3] for x in rows], "rank": pa.array([x[0] for x in rows], pa.int32())})
+    d = tmp_path / "incidents" / "rec"
+    write_incident(d, {"incident_id": "rec", "reason": "manual", "producer": "recorder",
+                       "clock": {"host": "monotonic", "unix_minus_host_ns": unix_minus_host},
+                       "sources": {"steps": source("observed")}, "ranks": [0, 1]}, {"steps": steps})
+    import_torch_fr(write_dumps(tmp_path / "d", j.dumps), incident_id="rec", incidents_dir=tmp_path / "incidents")
+    inc = read_incident(d)
+    f = {(x["rank"], x["step_id"]): x for x in collective_wait_findings(analyze_collectives([inc]), steps_from_incidents([inc]))}
+    assert f[(1, 3)]["verdict"] == "attributed" and abs(f[(1, 3)]["explains_ns"] - 40 * MS) < 1 * MS
+    assert sum(x["verdict"] == "attributed" for x in f.values()) == 1

@@ -58,8 +58,13 @@ def collective_wait_findings(analysis: dict, steps_by_rank: Mapping[int, object]
     times = _op_times(analysis)
     has_dump = set(analysis["ranks"])
     out: list[dict] = []
-    for rank in sorted(steps_by_rank):
-        steps = _steps_frame(steps_by_rank[rank])
+    for key in sorted(steps_by_rank, key=lambda k: -1 if k is None else int(k)):
+        steps = _steps_frame(steps_by_rank[key])
+        if key is None:
+            # Single-process steps (rank null): collectives cannot be placed on them.
+            out += [_unranked(int(s), bool(analysis["ops"])) for s in steps["step_id"]]
+            continue
+        rank = int(key)
         mine = times[times["rank"] == int(rank)].sort_values("t_ns")
         starts, ends = steps["start_ns"].to_numpy(dtype="int64"), steps["end_ns"].to_numpy(dtype="int64")
         t = mine["t_ns"].to_numpy(dtype="int64")
@@ -78,6 +83,14 @@ def collective_wait_findings(analysis: dict, steps_by_rank: Mapping[int, object]
             out.append(_finding(int(rank), int(step["step_id"]), [analysis["ops"][i] for i in by_step.get(p, [])],
                                 ctx, min_wait))
     return out
+
+
+def _unranked(step_id: int, any_ops: bool) -> dict:
+    f = {"rank": None, "step_id": step_id, "check": CHECK, "verdict": "not_applicable", "explains_ns": 0,
+         "evidence": [{"note": "no collective records"}], "missing": []}
+    if any_ops:
+        f.update(verdict=UNRESOLVED, evidence=[], missing=["steps carry no rank, so collectives cannot be placed in them"])
+    return f
 
 
 def _finding(rank: int, step_id: int, ops: list[dict], ctx: dict, min_wait: int) -> dict:
