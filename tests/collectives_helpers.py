@@ -7,6 +7,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from tests.fr_builders import write_dumps
+from workflow_lib import records
 from workflow_lib.collectives import analyze_collectives, collective_wait_findings
 from workflow_lib.collectives.types import Options
 from workflow_lib.importers.torch_fr import import_torch_fr
@@ -30,7 +31,10 @@ def make_incident(root: Path, name: str, dumps: dict[int, dict], *, hostname: st
 
 
 def analyze(incidents: list[Incident], **opts) -> dict:
-    return analyze_collectives(incidents, Options(**opts))
+    """Analyse and check the record against schemas/collectives.schema.json, in every test."""
+    record = analyze_collectives(incidents, Options(**opts))
+    records.validate(record, "collectives")
+    return record
 
 
 def findings_by(analysis: dict, steps: dict) -> dict[tuple[int, int], dict]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from workflow_lib import records
 from workflow_lib.collectives import analyze_collectives, collective_wait_findings
 from workflow_lib.importers.torch_fr import import_torch_fr
 from workflow_lib.incident import read_incident
@@ -31,7 +32,9 @@ def _analyse(tmp_path_factory, pattern: str):
     files = sorted(FIXTURE.glob(pattern))
     assert len(files) == 2, files
     out = import_torch_fr(files, incident_id="h200x2", incidents_dir=tmp_path_factory.mktemp(pattern.split("*")[0]))
-    return analyze_collectives([read_incident(out)])
+    record = analyze_collectives([read_incident(out)])
+    records.validate(record, "collectives")
+    return record
 
 
 @pytest.fixture(scope="module")

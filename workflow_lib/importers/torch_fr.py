@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 
 from .. import incident as incident_mod
 from ..errors import InputError, StallcaseError
-from ..safe_pickle import loads_restricted
+from ..safe_pickle import MAX_BYTES, loads_restricted
 from ..tables import conform
 
 PRODUCER = "torch-fr-import"
@@ -53,6 +53,8 @@ def read_dump(path: str | os.PathLike) -> dict:
         raise InputError(path, "flight-recorder dump not found") from None
     except IsADirectoryError:
         raise InputError(path, "is a directory, expected one flight-recorder dump per rank") from None
+    if len(data) > MAX_BYTES:
+        raise InputError(path, f"dump is {len(data)} bytes, over the {MAX_BYTES}-byte limit")
     if data.lstrip()[:1] == b"{":
         try:
             dump = json.loads(data.decode("utf-8"))
