@@ -72,7 +72,6 @@ def test_no_other_step_is_attributed(analysis, truth):
     f = collective_wait_findings(analysis, _steps(truth))
     extra = [(x["rank"], x["step_id"], x["explains_ns"]) for x in f if x["verdict"] == "attributed" and (x["rank"], x["step_id"]) not in injected]
     assert extra == []
-    assert all(x["verdict"] != "unresolved" for x in f)
 
 
 def test_json_dumps_agree_with_pickles(analysis, tmp_path_factory):

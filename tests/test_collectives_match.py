@@ -164,7 +164,7 @@ def test_nccl_kernels_lend_gpu_times_and_kernel_only_ranks_are_unidentified(tmp_
     a2 = analyze([inc, only])
     assert a2["unidentified"][0]["rank"] == 1 and a2["unidentified"][0]["kernels"] == 3
     assert a2["ranks"]["1"]["kernel_only"] is True
-    assert {op["status"] for op in a2["ops"]} == {"cannot_decide"} or {op["status"] for op in a2["ops"]} == {"not_joined"}
+    assert {op["status"] for op in a2["ops"]} == {"cannot_decide"}  # not "never joined": it ran NCCL kernels
 
 
 def test_transport_not_observed_then_observed(tmp_path):
@@ -197,3 +197,20 @@ def test_no_records_at_all(tmp_path):
     a = analyze([inc])
     assert a["summary"]["ops"] == 0 and a["ops"] == []
     assert findings_by(a, {0: [(0, 0, 10)]})[(0, 0)]["verdict"] == "not_applicable"
+
+
+def test_rank_listed_without_collectives_is_a_missing_dump_not_a_culprit(tmp_path):
+    # A recorder incident of rank 1 that traced no collectives, beside rank 0's FR dump.
+    from workflow_lib.incident import read_incident, source, write_incident
+
+    j = job(n_steps=3)
+    a0 = make_incident(tmp_path, "fr0", {0: j.dumps[0]})
+    write_incident(tmp_path / "rec1", {"incident_id": "rec1", "reason": "manual", "clock": {"host": "realtime"},
+                                       "sources": {"steps": source("observed")}, "ranks": [1]}, {})
+    a = analyze([a0, read_incident(tmp_path / "rec1")])
+    assert {op["status"] for op in a["ops"]} == {"cannot_decide"}
+    # ... but a recorder that declares collectives observed testifies that rank 1 did none
+    write_incident(tmp_path / "rec2", {"incident_id": "rec2", "reason": "manual", "clock": {"host": "realtime"},
+                                       "sources": {"collectives": source("observed")}, "ranks": [1]}, {})
+    b = analyze([a0, read_incident(tmp_path / "rec2")])
+    assert {op["status"] for op in b["ops"]} == {"not_joined"}

@@ -135,7 +135,13 @@ def load(incidents: list[Incident]) -> tuple[pd.DataFrame, dict[int, RankSource]
             rec = _link_kernels(rec, kern)
         orphan = kern[~kern["rank"].isin(rec["rank"].unique())] if not kern.empty else kern
         detail = inc.manifest.get("sources", {}).get("torch_fr", {}).get("detail", {}).get("dumps", {})
-        ranks = set(int(r) for r in inc.manifest.get("ranks") or []) | set(int(r) for r in rec["rank"].unique())
+        # A rank "has a dump" only where collectives were observed for it: its rows, its FR
+        # dump (possibly empty), or a recorder that declares the `collectives` source
+        # observed for the incident's ranks. A rank merely listed in the manifest (say, by a
+        # recorder that did not trace collectives) must not read as "never joined".
+        ranks = set(int(r) for r in detail) | set(int(r) for r in rec["rank"].unique())
+        if inc.observed("collectives"):
+            ranks |= set(int(r) for r in inc.manifest.get("ranks") or [])
         ranks |= set(int(r) for r in orphan["rank"].unique()) if not orphan.empty else set()
         for r in sorted(ranks):
             if r in sources:

@@ -97,7 +97,8 @@ def match_comm(comm: str, g: pd.DataFrame, sources: dict[int, RankSource]) -> tu
     seq = keys.get_level_values("seq_id").to_numpy()[:, None]
     win = g.groupby("rank")["seq_id"].agg(["min", "max"]).reindex(expected)
     lo, hi = win["min"].to_numpy(dtype=float)[None, :], win["max"].to_numpy(dtype=float)[None, :]
-    has_dump = np.array([r in sources for r in expected])[None, :]
+    # A rank seen only through its NCCL kernels has no identities to testify with.
+    has_dump = np.array([r in sources and not sources[r].kernel_only for r in expected])[None, :]
     wrapped = np.array([sources[r].wrapped if r in sources else False for r in expected])[None, :]
     absent = ~present
     missing_dump = absent & ~has_dump
@@ -134,7 +135,7 @@ def match_comm(comm: str, g: pd.DataFrame, sources: dict[int, RankSource]) -> tu
         "comm": comm, "pg_id": first["pg_id"], "pg_name": first["pg_name"], "expected_ranks": expected,
         "membership_known": membership_known, "ops": int(len(ops)),
         "windows": {str(r): [int(win.loc[r, "min"]), int(win.loc[r, "max"])] for r in expected if pd.notna(win.loc[r, "min"])},
-        "ranks_missing_dump": [r for r in expected if r not in sources],
+        "ranks_missing_dump": [r for r in expected if r not in sources or sources[r].kernel_only],
         "status_counts": {s: int((status == s).sum()) for s in np.unique(status)},
         "first_problem": None,
     }
