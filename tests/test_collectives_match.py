@@ -165,6 +165,8 @@ def test_nccl_kernels_lend_gpu_times_and_kernel_only_ranks_are_unidentified(tmp_
     assert a2["unidentified"][0]["rank"] == 1 and a2["unidentified"][0]["kernels"] == 3
     assert a2["ranks"]["1"]["kernel_only"] is True
     assert {op["status"] for op in a2["ops"]} == {"cannot_decide"}  # not "never joined": it ran NCCL kernels
+    f = findings_by(a2, {1: [(0, T0_NS, T0_NS + 10 * 1000 * MS)]})
+    assert f[(1, 0)]["verdict"] == "unresolved" and "only through NCCL kernels" in f[(1, 0)]["missing"][0]
 
 
 def test_transport_not_observed_then_observed(tmp_path):

@@ -79,6 +79,7 @@ def collective_wait_findings(analysis: dict, steps_by_rank: Mapping[int, object]
         first_ns = int(t.min()) if wrapped and len(t) else None
         for p, step in steps.iterrows():
             ctx = {"has_dump": str(rank) in has_dump, "any_ops": bool(analysis["ops"]),
+                   "kernel_only": bool(analysis["ranks"].get(str(rank), {}).get("kernel_only")),
                    "before_window": first_ns is not None and int(step["end_ns"]) <= first_ns}
             out.append(_finding(int(rank), int(step["step_id"]), [analysis["ops"][i] for i in by_step.get(p, [])],
                                 ctx, min_wait))
@@ -97,7 +98,9 @@ def _finding(rank: int, step_id: int, ops: list[dict], ctx: dict, min_wait: int)
     f = {"rank": rank, "step_id": step_id, "check": CHECK, "verdict": "not_applicable", "explains_ns": 0,
          "evidence": [], "missing": []}
     if not ops:
-        if ctx["any_ops"] and not ctx["has_dump"]:
+        if ctx["kernel_only"]:
+            f.update(verdict=UNRESOLVED, missing=[f"rank {rank} is seen only through NCCL kernels, without communicator or sequence identity"])
+        elif ctx["any_ops"] and not ctx["has_dump"]:
             f.update(verdict=UNRESOLVED, missing=[f"no collective records for rank {rank} (its dump is missing)"])
         elif ctx["before_window"]:
             f.update(verdict=UNRESOLVED, missing=[f"step precedes rank {rank}'s flight-recorder window (its ring buffer wrapped)"])
