@@ -276,6 +276,9 @@ class FlightRecorder:
             cc = self.cupti.copies()
             tables.update(self.cupti.tables(cc, since, until))
             sources["cupti"] = self.cupti.manifest_entry(cc)
+            if "runtime_api" in tables:
+                tables["runtime_api"], mapped = _native_thread_ids(tables["runtime_api"])
+                sources["cupti"]["detail"]["thread_ids"] = mapped
         else:
             sources["cupti"] = source("not_observed", self._why_not("cupti"))
         for name, t in tables.items():
@@ -418,3 +421,27 @@ class FlightRecorder:
         except OSError as exc:
             # The trial runner sees the file missing; we must still not raise into the workload.
             self._error(f"writing {STEPS_OUT_ENV}={dest}: {exc.strerror or exc}")
+
+
+def _native_thread_ids(table: pa.Table) -> tuple[pa.Table, dict]:
+    """CUPTI names a thread by its pthread id; spans, steps and sched use Linux tids.
+
+    Python's `Thread.ident` is the pthread id and `native_id` the tid, so threads alive at
+    snapshot time are mapped; others (threads that ended, or non-Python threads such as
+    NCCL's) keep CUPTI's id, and the detail says how many were mapped.
+    """
+    ident_to_tid = {t.ident: t.native_id for t in threading.enumerate() if t.ident is not None and t.native_id is not None}
+    tids = table["thread_id"].to_numpy()
+    uniq = np.unique(tids)
+    mapped = {int(u): ident_to_tid[int(u)] for u in uniq if int(u) in ident_to_tid}
+    if mapped:
+        keys = np.fromiter(mapped.keys(), np.int64)
+        vals = np.fromiter(mapped.values(), np.int64)
+        order = np.argsort(keys)
+        pos = np.searchsorted(keys[order], tids).clip(0, len(keys) - 1)
+        hit = keys[order][pos] == tids
+        tids = np.where(hit, vals[order][pos], tids)
+        table = table.set_column(table.column_names.index("thread_id"), "thread_id", pa.array(tids, pa.int64()))
+    return table, {"cupti_thread_ids": int(uniq.size), "mapped_to_linux_tid": len(mapped),
+                   "rule": "pthread id (Thread.ident) -> Linux tid (Thread.native_id) for threads alive at snapshot"}
+
