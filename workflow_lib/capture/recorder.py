@@ -33,6 +33,7 @@ from ..incident import check_incident_id, source
 from . import provenance
 from .budget import Budget, TargetTracker
 from .clock import HOST_CLOCK, now_ns, unix_minus_host_ns
+from .sources import collectives as collectives_source
 from .sources.cupti import CuptiSource
 from .sources.host import HostSource
 from .sources.nvml import NvmlSampler
@@ -40,7 +41,7 @@ from .sources.sched import SchedSampler
 from .trigger import LatencyTrigger
 from .writer import Job, SnapshotWriter
 
-KNOWN_SOURCES = ("host", "nvml", "sched", "cupti")
+KNOWN_SOURCES = ("host", "nvml", "sched", "cupti", "collectives")
 STEPS_OUT_ENV = "STALLCASE_STEPS_OUT"
 RECORDER_ENV = "STALLCASE_RECORDER"
 SNAPSHOT_WAIT_S = 120.0
@@ -82,7 +83,7 @@ class _Step:
 
 class FlightRecorder:
     def __init__(self, incident_id: str | None = None, incidents_dir: str = "incidents", budget: Budget | None = None,
-                 sources: tuple[str, ...] = ("host", "nvml", "sched"), trigger: LatencyTrigger | None = None):
+                 sources: tuple[str, ...] = ("host", "nvml", "sched", "collectives"), trigger: LatencyTrigger | None = None):
         if incident_id is not None:
             check_incident_id(incident_id, "FlightRecorder(incident_id)")
         unknown = [s for s in sources if s not in KNOWN_SOURCES]
@@ -281,6 +282,12 @@ class FlightRecorder:
                 sources["cupti"]["detail"]["thread_ids"] = mapped
         else:
             sources["cupti"] = source("not_observed", self._why_not("cupti"))
+        if "collectives" in self.requested and self.enabled:
+            ctable, sources["collectives"] = collectives_source.collect(self.rank, self.unix_minus_host_ns)
+            if ctable is not None:
+                tables["collectives"] = ctable
+        else:
+            sources["collectives"] = source("not_observed", self._why_not("collectives"))
         for name, t in tables.items():
             if t.num_rows == 0:
                 continue
@@ -290,7 +297,8 @@ class FlightRecorder:
             a = int(np.min(t[col].to_numpy()))
             lo = a if lo is None else min(lo, a)
         if self.rank is not None:
-            tables = {n: t.append_column("rank", pa.array(np.full(t.num_rows, self.rank, np.int32), pa.int32()))
+            tables = {n: t if "rank" in t.column_names else
+                      t.append_column("rank", pa.array(np.full(t.num_rows, self.rank, np.int32), pa.int32()))
                       for n, t in tables.items()}
         prov, artifacts, workload = self._provenance()
         manifest = {
