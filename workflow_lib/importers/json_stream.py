@@ -115,14 +115,13 @@ def _event_chunks(b: _Buffer) -> Iterator[list]:
             pass
         parsed = _parse_prefix(b)
         if parsed is None:
-            if len(b.buf) - b.pos > MAX_VALUE_CHARS:
-                raise InputError(b.path, f"no trace event boundary within {MAX_VALUE_CHARS >> 20} MiB")
-            if not b.fill():
-                raise InputError(b.path, "malformed or truncated traceEvents array")
-            continue
-        events, end = parsed
-        b.pos = end
-        yield events
+            # No object boundary in the window (a huge event, or an element that is not an
+            # object): decode exactly one value, refilling as needed.
+            yield [b.value()]
+        else:
+            events, end = parsed
+            b.pos = end
+            yield events
         nxt = b.skip_ws()
         if nxt == "]":
             b.pos += 1
