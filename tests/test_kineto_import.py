@@ -121,7 +121,7 @@ def test_streaming_parse_equals_json_loads_with_tiny_chunks(monkeypatch, tmp_pat
     doc["traceEvents"].insert(3, {"ph": "X", "cat": "cpu_op", "name": 'a},{"b": [}]', "pid": 1, "tid": 1, "ts": 1, "dur": 1,
                                   "args": {"nested": {"x": {"y": 1}}, "z": 2}})
     p = write(doc, tmp_path / "t.json")
-    monkeypatch.setattr(json_stream, "CHUNK_CHARS", 64)
+    monkeypatch.setattr(json_stream, "CHUNK_BYTES", 64)
     monkeypatch.setattr(json_stream, "_READ_BYTES", 100)
     got = []
     meta = json_stream.read_trace(p, got.extend)
@@ -135,7 +135,9 @@ def test_streaming_parse_equals_json_loads_with_tiny_chunks(monkeypatch, tmp_pat
     ("not json", "expected a JSON object"),
     ('{"other": 1}', "no 'traceEvents'"),
     ('{"traceEvents": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
-    ('{"traceEvents": [{"a": ' + "[" * 100_000 + "]" * 100_000 + "}]}", "nested too deeply"),
+    # Arrow's reader skips the unknown deep key without recursing; nothing is left to import.
+    ('{"traceEvents": [{"a": ' + "[" * 100_000 + "]" * 100_000 + "}]}", "no step spans"),
+    ('{"traceEvents": [1, 2, ' + "[" * 100_000 + "]" * 100_000 + "]}", "nested too deeply"),
     ('{"traceEvents": [], "x": ', "malformed"),
 ])
 def test_hostile_input_is_one_line_input_error(tmp_path, text, problem):
@@ -145,7 +147,7 @@ def test_hostile_input_is_one_line_input_error(tmp_path, text, problem):
         import_kineto([p], incident_id="bad", incidents_dir=tmp_path / "inc")
     msg = exc.value.oneline()
     assert "\n" not in msg and str(p) in msg
-    assert problem in msg or "malformed" in msg
+    assert problem in msg
 
 
 def test_bad_gzip_and_missing_file(tmp_path):

@@ -1,34 +1,51 @@
 """Streaming reader for Chrome-trace JSON (`{"traceEvents": [...], ...}`), plain or gzip.
 
-Memory stays a small multiple of one chunk, not of the file: the file is read in blocks, the
-event array is cut into chunks at candidate element boundaries ("}" followed by "," or "]")
-and each chunk is parsed by the C json parser as `[chunk]`. A wrong cut (a "}," inside a
-string or a nested object) cannot parse as a complete array, because parsing from a true
-element boundary is deterministic: the parse fails and an earlier boundary is tried. So the
-cost is close to one `json.loads` of the file, without holding all of it at once.
+Memory stays a small multiple of one chunk, not of the file: the file is read as bytes in
+blocks, the event array is cut into pieces at candidate element boundaries ("}" followed by
+"," or "]"), and each piece is handed to a `parse` function that must refuse (raise
+PieceRefused) anything that is not a complete sequence of elements. A wrong cut (a "},"
+inside a string or inside a nested object) leaves an unterminated string or object at the
+end of the piece, which no JSON parser accepts; parsing from a true element boundary is
+deterministic, so an accepted piece ends on a true boundary. The next earlier candidate is
+tried after a refusal. The default `parse` is json.loads of `[piece]`.
 
 Every malformed, truncated, hostile or too-deeply-nested input ends in one-line InputError.
 """
 
 from __future__ import annotations
 
-import codecs
 import gzip
 import json
 import os
-from typing import Callable, Iterator
+import re
+from typing import Callable, TypeVar
 
 from ..errors import InputError
 
-CHUNK_CHARS = 8 << 20          # parse the event array in ~8 MiB pieces
-MAX_VALUE_CHARS = 256 << 20    # one event or one metadata value larger than this is refused
+CHUNK_BYTES = 8 << 20          # cut the event array into ~8 MiB pieces
+MAX_VALUE_BYTES = 256 << 20    # one event or one metadata value larger than this is refused
 _READ_BYTES = 4 << 20
-_WS = " \t\r\n"
+_NONWS = re.compile(rb"[^ \t\r\n]")
 _DEC = json.JSONDecoder()
+T = TypeVar("T")
+
+
+class PieceRefused(Exception):
+    """Raised by a piece parser: the bytes are not a complete sequence of array elements."""
+
+
+def parse_json_piece(piece: bytes) -> list:
+    """Default piece parser: the elements as Python objects."""
+    try:
+        return json.loads(b"[" + piece + b"]")
+    except RecursionError:
+        raise InputError(None, "trace JSON is nested too deeply") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise PieceRefused() from None
 
 
 class _Buffer:
-    """A text window over a (possibly gzip) byte stream, refilled on demand."""
+    """A byte window over a (possibly gzip) stream, refilled on demand."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = str(path)
@@ -44,8 +61,7 @@ class _Buffer:
         raw.seek(0)
         self.fh = gzip.GzipFile(fileobj=raw, mode="rb") if magic == b"\x1f\x8b" else raw
         self.raw = raw
-        self.decoder = codecs.getincrementaldecoder("utf-8")()
-        self.buf = ""
+        self.buf = b""
         self.pos = 0
         self.eof = False
 
@@ -59,131 +75,130 @@ class _Buffer:
             return False
         try:
             block = self.fh.read(_READ_BYTES)
-            text = self.decoder.decode(block, final=not block)
-        except UnicodeDecodeError:
-            raise InputError(self.path, "trace is not UTF-8 text") from None
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
             raise InputError(self.path, f"cannot read trace ({str(exc).splitlines()[0][:200]})") from None
         if not block:
             self.eof = True
-        # Drop consumed text so the window does not grow with the file.
-        self.buf = self.buf[self.pos:] + text
+            return False
+        # Drop consumed bytes so the window does not grow with the file.
+        self.buf = self.buf[self.pos:] + block
         self.pos = 0
-        return bool(block)
+        return True
 
-    def skip_ws(self) -> str:
-        """Skip whitespace; return the next character ('' at end of input)."""
+    def peek(self) -> bytes:
+        """Skip whitespace; return the next byte (b'' at end of input)."""
         while True:
-            n = len(self.buf)
-            while self.pos < n and self.buf[self.pos] in _WS:
-                self.pos += 1
-            if self.pos < n:
-                return self.buf[self.pos]
+            m = _NONWS.search(self.buf, self.pos)
+            if m:
+                self.pos = m.start()
+                return self.buf[self.pos:self.pos + 1]
+            self.pos = len(self.buf)
             if not self.fill():
-                return ""
+                return b""
 
-    def expect(self, ch: str, what: str) -> None:
-        got = self.skip_ws()
+    def expect(self, ch: bytes, what: str) -> None:
+        got = self.peek()
         if got != ch:
-            raise InputError(self.path, f"malformed trace JSON: expected {what}, found {got or 'end of file'!r}")
+            raise InputError(self.path, f"malformed trace JSON: expected {what}, found {got.decode('latin-1') or 'end of file'!r}")
         self.pos += 1
 
     def value(self):
         """Decode one complete JSON value at the cursor, refilling until it is complete."""
-        self.skip_ws()
+        self.peek()
         while True:
+            text = self.buf[self.pos:].decode("utf-8", errors="replace")
             try:
-                val, end = _DEC.raw_decode(self.buf, self.pos)
-                self.pos = end
-                return val
+                val, end = _DEC.raw_decode(text)
             except RecursionError:
                 raise InputError(self.path, "trace JSON is nested too deeply") from None
             except json.JSONDecodeError as exc:
-                if len(self.buf) - self.pos > MAX_VALUE_CHARS:
-                    raise InputError(self.path, f"a trace value exceeds {MAX_VALUE_CHARS >> 20} MiB") from None
+                if len(self.buf) - self.pos > MAX_VALUE_BYTES:
+                    raise InputError(self.path, f"a trace value exceeds {MAX_VALUE_BYTES >> 20} MiB") from None
                 if not self.fill():
-                    raise InputError(self.path, f"malformed trace JSON ({exc.msg} near char {exc.pos})") from None
+                    raise InputError(self.path, f"truncated or malformed trace JSON ({exc.msg})") from None
+                continue
+            consumed = text[:end].encode("utf-8")
+            if self.buf[self.pos:self.pos + len(consumed)] != consumed:
+                raise InputError(self.path, "trace is not UTF-8 text")
+            self.pos += len(consumed)
+            return val
 
 
-def _event_chunks(b: _Buffer) -> Iterator[list]:
-    b.expect("[", "'[' opening traceEvents")
-    if b.skip_ws() == "]":
+def _events(b: _Buffer, parse: Callable[[bytes], T], on_piece: Callable[[T], None]) -> None:
+    b.expect(b"[", "'[' opening traceEvents")
+    if b.peek() == b"]":
         b.pos += 1
         return
     while True:
-        while len(b.buf) - b.pos < CHUNK_CHARS and b.fill():
+        while len(b.buf) - b.pos < CHUNK_BYTES and b.fill():
             pass
-        parsed = _parse_prefix(b)
-        if parsed is None:
-            # No object boundary in the window (a huge event, or an element that is not an
-            # object): decode exactly one value, refilling as needed.
-            yield [b.value()]
+        got = _parse_prefix(b, parse)
+        if got is None:
+            # No acceptable boundary in the window (a huge event, or an element that is not
+            # an object): decode exactly one value, refilling as needed.
+            on_piece(parse(json.dumps(b.value()).encode("utf-8")))
         else:
-            events, end = parsed
-            b.pos = end
-            yield events
-        nxt = b.skip_ws()
-        if nxt == "]":
+            on_piece(got)
+        nxt = b.peek()
+        if nxt == b"]":
             b.pos += 1
             return
-        if nxt != ",":
-            raise InputError(b.path, f"malformed traceEvents array: expected ',' or ']', found {nxt or 'end of file'!r}")
+        if nxt != b",":
+            raise InputError(b.path, f"malformed traceEvents array: expected ',' or ']', found {nxt.decode('latin-1') or 'end of file'!r}")
         b.pos += 1
 
 
-def _parse_prefix(b: _Buffer) -> tuple[list, int] | None:
-    """Parse the longest prefix of the window that ends at an element boundary."""
+def _parse_prefix(b: _Buffer, parse: Callable[[bytes], T]):
+    """Parse the longest prefix of the window that ends at an element boundary; None if none."""
     buf, lo = b.buf, b.pos
     k = len(buf)
-    failures = 0
-    while failures < 16:  # a wrong candidate is rare in real traces; each costs one parse
-        k = buf.rfind("}", lo, k)
+    refusals = 0
+    while refusals < 16:  # a wrong candidate is rare in real traces; each costs one parse
+        k = buf.rfind(b"}", lo, k)
         if k < 0:
             return None
-        j = k + 1
-        while j < len(buf) and buf[j] in _WS:
-            j += 1
-        if j >= len(buf) or buf[j] not in ",]":
+        m = _NONWS.search(buf, k + 1)
+        if m is None or buf[m.start()] not in b",]":
             continue
         try:
-            events = json.loads("[" + buf[lo:k + 1] + "]")
-        except RecursionError:
-            raise InputError(b.path, "trace JSON is nested too deeply") from None
-        except json.JSONDecodeError:
-            failures += 1
+            got = parse(buf[lo:k + 1])
+        except PieceRefused:
+            refusals += 1
             continue
-        return events, k + 1
+        except InputError as exc:
+            raise InputError(b.path, exc.problem) from None
+        b.pos = k + 1
+        return got
     return None
 
 
-def read_trace(path: str | os.PathLike, on_events: Callable[[list], None]) -> dict:
-    """Stream a Chrome-trace file: call on_events(list_of_event_dicts) per chunk, return the
-    other top-level keys (distributedInfo, baseTimeNanoseconds, deviceProperties, ...)."""
+def read_trace(path: str | os.PathLike, on_piece: Callable[[T], None], parse: Callable[[bytes], T] = parse_json_piece) -> dict:
+    """Stream a Chrome-trace file: on_piece(parse(bytes of consecutive events)) per piece; return
+    the other top-level keys (distributedInfo, baseTimeNanoseconds, deviceProperties, ...)."""
     b = _Buffer(path)
     meta: dict = {}
     seen_events = False
     try:
-        b.expect("{", "a JSON object at the top level")
-        if b.skip_ws() == "}":
+        b.expect(b"{", "a JSON object at the top level")
+        if b.peek() == b"}":
             b.pos += 1
         else:
             while True:
-                if b.skip_ws() != '"':
+                if b.peek() != b'"':
                     raise InputError(path, "malformed trace JSON: expected a key string")
                 key = b.value()
-                b.expect(":", "':' after a key")
+                b.expect(b":", "':' after a key")
                 if key == "traceEvents":
                     seen_events = True
-                    for chunk in _event_chunks(b):
-                        on_events(chunk)
+                    _events(b, parse, on_piece)
                 else:
                     meta[key] = b.value()
-                nxt = b.skip_ws()
+                nxt = b.peek()
                 b.pos += 1
-                if nxt == "}":
+                if nxt == b"}":
                     break
-                if nxt != ",":
-                    raise InputError(path, f"malformed trace JSON: expected ',' or '}}', found {nxt or 'end of file'!r}")
+                if nxt != b",":
+                    raise InputError(path, f"malformed trace JSON: expected ',' or '}}', found {nxt.decode('latin-1') or 'end of file'!r}")
     finally:
         b.close()
     if not seen_events:

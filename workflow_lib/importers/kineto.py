@@ -43,7 +43,7 @@ _COPY_KIND = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|PtoP)\b")
 
 def _read_one(path: Path) -> tuple[pa.StructArray, dict]:
     chunks: list[pa.StructArray] = []
-    meta = read_trace(path, lambda events: chunks.append(ke.to_struct(events)))
+    meta = read_trace(path, chunks.append, parse=ke.parse_piece)
     arr = pa.concat_arrays(chunks) if chunks else pa.array([], type=ke.EVENT)
     return arr, meta
 
@@ -101,7 +101,7 @@ def _tables_for(arr: pa.StructArray, rank: int, base_ns: int, shift_us: float, s
         return arr.field(name).filter(pa.array(mask))
 
     def arg(name, mask):
-        return args.field(name).filter(pa.array(mask)) if len(args) else pa.nulls(int(mask.sum()), pa.int64())
+        return args.field(name).filter(pa.array(mask))
 
     def dim(name, mask, i):
         lists = arg(name, mask)

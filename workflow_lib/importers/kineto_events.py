@@ -1,9 +1,13 @@
 """Kineto trace events -> Arrow columns, one chunk at a time.
 
-Each chunk of event dicts becomes one typed StructArray in C++ (`pa.array(..., type=EVENT)`:
-unknown keys are ignored, missing ones are null), filtered to the complete ('X') events of
-the categories stallcase uses. Only a chunk whose values do not fit the types (a string pid
-such as Kineto's "Spans" rows, a float byte count) goes through a Python clean-up pass.
+Fast path: a piece of the event array (bytes) is rewritten to newline-delimited JSON (raw
+newlines can only be whitespace in JSON, so they become spaces; "}, {" between events becomes
+"}\n{") and parsed by Arrow's multithreaded JSON reader against an explicit schema (unknown
+keys ignored). String-valued pid/tid (Kineto's "Spans" rows) are renamed out of the way first.
+If Arrow refuses the piece (a "}, {" that was not between events, an odd value type), the
+piece is parsed by json.loads and converted with `pa.array(..., type=EVENT)`; only the few
+events whose values do not fit the types go through a Python clean-up. Either way the result
+is filtered to the complete ('X') events of the categories stallcase uses.
 
 Category spellings, current and older Kineto:
     kernel           kernel / Kernel
@@ -15,10 +19,16 @@ Category spellings, current and older Kineto:
 
 from __future__ import annotations
 
+import io
+import json
 import numbers
+import re
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from .json_stream import PieceRefused
 
 _i64 = pa.int64()
 ARGS = pa.struct([
@@ -72,13 +82,50 @@ def _clean(e) -> dict | None:
             "tid": _int(e.get("tid")), "ts": _num(e.get("ts")), "dur": _num(e.get("dur")), "args": args}
 
 
-def to_struct(events: list) -> pa.StructArray:
-    """A chunk of event dicts -> the kept complete events as one StructArray."""
+_CONVERT_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError, ValueError)
+_BETWEEN = re.compile(rb"\}\s*,\s*\{")
+_STR_IDS = re.compile(rb'"(pid|tid)"(\s*:\s*)"')
+_SCHEMA = pa.schema(list(EVENT))
+_PARSE = pj.ParseOptions(explicit_schema=_SCHEMA, unexpected_field_behavior="ignore")
+
+
+def _convert(events: list) -> pa.StructArray:
+    """Typed conversion; on a type error, split and clean only the offending events."""
     try:
-        arr = pa.array(events, type=EVENT)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError, ValueError):
-        # Off the fast path: values of unexpected types (string pids, float sizes, non-objects).
-        arr = pa.array([_clean(e) for e in events], type=EVENT)
+        return pa.array(events, type=EVENT)
+    except _CONVERT_ERRORS:
+        if len(events) <= 64:
+            return pa.array([_clean(e) for e in events], type=EVENT)
+        mid = len(events) // 2
+        return pa.concat_arrays([_convert(events[:mid]), _convert(events[mid:])])
+
+
+def parse_piece(piece: bytes) -> pa.StructArray:
+    """Bytes of consecutive events -> the kept events (raises PieceRefused if not complete)."""
+    text = _BETWEEN.sub(b"}\n{", piece.replace(b"\n", b" ").replace(b"\r", b" "))
+    text = _STR_IDS.sub(rb'"\1_str"\2"', text)
+    try:
+        table = pj.read_json(io.BytesIO(text), read_options=pj.ReadOptions(block_size=1 << 20), parse_options=_PARSE)
+        arr = pa.StructArray.from_arrays([table.column(f.name).combine_chunks() for f in EVENT], fields=list(EVENT))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        try:
+            events = json.loads(b"[" + piece + b"]")
+        except RecursionError:
+            from ..errors import InputError
+            raise InputError(None, "trace JSON is nested too deeply") from None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise PieceRefused() from None
+        arr = _convert(events)
+    return keep(arr)
+
+
+def to_struct(events: list) -> pa.StructArray:
+    """A list of event dicts -> the kept complete events as one StructArray."""
+    return keep(_convert(events))
+
+
+def keep(arr: pa.StructArray) -> pa.StructArray:
+    """Complete ('X') events of the categories stallcase uses, with a name and a timestamp."""
     if len(arr) == 0:
         return arr
     cat = pc.utf8_lower(arr.field("cat"))
