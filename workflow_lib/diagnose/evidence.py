@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from ..incident import Incident
 from . import measures
+from .index import IntervalIndex
 from .types import Intervals
 
 # Runtime/driver calls that enqueue GPU work: what a launch-bound host spends its time in.
@@ -62,6 +63,8 @@ class RankEvidence:
     rt_corr: np.ndarray
     rt_sync: np.ndarray
     rt_launch: np.ndarray
+    rt_index: IntervalIndex  # runtime calls by time (rows sorted by start)
+    rt_corr_order: np.ndarray  # row indices sorted by correlation id
     api_union: Intervals
     sync_union: Intervals
     span_name: np.ndarray  # object
@@ -69,7 +72,9 @@ class RankEvidence:
     span_depth: np.ndarray
     span_start: np.ndarray
     span_end: np.ndarray
+    span_index: IntervalIndex
     wait_union: Intervals
+    nccl_union: Intervals
     sched: dict[int, Sched]
     nvml: dict[str, tuple[np.ndarray, np.ndarray]]  # metric -> (ts_ns, value), all devices of the rank
     clock_uncertainty_ns: int | None  # None: not measured
@@ -122,7 +127,7 @@ def origin_of(inc: Incident) -> int:
 
 
 def build(inc: Incident, rank_key: int, origin_ns: int, wait_re: re.Pattern) -> RankEvidence:
-    k = _table_for_rank(inc.table("kernels"), rank_key)
+    k = _sorted(_table_for_rank(inc.table("kernels"), rank_key))
     m = _table_for_rank(inc.table("memcpy"), rank_key)
     k_start = _i64(k["start_ns"]) - origin_ns
     k_end = _i64(k["end_ns"]) - origin_ns
@@ -139,7 +144,7 @@ def build(inc: Incident, rank_key: int, origin_ns: int, wait_re: re.Pattern) -> 
     order = np.argsort(g_start, kind="stable")
     devices = sorted(set(k["device"].to_pylist()) | set(m["device"].to_pylist())) if (k.num_rows or m.num_rows) else []
 
-    r = _table_for_rank(inc.table("runtime_api"), rank_key)
+    r = _sorted(_table_for_rank(inc.table("runtime_api"), rank_key))
     rt_start = _i64(r["start_ns"]) - origin_ns
     rt_end = _i64(r["end_ns"]) - origin_ns
     rt_sync = r["is_sync"].to_numpy(zero_copy_only=False).astype(bool) if r.num_rows else np.zeros(0, bool)
@@ -150,7 +155,7 @@ def build(inc: Incident, rank_key: int, origin_ns: int, wait_re: re.Pattern) -> 
     else:
         rt_launch = np.zeros(0, bool)
 
-    s = _table_for_rank(inc.table("spans"), rank_key)
+    s = _sorted(_table_for_rank(inc.table("spans"), rank_key))
     span_name = s["name"].to_numpy(zero_copy_only=False) if s.num_rows else np.zeros(0, object)
     span_start = _i64(s["start_ns"]) - origin_ns
     span_end = _i64(s["end_ns"]) - origin_ns
@@ -168,17 +173,24 @@ def build(inc: Incident, rank_key: int, origin_ns: int, wait_re: re.Pattern) -> 
         gpu_start_sorted=g_start[order], gpu_corr_sorted=g_corr[order],
         rt_name=rt_names, rt_start=rt_start, rt_end=rt_end, rt_thread=_i64(r["thread_id"]),
         rt_corr=np.asarray(pc.fill_null(r["correlation_id"], -1).to_numpy(), np.int64) if r.num_rows else np.zeros(0, np.int64),
-        rt_sync=rt_sync, rt_launch=rt_launch,
+        rt_sync=rt_sync, rt_launch=rt_launch, rt_index=IntervalIndex(rt_start, rt_end),
+        rt_corr_order=np.argsort(np.asarray(pc.fill_null(r["correlation_id"], -1).to_numpy(), np.int64), kind="stable") if r.num_rows else np.zeros(0, np.int64),
         api_union=measures.union(rt_start, rt_end),
         sync_union=measures.union(rt_start[rt_sync], rt_end[rt_sync]),
         span_name=span_name, span_thread=_i64(s["thread_id"]),
         span_depth=np.asarray(s["depth"].to_numpy(zero_copy_only=False), np.int64) if s.num_rows else np.zeros(0, np.int64),
-        span_start=span_start, span_end=span_end,
+        span_start=span_start, span_end=span_end, span_index=IntervalIndex(span_start, span_end),
         wait_union=measures.union(span_start[is_wait], span_end[is_wait]),
+        nccl_union=measures.union(k_start[k_nccl], k_end[k_nccl]),
         sched=_sched(_table_for_rank(inc.table("sched"), rank_key), origin_ns),
         nvml=_nvml(_table_for_rank(inc.table("nvml"), rank_key), origin_ns),
         clock_uncertainty_ns=_clock(_table_for_rank(inc.table("clock_sync"), rank_key)),
     )
+
+
+def _sorted(t: pa.Table) -> pa.Table:
+    """Rows by start time: every per-step lookup is then a binary search."""
+    return t.sort_by([("start_ns", "ascending")]) if t.num_rows else t
 
 
 def _sched(t: pa.Table, origin_ns: int) -> dict[int, Sched]:
@@ -213,3 +225,14 @@ def _clock(t: pa.Table) -> int | None:
     if t.num_rows == 0:
         return None
     return int(pc.max(t["uncertainty_ns"]).as_py())
+
+
+def launch_rows(ev: RankEvidence, corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For correlation ids: (runtime row per id, whether it matched). Binary search, no join table."""
+    corr = np.asarray(corr, np.int64)
+    if ev.rt_corr_order.size == 0:
+        return np.zeros(corr.size, np.int64), np.zeros(corr.size, bool)
+    sorted_corr = ev.rt_corr[ev.rt_corr_order]
+    pos = np.minimum(np.searchsorted(sorted_corr, corr), sorted_corr.size - 1)
+    rows = ev.rt_corr_order[pos]
+    return rows, (corr >= 0) & (sorted_corr[pos] == corr)

@@ -103,7 +103,8 @@ def _convert(events: list) -> pa.StructArray:
 def parse_piece(piece: bytes) -> pa.StructArray:
     """Bytes of consecutive events -> the kept events (raises PieceRefused if not complete)."""
     text = _BETWEEN.sub(b"}\n{", piece.replace(b"\n", b" ").replace(b"\r", b" "))
-    text = _STR_IDS.sub(rb'"\1_str"\2"', text)
+    if b'id": "' in text or b'id":"' in text:  # cheap pre-check: string ids are rare
+        text = _STR_IDS.sub(rb'"\1_str"\2"', text)
     try:
         table = pj.read_json(io.BytesIO(text), read_options=pj.ReadOptions(block_size=1 << 20), parse_options=_PARSE)
         arr = pa.StructArray.from_arrays([table.column(f.name).combine_chunks() for f in EVENT], fields=list(EVENT))
