@@ -65,6 +65,7 @@ class RankEvidence:
     rt_launch: np.ndarray
     rt_index: IntervalIndex  # runtime calls by time (rows sorted by start)
     rt_corr_order: np.ndarray  # row indices sorted by correlation id
+    rt_corr_sorted: np.ndarray  # rt_corr[rt_corr_order]
     api_union: Intervals
     sync_union: Intervals
     span_name: np.ndarray  # object
@@ -155,6 +156,9 @@ def build(inc: Incident, rank_key: int, origin_ns: int, wait_re: re.Pattern) -> 
     else:
         rt_launch = np.zeros(0, bool)
 
+    rt_corr = np.asarray(pc.fill_null(r["correlation_id"], -1).to_numpy(), np.int64) if r.num_rows else np.zeros(0, np.int64)
+    corr_order = np.argsort(rt_corr, kind="stable")
+
     s = _sorted(_table_for_rank(inc.table("spans"), rank_key))
     span_name = s["name"].to_numpy(zero_copy_only=False) if s.num_rows else np.zeros(0, object)
     span_start = _i64(s["start_ns"]) - origin_ns
@@ -172,9 +176,9 @@ def build(inc: Incident, rank_key: int, origin_ns: int, wait_re: re.Pattern) -> 
         k_start=k_start, k_end=k_end, k_corr=np.asarray(k_corr, np.int64), k_nccl=k_nccl,
         gpu_start_sorted=g_start[order], gpu_corr_sorted=g_corr[order],
         rt_name=rt_names, rt_start=rt_start, rt_end=rt_end, rt_thread=_i64(r["thread_id"]),
-        rt_corr=np.asarray(pc.fill_null(r["correlation_id"], -1).to_numpy(), np.int64) if r.num_rows else np.zeros(0, np.int64),
+        rt_corr=rt_corr,
         rt_sync=rt_sync, rt_launch=rt_launch, rt_index=IntervalIndex(rt_start, rt_end),
-        rt_corr_order=np.argsort(np.asarray(pc.fill_null(r["correlation_id"], -1).to_numpy(), np.int64), kind="stable") if r.num_rows else np.zeros(0, np.int64),
+        rt_corr_order=corr_order, rt_corr_sorted=rt_corr[corr_order],
         api_union=measures.union(rt_start, rt_end),
         sync_union=measures.union(rt_start[rt_sync], rt_end[rt_sync]),
         span_name=span_name, span_thread=_i64(s["thread_id"]),
@@ -232,7 +236,7 @@ def launch_rows(ev: RankEvidence, corr: np.ndarray) -> tuple[np.ndarray, np.ndar
     corr = np.asarray(corr, np.int64)
     if ev.rt_corr_order.size == 0:
         return np.zeros(corr.size, np.int64), np.zeros(corr.size, bool)
-    sorted_corr = ev.rt_corr[ev.rt_corr_order]
+    sorted_corr = ev.rt_corr_sorted
     pos = np.minimum(np.searchsorted(sorted_corr, corr), sorted_corr.size - 1)
     rows = ev.rt_corr_order[pos]
     return rows, (corr >= 0) & (sorted_corr[pos] == corr)
