@@ -33,6 +33,28 @@ def _i64(col) -> np.ndarray:
     return np.asarray(col.to_numpy(zero_copy_only=False), np.int64)
 
 
+class Names:
+    """A string column as dictionary codes: names repeat (a few hundred distinct kernel names
+    over a million launches), so regexes run per distinct name and no per-row str exists."""
+
+    def __init__(self, col):
+        if len(col) == 0:
+            self.codes, self.dictionary = np.zeros(0, np.int32), np.zeros(0, object)
+            return
+        enc = pc.dictionary_encode(col)
+        if isinstance(enc, pa.ChunkedArray):
+            enc = enc.combine_chunks()
+        self.codes = enc.indices.to_numpy(zero_copy_only=False)
+        self.dictionary = np.asarray(enc.dictionary.to_pylist(), object)
+
+    def __getitem__(self, idx) -> np.ndarray:
+        return self.dictionary[self.codes[idx]]
+
+    def matches(self, rx: re.Pattern) -> np.ndarray:
+        hits = np.array([bool(rx.search(str(n))) for n in self.dictionary], bool)
+        return hits[self.codes] if hits.size else np.zeros(self.codes.size, bool)
+
+
 @dataclass(frozen=True)
 class Sched:
     """Scheduler samples of one thread, sorted by time."""
@@ -56,7 +78,7 @@ class RankEvidence:
     k_nccl: np.ndarray  # bool
     gpu_start_sorted: np.ndarray  # starts of all GPU activity (kernels+memcpy), ascending
     gpu_corr_sorted: np.ndarray  # their correlation ids in the same order
-    rt_name: np.ndarray  # object
+    rt_name: Names
     rt_start: np.ndarray
     rt_end: np.ndarray
     rt_thread: np.ndarray
@@ -68,7 +90,7 @@ class RankEvidence:
     rt_corr_sorted: np.ndarray  # rt_corr[rt_corr_order]
     api_union: Intervals
     sync_union: Intervals
-    span_name: np.ndarray  # object
+    span_name: Names
     span_thread: np.ndarray
     span_depth: np.ndarray
     span_start: np.ndarray
@@ -133,41 +155,30 @@ def build(inc: Incident, rank_key: int, origin_ns: int, wait_re: re.Pattern) -> 
     k_start = _i64(k["start_ns"]) - origin_ns
     k_end = _i64(k["end_ns"]) - origin_ns
     k_corr = pc.fill_null(k["correlation_id"], -1).to_numpy() if k.num_rows else np.zeros(0, np.int64)
-    k_names = k["name"].to_numpy(zero_copy_only=False) if k.num_rows else np.zeros(0, object)
-    # Classify distinct names, not events: kernel names repeat thousands of times.
-    uniq, inv = np.unique(k_names, return_inverse=True) if k_names.size else (np.zeros(0, object), np.zeros(0, np.int64))
-    k_nccl = np.array([bool(NCCL_RE.search(str(n))) for n in uniq], bool)[inv] if uniq.size else np.zeros(0, bool)
+    k_nccl = Names(k["name"]).matches(NCCL_RE)
     m_start = _i64(m["start_ns"]) - origin_ns
     m_end = _i64(m["end_ns"]) - origin_ns
     m_corr = pc.fill_null(m["correlation_id"], -1).to_numpy() if m.num_rows else np.zeros(0, np.int64)
     g_start = np.concatenate([k_start, m_start])
     g_corr = np.concatenate([k_corr, m_corr]).astype(np.int64)
     order = np.argsort(g_start, kind="stable")
-    devices = sorted(set(k["device"].to_pylist()) | set(m["device"].to_pylist())) if (k.num_rows or m.num_rows) else []
+    devices = sorted(set(pc.unique(k["device"]).to_pylist()) | set(pc.unique(m["device"]).to_pylist()))
 
     r = _sorted(_table_for_rank(inc.table("runtime_api"), rank_key))
     rt_start = _i64(r["start_ns"]) - origin_ns
     rt_end = _i64(r["end_ns"]) - origin_ns
     rt_sync = r["is_sync"].to_numpy(zero_copy_only=False).astype(bool) if r.num_rows else np.zeros(0, bool)
-    rt_names = r["name"].to_numpy(zero_copy_only=False) if r.num_rows else np.zeros(0, object)
-    if rt_names.size:
-        ru, rinv = np.unique(rt_names, return_inverse=True)
-        rt_launch = np.array([bool(LAUNCH_RE.search(str(n))) for n in ru], bool)[rinv]
-    else:
-        rt_launch = np.zeros(0, bool)
+    rt_names = Names(r["name"])
+    rt_launch = rt_names.matches(LAUNCH_RE)
 
     rt_corr = np.asarray(pc.fill_null(r["correlation_id"], -1).to_numpy(), np.int64) if r.num_rows else np.zeros(0, np.int64)
     corr_order = np.argsort(rt_corr, kind="stable")
 
     s = _sorted(_table_for_rank(inc.table("spans"), rank_key))
-    span_name = s["name"].to_numpy(zero_copy_only=False) if s.num_rows else np.zeros(0, object)
+    span_name = Names(s["name"])
     span_start = _i64(s["start_ns"]) - origin_ns
     span_end = _i64(s["end_ns"]) - origin_ns
-    if span_name.size:
-        su, sinv = np.unique(span_name, return_inverse=True)
-        is_wait = np.array([bool(wait_re.search(str(n))) for n in su], bool)[sinv]
-    else:
-        is_wait = np.zeros(0, bool)
+    is_wait = span_name.matches(wait_re)
 
     return RankEvidence(
         rank=None if rank_key < 0 else int(rank_key),

@@ -22,9 +22,9 @@ from typing import Callable, TypeVar
 
 from ..errors import InputError
 
-CHUNK_BYTES = 8 << 20          # cut the event array into ~8 MiB pieces
+CHUNK_BYTES = 2 << 20          # cut the event array into ~2 MiB pieces (peak memory ~ a few pieces)
 MAX_VALUE_BYTES = 256 << 20    # one event or one metadata value larger than this is refused
-_READ_BYTES = 4 << 20
+_READ_BYTES = 1 << 20
 _NONWS = re.compile(rb"[^ \t\r\n]")
 _DEC = json.JSONDecoder()
 T = TypeVar("T")

@@ -21,7 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..cas import hash_file
+import blake3
+
 from ..errors import InputError, StallcaseError
 from ..incident import MANIFEST, incident_dir, source, write_incident
 from . import kineto_events as ke
@@ -41,18 +42,39 @@ SYNC_RE = re.compile(
 _COPY_KIND = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|PtoP)\b")
 
 
-def _read_one(path: Path) -> tuple[pa.StructArray, dict]:
-    chunks: list[pa.StructArray] = []
-    meta = read_trace(path, chunks.append, parse=ke.parse_piece)
-    arr = pa.concat_arrays(chunks) if chunks else pa.array([], type=ke.EVENT)
-    return arr, meta
+def _hash_streaming(path: Path) -> str:
+    """blake3 of the input read in 1 MiB blocks (cas.hash_file mmaps large files, which
+    would count the whole trace in the importer's resident memory)."""
+    h = blake3.blake3()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
 
 
-def _names_matching(names: pa.Array, rx: re.Pattern) -> np.ndarray:
+def _read_one(path: Path) -> tuple[dict[str, list[pa.Table]], dict]:
+    """Stream one trace: each piece is split into per-table columns at once, so only the
+    final columns of earlier pieces stay in memory (times still in Kineto us)."""
+    parts: dict[str, list[pa.Table]] = {}
+
+    def on_piece(arr: pa.StructArray) -> None:
+        for name, t in _split(arr).items():
+            if t.num_rows:
+                parts.setdefault(name, []).append(t)
+
+    meta = read_trace(path, on_piece, parse=ke.parse_piece)
+    return parts, meta
+
+
+def _codes(names, rx: re.Pattern) -> np.ndarray:
     """rx.search per distinct name, broadcast to events (names repeat thousands of times)."""
-    enc = pc.dictionary_encode(names).combine_chunks() if isinstance(names, pa.ChunkedArray) else pc.dictionary_encode(names)
+    if len(names) == 0:
+        return np.zeros(0, bool)
+    enc = pc.dictionary_encode(names)
+    if isinstance(enc, pa.ChunkedArray):
+        enc = enc.combine_chunks()
     hits = np.array([bool(rx.search(n)) for n in enc.dictionary.to_pylist()], bool)
-    return hits[enc.indices.to_numpy(zero_copy_only=False)] if len(enc.dictionary) else np.zeros(len(names), bool)
+    return hits[enc.indices.to_numpy(zero_copy_only=False)]
 
 
 def _depths(tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -80,90 +102,95 @@ def _rank_of(meta: dict, position: int, path: Path) -> int:
     return position
 
 
-def _times(arr: pa.StructArray, base_ns: int, shift_us: float) -> tuple[np.ndarray, np.ndarray]:
-    ts = arr.field("ts").to_numpy(zero_copy_only=False)
-    dur = pc.fill_null(arr.field("dur"), 0.0).to_numpy(zero_copy_only=False)
-    start = base_ns + np.rint((ts - shift_us) * 1000.0).astype(np.int64)
-    return start, start + np.rint(np.maximum(dur, 0.0) * 1000.0).astype(np.int64)
-
-
-def _tables_for(arr: pa.StructArray, rank: int, base_ns: int, shift_us: float, step_rx: re.Pattern) -> dict[str, pa.Table]:
+def _split(arr: pa.StructArray) -> dict[str, pa.Table]:
+    """One piece of kept events -> per-table columns, times as Kineto us (ts_us, dur_us)."""
     cat = pc.utf8_lower(arr.field("cat"))
-    start, end = _times(arr, base_ns, shift_us)
     args = arr.field("args")
-    out: dict[str, pa.Table] = {}
+    ts, dur = arr.field("ts"), pc.fill_null(arr.field("dur"), 0.0)
 
-    def part(cats):
-        mask = pc.fill_null(pc.is_in(cat, pa.array(cats)), False).to_numpy(zero_copy_only=False)
-        return mask
+    def mask(cats):
+        return pc.fill_null(pc.is_in(cat, pa.array(cats)), False)
 
-    def col(name, mask):
-        return arr.field(name).filter(pa.array(mask))
-
-    def arg(name, mask):
-        return args.field(name).filter(pa.array(mask))
-
-    def dim(name, mask, i):
-        lists = arg(name, mask)
+    def dim(lists, i):
         ok = pc.fill_null(pc.greater(pc.list_value_length(lists), i), False)
         vals = pc.list_element(pc.if_else(ok, lists, pa.scalar([0, 0, 0], pa.list_(pa.int64()))), i)
         return pc.if_else(ok, vals, pa.scalar(None, pa.int64()))
 
-    rank_col = lambda n: pa.array(np.full(n, rank, np.int32))  # noqa: E731
-
-    m = part(ke.KERNEL)
-    n = int(m.sum())
+    out = {}
+    m = mask(ke.KERNEL)
+    a = args.filter(m)
+    grid, block = a.field("grid"), a.field("block")
     out["kernels"] = pa.table({
-        "name": col("name", m), "device": pc.coalesce(arg("device", m), col("pid", m), 0),
-        "stream": pc.coalesce(arg("stream", m), col("tid", m), 0), "correlation_id": arg("correlation", m),
-        "start_ns": start[m], "end_ns": end[m],
-        "grid_x": dim("grid", m, 0), "grid_y": dim("grid", m, 1), "grid_z": dim("grid", m, 2),
-        "block_x": dim("block", m, 0), "block_y": dim("block", m, 1), "block_z": dim("block", m, 2),
-        "rank": rank_col(n),
+        "name": arr.field("name").filter(m), "device": pc.coalesce(a.field("device"), arr.field("pid").filter(m), 0),
+        "stream": pc.coalesce(a.field("stream"), arr.field("tid").filter(m), 0), "correlation_id": a.field("correlation"),
+        "ts_us": ts.filter(m), "dur_us": dur.filter(m),
+        "grid_x": dim(grid, 0), "grid_y": dim(grid, 1), "grid_z": dim(grid, 2),
+        "block_x": dim(block, 0), "block_y": dim(block, 1), "block_z": dim(block, 2),
     })
-
-    m = part(ke.MEMCPY + ke.MEMSET)
-    n = int(m.sum())
-    names = col("name", m)
-    is_set = part(ke.MEMSET)[m]
-    kinds = pc.dictionary_encode(names)
-    kind_of = [(mm.group(1) if (mm := _COPY_KIND.search(s)) else "unknown") for s in kinds.dictionary.to_pylist()]
-    kind = np.asarray(kind_of, object)[kinds.indices.to_numpy(zero_copy_only=False)] if n else np.zeros(0, object)
-    kind = np.where(is_set, "memset", kind)
+    m = mask(ke.MEMCPY + ke.MEMSET)
+    a = args.filter(m)
     out["memcpy"] = pa.table({
-        "kind": pa.array(kind.tolist(), pa.string()), "device": pc.coalesce(arg("device", m), col("pid", m), 0),
-        "stream": pc.coalesce(arg("stream", m), col("tid", m), 0), "bytes": arg("bytes", m),
-        "correlation_id": arg("correlation", m), "start_ns": start[m], "end_ns": end[m], "rank": rank_col(n),
+        "name": arr.field("name").filter(m), "is_set": mask(ke.MEMSET).filter(m),
+        "device": pc.coalesce(a.field("device"), arr.field("pid").filter(m), 0),
+        "stream": pc.coalesce(a.field("stream"), arr.field("tid").filter(m), 0), "bytes": a.field("bytes"),
+        "correlation_id": a.field("correlation"), "ts_us": ts.filter(m), "dur_us": dur.filter(m),
     })
-
-    m = part(ke.RUNTIME)
-    n = int(m.sum())
-    names = col("name", m)
+    m = mask(ke.RUNTIME)
     out["runtime_api"] = pa.table({
-        "name": names, "thread_id": pc.coalesce(col("tid", m), 0), "correlation_id": arg("correlation", m),
-        "start_ns": start[m], "end_ns": end[m], "is_sync": pa.array(_names_matching(names, SYNC_RE) if n else np.zeros(0, bool)),
-        "rank": rank_col(n),
+        "name": arr.field("name").filter(m), "thread_id": pc.fill_null(arr.field("tid").filter(m), 0),
+        "correlation_id": args.filter(m).field("correlation"), "ts_us": ts.filter(m), "dur_us": dur.filter(m),
     })
+    m = mask(ke.HOST)
+    out["spans"] = pa.table({
+        "name": arr.field("name").filter(m), "thread_id": pc.fill_null(arr.field("tid").filter(m), 0),
+        "ts_us": ts.filter(m), "dur_us": dur.filter(m),
+    })
+    return out
 
-    m = part(ke.HOST)
-    n = int(m.sum())
-    tid = pc.fill_null(col("tid", m), 0).to_numpy(zero_copy_only=False)
-    names = col("name", m)
-    depth = _depths(tid, start[m], end[m]) if n else np.zeros(0, np.int64)
-    out["spans"] = pa.table({"name": names, "thread_id": tid, "depth": depth.astype(np.int32),
-                             "start_ns": start[m], "end_ns": end[m], "rank": rank_col(n)})
+
+def _finish(parts: dict[str, list[pa.Table]], rank: int, base_ns: int, shift_us: float, step_rx: re.Pattern) -> dict[str, pa.Table]:
+    """Concatenate a rank's pieces (no copy), put times on the ns timeline, add derived columns."""
+    out = {}
+    for name in ("kernels", "memcpy", "runtime_api", "spans"):
+        pieces = parts.get(name)
+        t = pa.concat_tables(pieces) if pieces else _split(pa.array([], type=ke.EVENT))[name]
+        ts = t["ts_us"].to_numpy()
+        dur = np.maximum(t["dur_us"].to_numpy(), 0.0)
+        start = base_ns + np.rint((ts - shift_us) * 1000.0).astype(np.int64)
+        end = start + np.rint(dur * 1000.0).astype(np.int64)
+        t = t.drop_columns(["ts_us", "dur_us"]).append_column("start_ns", pa.array(start)).append_column("end_ns", pa.array(end))
+        t = t.append_column("rank", pa.array(np.full(t.num_rows, rank, np.int32)))
+        out[name] = t
+    m = out["memcpy"]
+    if m.num_rows:
+        enc = pc.dictionary_encode(m["name"]).combine_chunks()
+        kinds = [(mm.group(1) if (mm := _COPY_KIND.search(s)) else "unknown") for s in enc.dictionary.to_pylist()]
+        kind = pc.take(pa.array(kinds, pa.string()), enc.indices)
+        kind = pc.if_else(m["is_set"], "memset", kind)
+    else:
+        kind = pa.array([], pa.string())
+    out["memcpy"] = m.drop_columns(["name", "is_set"]).append_column("kind", kind)
+    r = out["runtime_api"]
+    out["runtime_api"] = r.append_column("is_sync", pa.array(_codes(r["name"], SYNC_RE)))
+    sp = out["spans"]
+    tid = sp["thread_id"].to_numpy()
+    depth = _depths(tid, sp["start_ns"].to_numpy(), sp["end_ns"].to_numpy()) if sp.num_rows else np.zeros(0, np.int64)
+    out["spans"] = sp.append_column("depth", pa.array(depth.astype(np.int32)))
     out["steps"] = _steps(out["spans"], step_rx)
     return out
 
 
 def _steps(spans: pa.Table, rx: re.Pattern) -> pa.Table:
     names = spans["name"]
-    enc = pc.dictionary_encode(names).combine_chunks() if isinstance(names, pa.ChunkedArray) else pc.dictionary_encode(names)
-    ids = []
-    for n in enc.dictionary.to_pylist():  # distinct names only
-        mm = rx.search(n)
-        ids.append(int(mm.group(1)) if mm and mm.group(1) and mm.group(1).isdigit() else -1)
-    sid = np.asarray(ids, np.int64)[enc.indices.to_numpy(zero_copy_only=False)] if len(enc.dictionary) else np.zeros(0, np.int64)
+    if spans.num_rows:
+        enc = pc.dictionary_encode(names).combine_chunks()
+        ids = []
+        for n in enc.dictionary.to_pylist():  # distinct names only
+            mm = rx.search(n)
+            ids.append(int(mm.group(1)) if mm and mm.group(1) and mm.group(1).isdigit() else -1)
+        sid = np.asarray(ids, np.int64)[enc.indices.to_numpy(zero_copy_only=False)]
+    else:
+        sid = np.zeros(0, np.int64)
     keep = sid >= 0
     t = spans.filter(pa.array(keep)).append_column("step_id", pa.array(sid[keep]))
     # Keep the outermost, earliest span per step id (a step name can repeat on nested spans).
@@ -176,15 +203,16 @@ def _steps(spans: pa.Table, rx: re.Pattern) -> pa.Table:
                      "end_ns": t["end_ns"], "rank": t["rank"]})
 
 
-def _base(meta: dict, arr: pa.StructArray, path: Path) -> tuple[int, float, bool]:
+def _base(meta: dict, parts: dict[str, list[pa.Table]], path: Path) -> tuple[int, float, bool]:
     """(base_ns, shift_us, unix_known): absolute ns = base_ns + (ts - shift_us) * 1000."""
     b = meta.get("baseTimeNanoseconds")
     if b is not None:
         if not isinstance(b, int) or isinstance(b, bool) or b < 0:
             raise InputError(path, f"baseTimeNanoseconds is not a non-negative integer: {b!r}")
         return b, 0.0, True
-    ts_min = pc.min(arr.field("ts")).as_py() if len(arr) else 0.0
-    shift = float(np.floor(ts_min or 0.0))
+    mins = [pc.min(t["ts_us"]).as_py() for ts in parts.values() for t in ts]
+    ts_min = min((m for m in mins if m is not None), default=0.0)
+    shift = float(np.floor(ts_min))
     # Older Kineto wrote Unix microseconds directly (> year 2001 in us); anything else is relative.
     return int(shift) * 1000, shift, shift > 1e15
 
@@ -207,18 +235,18 @@ def import_kineto(files, *, incident_id: str, incidents_dir: str | os.PathLike =
     parts: dict[str, list[pa.Table]] = {}
     ranks, unix_known, artifacts = [], True, []
     for i, path in enumerate(files):
-        arr, meta = _read_one(path)
+        pieces, meta = _read_one(path)
         rank = _rank_of(meta, i, path)
         if rank in ranks:
             raise InputError(path, f"rank {rank} appears in more than one trace file")
         ranks.append(rank)
-        base, shift, known = _base(meta, arr, path)
+        base, shift, known = _base(meta, pieces, path)
         unix_known &= known
-        for name, t in _tables_for(arr, rank, base, shift, step_rx).items():
+        for name, t in _finish(pieces, rank, base, shift, step_rx).items():
             parts.setdefault(name, []).append(t)
         artifacts.append({"role": "input", "path": str(path.resolve()), "relpath": None,
-                          "digest": hash_file(path), "size": path.stat().st_size})
-        del arr
+                          "digest": _hash_streaming(path), "size": path.stat().st_size})
+        del pieces
     data = {name: pa.concat_tables(ts, promote_options="permissive") for name, ts in parts.items()}
     if data["steps"].num_rows == 0:
         raise InputError(files[0], f"no step spans match {step_rx.pattern!r}: profile with schedule/step() or pass --step-pattern")
