@@ -120,7 +120,8 @@ class Sources:
 def _table_for_rank(t: pa.Table, rank_key: int) -> pa.Table:
     if t.num_rows == 0:
         return t
-    return t.filter(pa.array(_rank_key(t["rank"]) == rank_key))
+    mine = _rank_key(t["rank"]) == rank_key
+    return t if mine.all() else t.filter(pa.array(mine))  # one rank: no copy
 
 
 def sources_of(inc: Incident) -> Sources:
@@ -204,8 +205,11 @@ def build(inc: Incident, rank_key: int, origin_ns: int, wait_re: re.Pattern) -> 
 
 
 def _sorted(t: pa.Table) -> pa.Table:
-    """Rows by start time: every per-step lookup is then a binary search."""
-    return t.sort_by([("start_ns", "ascending")]) if t.num_rows else t
+    """Rows by start time: every per-step lookup is then a binary search. Importers write
+    tables sorted already; then this is a check, not a copy."""
+    if t.num_rows == 0 or bool(np.all(np.diff(_i64(t["start_ns"])) >= 0)):
+        return t
+    return t.sort_by([("start_ns", "ascending")])
 
 
 def _sched(t: pa.Table, origin_ns: int) -> dict[int, Sched]:

@@ -160,7 +160,8 @@ def _finish(parts: dict[str, list[pa.Table]], rank: int, base_ns: int, shift_us:
         end = start + np.rint(dur * 1000.0).astype(np.int64)
         t = t.drop_columns(["ts_us", "dur_us"]).append_column("start_ns", pa.array(start)).append_column("end_ns", pa.array(end))
         t = t.append_column("rank", pa.array(np.full(t.num_rows, rank, np.int32)))
-        out[name] = t
+        # Sorted by start on disk, so readers can binary-search without sorting a copy.
+        out[name] = t if t.num_rows == 0 or bool(np.all(np.diff(start) >= 0)) else t.sort_by([("start_ns", "ascending")])
     m = out["memcpy"]
     if m.num_rows:
         enc = pc.dictionary_encode(m["name"]).combine_chunks()
@@ -251,6 +252,8 @@ def import_kineto(files, *, incident_id: str, incidents_dir: str | os.PathLike =
     if data["steps"].num_rows == 0:
         raise InputError(files[0], f"no step spans match {step_rx.pattern!r}: profile with schedule/step() or pass --step-pattern")
     write_incident(out_dir, _manifest(incident_id, data, ranks, unix_known, artifacts, step_rx.pattern), data)
+    del data, parts
+    pa.default_memory_pool().release_unused()  # hand parse buffers back before the caller goes on
     return out_dir
 
 
