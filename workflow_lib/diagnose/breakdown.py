@@ -23,20 +23,20 @@ import pyarrow.compute as pc
 
 from ..incident import Incident
 from . import measures
-from .evidence import _rank_key
+from .evidence import rank_key
 
 _COMM = re.compile(r"nccl|ncclKernel|ncclDevKernel|cross_device_reduce|all_reduce|allgather|reduce_scatter", re.IGNORECASE)
 
 
 def _for_rank(t: pa.Table, rk: int) -> pa.Table:
-    return t.filter(pa.array(_rank_key(t["rank"]) == rk)) if t.num_rows else t
+    return t.filter(pa.array(rank_key(t["rank"]) == rk)) if t.num_rows else t
 
 
 def temporal_breakdown(inc: Incident, *, hta_like: bool = True) -> list[dict]:
     """Per rank: {rank, idle_ns, compute_ns, non_compute_ns, kernel_time_ns}."""
     k_all, m_all, rt_all, steps_all = inc.table("kernels"), inc.table("memcpy"), inc.table("runtime_api"), inc.table("steps")
     out = []
-    ranks = sorted(set(_rank_key(k_all["rank"]).tolist()) | set(_rank_key(m_all["rank"]).tolist()))
+    ranks = sorted(set(rank_key(k_all["rank"]).tolist()) | set(rank_key(m_all["rank"]).tolist()))
     for rk in ranks:
         k, m = _for_rank(k_all, rk), _for_rank(m_all, rk)
         ks, ke, kc = k["start_ns"].to_numpy(), k["end_ns"].to_numpy(), pc.fill_null(k["correlation_id"], -1).to_numpy()

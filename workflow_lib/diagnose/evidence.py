@@ -24,7 +24,7 @@ LAUNCH_RE = re.compile(r"(LaunchKernel|cuLaunch|LaunchCooperative|cudaGraphLaunc
 NCCL_RE = re.compile(r"nccl", re.IGNORECASE)
 
 
-def _rank_key(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+def rank_key(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """Ranks as int64 with -1 for null (single-process work)."""
     return pc.fill_null(col.cast(pa.int64()), -1).to_numpy()
 
@@ -117,17 +117,17 @@ class Sources:
     ranks: int
 
 
-def _table_for_rank(t: pa.Table, rank_key: int) -> pa.Table:
+def _table_for_rank(t: pa.Table, rk: int) -> pa.Table:
     if t.num_rows == 0:
         return t
-    mine = _rank_key(t["rank"]) == rank_key
+    mine = rank_key(t["rank"]) == rk
     return t if mine.all() else t.filter(pa.array(mine))  # one rank: no copy
 
 
 def sources_of(inc: Incident) -> Sources:
     producer = str(inc.manifest.get("producer", ""))
-    steps_ranks = set(_rank_key(inc.table("steps")["rank"]).tolist())
-    k_ranks = set(_rank_key(inc.table("kernels")["rank"]).tolist())
+    steps_ranks = set(rank_key(inc.table("steps")["rank"]).tolist())
+    k_ranks = set(rank_key(inc.table("kernels")["rank"]).tolist())
 
     def seen(name: str) -> bool:
         src = inc.manifest["sources"].get(name)
@@ -150,9 +150,9 @@ def origin_of(inc: Incident) -> int:
     return int(pc.min(steps["start_ns"]).as_py())
 
 
-def build(inc: Incident, rank_key: int, origin_ns: int, wait_re: re.Pattern) -> RankEvidence:
-    k = _sorted(_table_for_rank(inc.table("kernels"), rank_key))
-    m = _table_for_rank(inc.table("memcpy"), rank_key)
+def build(inc: Incident, rk: int, origin_ns: int, wait_re: re.Pattern) -> RankEvidence:
+    k = _sorted(_table_for_rank(inc.table("kernels"), rk))
+    m = _table_for_rank(inc.table("memcpy"), rk)
     k_start = _i64(k["start_ns"]) - origin_ns
     k_end = _i64(k["end_ns"]) - origin_ns
     k_corr = pc.fill_null(k["correlation_id"], -1).to_numpy() if k.num_rows else np.zeros(0, np.int64)
@@ -165,7 +165,7 @@ def build(inc: Incident, rank_key: int, origin_ns: int, wait_re: re.Pattern) -> 
     order = np.argsort(g_start, kind="stable")
     devices = sorted(set(pc.unique(k["device"]).to_pylist()) | set(pc.unique(m["device"]).to_pylist()))
 
-    r = _sorted(_table_for_rank(inc.table("runtime_api"), rank_key))
+    r = _sorted(_table_for_rank(inc.table("runtime_api"), rk))
     rt_start = _i64(r["start_ns"]) - origin_ns
     rt_end = _i64(r["end_ns"]) - origin_ns
     rt_sync = r["is_sync"].to_numpy(zero_copy_only=False).astype(bool) if r.num_rows else np.zeros(0, bool)
@@ -175,14 +175,14 @@ def build(inc: Incident, rank_key: int, origin_ns: int, wait_re: re.Pattern) -> 
     rt_corr = np.asarray(pc.fill_null(r["correlation_id"], -1).to_numpy(), np.int64) if r.num_rows else np.zeros(0, np.int64)
     corr_order = np.argsort(rt_corr, kind="stable")
 
-    s = _sorted(_table_for_rank(inc.table("spans"), rank_key))
+    s = _sorted(_table_for_rank(inc.table("spans"), rk))
     span_name = Names(s["name"])
     span_start = _i64(s["start_ns"]) - origin_ns
     span_end = _i64(s["end_ns"]) - origin_ns
     is_wait = span_name.matches(wait_re)
 
     return RankEvidence(
-        rank=None if rank_key < 0 else int(rank_key),
+        rank=None if rk < 0 else int(rk),
         devices=tuple(int(d) for d in devices),
         busy=measures.union(g_start, np.concatenate([k_end, m_end])),
         k_start=k_start, k_end=k_end, k_corr=np.asarray(k_corr, np.int64), k_nccl=k_nccl,
@@ -198,9 +198,9 @@ def build(inc: Incident, rank_key: int, origin_ns: int, wait_re: re.Pattern) -> 
         span_start=span_start, span_end=span_end, span_index=IntervalIndex(span_start, span_end),
         wait_union=measures.union(span_start[is_wait], span_end[is_wait]),
         nccl_union=measures.union(k_start[k_nccl], k_end[k_nccl]),
-        sched=_sched(_table_for_rank(inc.table("sched"), rank_key), origin_ns),
-        nvml=_nvml(_table_for_rank(inc.table("nvml"), rank_key), origin_ns),
-        clock_uncertainty_ns=_clock(_table_for_rank(inc.table("clock_sync"), rank_key)),
+        sched=_sched(_table_for_rank(inc.table("sched"), rk), origin_ns),
+        nvml=_nvml(_table_for_rank(inc.table("nvml"), rk), origin_ns),
+        clock_uncertainty_ns=_clock(_table_for_rank(inc.table("clock_sync"), rk)),
     )
 
 
