@@ -11,16 +11,18 @@ HELP = "diagnose an incident: per-step measures and checked findings (diagnosis.
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("incident_dir", help="incident directory (manifest.json + tables/)")
-    p.add_argument("-o", "--output", default=None, help="where to write the diagnosis (default INCIDENT_DIR/diagnosis.json)")
+    p.add_argument("-o", "--output", default="diagnosis.json",
+                   help="where to write the diagnosis (default ./diagnosis.json; the incident directory is left as captured)")
     p.add_argument("--step-pattern", default=None, help="regex with one group (the step id) naming step spans; default: the steps table")
     p.add_argument("--wait-span", action="append", default=None, metavar="REGEX",
                    help="regex naming declared wait spans (repeatable; replaces the defaults)")
 
 
 def run(args: argparse.Namespace) -> int:
+    import re
+
     from ..diagnose import DiagnoseOptions, diagnose_dir
     from ..errors import InputError
-    import re
 
     kw = {"step_pattern": args.step_pattern}
     if args.wait_span:
@@ -30,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
             except re.error as exc:
                 raise InputError("--wait-span", f"not a valid regex {rx!r}: {exc}") from None
         kw["wait_patterns"] = tuple(args.wait_span)
-    out = Path(args.output) if args.output else Path(args.incident_dir) / "diagnosis.json"
+    out = Path(args.output)
     rec = diagnose_dir(args.incident_dir, options=DiagnoseOptions(**kw), out_path=out)
     s = rec["summary"]
     print(f"wrote {out}: {s['steps']} steps, {s['explained_ns'] / 1e6:.3f} of {s['wall_ns'] / 1e6:.3f} ms explained")
