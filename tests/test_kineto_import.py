@@ -1,11 +1,8 @@
 """Kineto importer: both category spellings, ranks, gzip, streaming parse, hostile input,
 and the injected causes of the fixtures found on the right steps."""
 
-import gzip
-import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from tests.fixtures.kineto.generate import STEP_KINDS, synthetic_trace, write

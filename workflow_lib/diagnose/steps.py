@@ -6,7 +6,6 @@ import re
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import InputError
 from ..incident import Incident
