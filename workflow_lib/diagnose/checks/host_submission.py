@@ -103,7 +103,7 @@ def check(ci: CheckInput) -> Finding:
     queued = _queued(ev, cand.start_ns, cand.end_ns)
     free = queued != 1
     queued_ns = int((cand.end_ns - cand.start_ns)[queued == 1].sum())
-    gs, ge = cand.start_ns[free], cand.end_ns[free]
+    gs, ge, q = cand.start_ns[free], cand.end_ns[free], queued[free]
     if gs.size == 0:
         return not_applicable(NAME, candidate_gaps=len(cand), idle_with_work_queued_ns=queued_ns)
     tids = _submitting_thread(ev, gs, step.thread_id)
@@ -119,7 +119,7 @@ def check(ci: CheckInput) -> Finding:
         length = b - a
         span = _span_at(ev, tid, (a + b) // 2)
         why = []
-        if queued[free][i] == -1:
+        if q[i] == -1:
             why.append("correlation ids to tell whether work was queued")
         if not src.sched:
             why.append("scheduler samples (sched not observed)")
