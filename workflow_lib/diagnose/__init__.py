@@ -55,8 +55,10 @@ def _window_record(ev, lo: int, hi: int, src, origin: int, opts: DiagnoseOptions
     return rec
 
 
-def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, options: DiagnoseOptions | None = None) -> dict:
-    """Diagnose every step of every rank; returns a diagnosis record (validated)."""
+def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, options: DiagnoseOptions | None = None,
+             validate: bool = True) -> dict:
+    """Diagnose every step of every rank; returns a diagnosis record (validated unless the
+    caller writes it with records.write_record, which validates anyway)."""
     opts = options or DiagnoseOptions()
     src = evidence_mod.sources_of(incident)
     steps = step_table(incident, opts.step_pattern)
@@ -89,7 +91,8 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
         "summary": _summary(step_records, windows),
         "next_experiments": next_experiments.rank(step_records),
     }
-    records.validate(record, "diagnosis")
+    if validate:
+        records.validate(record, "diagnosis")
     return record
 
 
@@ -136,7 +139,8 @@ def diagnose_dir(incident_dir: str | os.PathLike, *, options: DiagnoseOptions | 
                  out_path: str | os.PathLike | None = None) -> dict:
     """Read an incident directory, diagnose it, and (if out_path) write the record atomically."""
     inc = read_incident(incident_dir)
-    record = diagnose(inc, incident_id=inc.manifest["incident_id"], snapshot_digest=manifest_digest(incident_dir), options=options)
+    record = diagnose(inc, incident_id=inc.manifest["incident_id"], snapshot_digest=manifest_digest(incident_dir), options=options,
+                      validate=out_path is None)
     if out_path is not None:
         records.write_record(out_path, record, "diagnosis")
     return record
