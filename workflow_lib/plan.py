@@ -71,7 +71,7 @@ def _materialize_sources(sources: list[dict], cas: CAS, dest: Path, fallback: di
         target.parent.mkdir(parents=True, exist_ok=True)
         if cas.has(s["digest"]):
             shutil.copyfile(cas.get(s["digest"]), target)
-        elif fallback and s["relpath"] in fallback and hash_file(fallback[s["relpath"]]) == s["digest"]:
+        elif fallback and os.path.isfile(fallback.get(s["relpath"], "")) and hash_file(fallback[s["relpath"]]) == s["digest"]:
             shutil.copyfile(fallback[s["relpath"]], target)
         else:
             raise MissingArtifact([("source", s["relpath"], s["digest"])])
@@ -189,8 +189,8 @@ def materialize_arm(plan: dict, arm: str, store_root: str | os.PathLike, dest: s
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
     root = plan.get("source_root")
-    fallback = {s["relpath"]: os.path.join(root, s["relpath"]) for s in spec["sources"]} if root else None
-    _materialize_sources(spec["sources"], cas, dest, fallback)
+    fallback = {s["relpath"]: os.path.join(root, s["relpath"]) for s in spec.get("sources", [])} if root else None
+    _materialize_sources(spec.get("sources", []), cas, dest, fallback)
     def remap(p: str) -> str:
         if root and os.path.isabs(p):
             try:
@@ -199,7 +199,7 @@ def materialize_arm(plan: dict, arm: str, store_root: str | os.PathLike, dest: s
                 return p
             return str(dest / rel)
         return p
-    rel_sources = {s["relpath"] for s in spec["sources"]}
+    rel_sources = {s["relpath"] for s in spec.get("sources", [])}
     argv = []
     for a in spec["argv"]:
         cand = remap(a)

@@ -1,0 +1,22 @@
+"""Small builders shared by the capture tests."""
+
+from __future__ import annotations
+
+import time
+
+from workflow_lib.capture import Budget, FlightRecorder
+
+SMALL = Budget(retained_bytes=1 << 20, window_ns=60 * 10**9)
+
+
+def recorder(tmp_path, **kw) -> FlightRecorder:
+    kw.setdefault("incident_id", "t")
+    kw.setdefault("incidents_dir", str(tmp_path / "incidents"))
+    kw.setdefault("budget", SMALL)
+    return FlightRecorder(**kw)
+
+
+def busy_ms(ms: float) -> None:
+    end = time.perf_counter() + ms / 1000
+    while time.perf_counter() < end:
+        pass

@@ -1,0 +1,92 @@
+"""Measures on synthetic timelines with known answers; interval algebra against a brute force."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.builders import kernel, make_incident, memcpy, step, api
+from workflow_lib.diagnose import DiagnoseOptions, diagnose, measures
+
+DIGEST = "0" * 64
+
+
+def run(inc, **opts):
+    return diagnose(inc, incident_id="t", snapshot_digest=DIGEST, options=DiagnoseOptions(**opts))
+
+
+def test_overlapping_kernels_on_two_streams_sum_vs_busy():
+    # stream 7: [0,600) ; stream 8: [400,900) ; memcpy [950,1000); step [0,1000)
+    inc = make_incident(steps=[step(0, 0, 1000)],
+                        kernels=[kernel(0, 600, stream=7), kernel(400, 900, stream=8)],
+                        memcpy=[memcpy(950, 1000)])
+    s = run(inc)["steps"][0]
+    assert s["wall_ns"] == 1000
+    assert s["kernel_sum_ns"] == 1100
+    assert s["busy_ns"] == 950
+    assert s["idle_ns"] == 50
+    assert s["gaps"]["count"] == 1 and s["gaps"]["longest"][0] == {"start_ns": 900, "end_ns": 950, "length_ns": 50}
+    assert s["overlap_factor"] == round(1100 / 950, 6)
+
+
+def test_kernels_are_clipped_to_their_step():
+    inc = make_incident(steps=[step(0, 0, 1000), step(1, 1000, 2000)], kernels=[kernel(800, 1300)])
+    a, b = run(inc)["steps"]
+    assert (a["kernel_sum_ns"], a["busy_ns"]) == (200, 200)
+    assert (b["kernel_sum_ns"], b["busy_ns"]) == (300, 300)
+
+
+def test_host_api_time_all_and_sync():
+    inc = make_incident(steps=[step(0, 0, 1000)], kernels=[kernel(0, 1000)],
+                        runtime_api=[api(0, 100), api(50, 150), api(500, 800, name="cudaStreamSynchronize", is_sync=True)])
+    s = run(inc)["steps"][0]
+    assert s["host_api_ns"] == 450
+    assert s["host_sync_api_ns"] == 300
+
+
+def test_unobserved_sources_give_null_measures():
+    inc = make_incident(steps=[step(0, 0, 1000)])
+    s = run(inc)["steps"][0]
+    assert s["kernel_sum_ns"] is None and s["busy_ns"] is None and s["host_api_ns"] is None
+
+
+def _brute(starts, ends, lo, hi):
+    cover = np.zeros(hi - lo, bool)
+    total = 0
+    for s, e in zip(starts, ends):
+        a, b = max(s, lo), min(e, hi)
+        if b > a:
+            cover[a - lo:b - lo] = True
+            total += b - a
+    return int(cover.sum()), total
+
+
+intervals = st.lists(st.tuples(st.integers(0, 300), st.integers(0, 60)), max_size=25)
+
+
+@settings(max_examples=150, deadline=None)
+@given(intervals, st.integers(0, 200), st.integers(1, 200))
+def test_union_and_sums_match_brute_force(ivs, lo, width):
+    starts = np.array([s for s, _ in ivs], np.int64)
+    ends = np.array([s + d for s, d in ivs], np.int64)
+    hi = lo + width
+    busy_b, sum_b = _brute(starts, ends, lo, hi)
+    u = measures.union(starts, ends)
+    assert measures.covered_between(u, np.array([lo]), np.array([hi]))[0] == busy_b
+    assert measures.overlap_sum_between(starts, ends, np.array([lo]), np.array([hi]))[0] == sum_b
+    assert measures.clip(u, lo, hi).total_ns == busy_b
+    assert measures.gaps(u, lo, hi).total_ns == width - busy_b
+
+
+@settings(max_examples=100, deadline=None)
+@given(intervals, intervals)
+def test_intersect_and_subtract_match_brute_force(a, b):
+    ua = measures.union([s for s, _ in a], [s + d for s, d in a])
+    ub = measures.union([s for s, _ in b], [s + d for s, d in b])
+    ca = np.zeros(400, bool)
+    cb = np.zeros(400, bool)
+    for s, e in zip(ua.start_ns, ua.end_ns):
+        ca[s:e] = True
+    for s, e in zip(ub.start_ns, ub.end_ns):
+        cb[s:e] = True
+    assert measures.intersect(ua, ub).total_ns == int((ca & cb).sum())
+    assert measures.subtract(ua, ub).total_ns == int((ca & ~cb).sum())

@@ -1,0 +1,153 @@
+"""Preflight mutation suite: every change of environment or artifact blocks, naming the field."""
+
+import copy
+import os
+
+import pytest
+
+from workflow_lib import environment, plan as P, preflight as PF, records, snapshot
+from workflow_lib.cas import CAS
+from workflow_lib.errors import PreflightBlocked
+
+from incident_factory import make_incident
+from test_plan import DESIGN
+
+
+class FakeNVML:
+    """Stands in for the NVML library, which this CPU machine cannot reach (edge mock)."""
+
+    NVML_CLOCK_SM, NVML_CLOCK_MEM = 1, 2
+
+    def __init__(self, **over):
+        self.v = {"name": "NVIDIA H200", "uuid": "GPU-1234", "driver": "580.159.04", "app_sm": 1980, "app_mem": 3201,
+                  "max_sm": 1980, "max_mem": 3201, "reasons": 1, "persist": 1, "ecc": [1, 1], "mig": [0, 0],
+                  "compute": 0, "power": 700000}
+        self.v.update(over)
+
+    def nvmlInit(self): pass
+    def nvmlShutdown(self): pass
+    def nvmlDeviceGetCount(self): return 1
+    def nvmlDeviceGetHandleByIndex(self, i): return i
+    def nvmlDeviceGetName(self, h): return self.v["name"]
+    def nvmlDeviceGetUUID(self, h): return self.v["uuid"]
+    def nvmlSystemGetDriverVersion(self): return self.v["driver"]
+    def nvmlDeviceGetApplicationsClock(self, h, c): return self.v["app_sm"] if c == 1 else self.v["app_mem"]
+    def nvmlDeviceGetMaxClockInfo(self, h, c): return self.v["max_sm"] if c == 1 else self.v["max_mem"]
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h): return self.v["reasons"]
+    def nvmlDeviceGetPersistenceMode(self, h): return self.v["persist"]
+    def nvmlDeviceGetEccMode(self, h): return self.v["ecc"]
+    def nvmlDeviceGetMigMode(self, h): return self.v["mig"]
+    def nvmlDeviceGetComputeMode(self, h): return self.v["compute"]
+    def nvmlDeviceGetPowerManagementLimit(self, h): return self.v["power"]
+
+
+def gpu_env(**over):
+    return environment.fingerprint(nvml=FakeNVML(**over), with_nvcc=False)
+
+
+def _plan(tmp_path, env_fp, experiment=None):
+    inc = make_incident(tmp_path, env_fp=env_fp)
+    snap = snapshot.ingest(inc, tmp_path / "results", tmp_path / "results" / "snapshot.json")
+    return P.build_plan(snap, records.digest_of(snap), tmp_path / "results", design=DESIGN, candidate="baseline", experiment=experiment)
+
+
+def _pf(tmp_path, plan, env):
+    return PF.preflight(plan, records.digest_of(plan), "b000", tmp_path / "results", results_dir=tmp_path / "results", observed_env=env)
+
+
+@pytest.mark.parametrize("change,field", [
+    ({"driver": "580.160.01"}, "environment.driver_version"),
+    ({"app_sm": 1755}, "environment.app_sm_clock_mhz"),
+    ({"max_sm": 1755}, "environment.max_sm_clock_mhz"),
+    ({"mig": [1, 1]}, "environment.mig_mode"),
+    ({"name": "NVIDIA H100 80GB HBM3"}, "environment.gpu_names"),
+    ({"uuid": "GPU-9999"}, "environment.gpu_uuids"),
+    ({"ecc": [0, 0]}, "environment.ecc_mode"),
+    ({"power": 500000}, "environment.power_limit_mw"),
+])
+def test_environment_mutation_blocks_with_field_named(tmp_path, change, field):
+    plan = _plan(tmp_path, gpu_env())
+    rec = _pf(tmp_path, plan, gpu_env(**change))
+    assert rec["status"] == "blocked"
+    assert [d["field"] for d in rec["differences"]] == [field]
+    records.validate(rec, "preflight")
+
+
+def test_swapped_shared_library_blocks(tmp_path):
+    plan = _plan(tmp_path, gpu_env())
+    (tmp_path / "libfake.so").write_bytes(b"\x7fELF another build")
+    rec = _pf(tmp_path, plan, gpu_env())
+    assert rec["status"] == "blocked"
+    assert [d["field"] for d in rec["differences"]] == [f"artifact.library:{tmp_path / 'libfake.so'}"]
+
+
+def test_deleted_binary_blocks(tmp_path):
+    plan = _plan(tmp_path, gpu_env())
+    plan = copy.deepcopy(plan)
+    fake_bin = tmp_path / "python-bin"
+    fake_bin.write_bytes(b"binary")
+    from incident_factory import art
+
+    plan["artifacts"].append(art("binary", fake_bin))
+    fake_bin.unlink()
+    rec = _pf(tmp_path, plan, gpu_env())
+    assert rec["status"] == "blocked"
+    assert [(m["role"], m["path"]) for m in rec["missing"]] == [("binary", str(fake_bin))]
+
+
+def test_edited_input_blocks_when_store_lacks_it(tmp_path):
+    plan = _plan(tmp_path, gpu_env())
+    inp = next(a for a in plan["artifacts"] if a["role"] == "input")
+    CAS(tmp_path / "results").path_for(inp["digest"]).unlink()
+    (tmp_path / "data.bin").write_bytes(b"edited")
+    rec = _pf(tmp_path, plan, gpu_env())
+    assert rec["status"] == "blocked"
+    assert [d["field"] for d in rec["differences"]] == [f"artifact.input:{tmp_path / 'data.bin'}"]
+
+
+def test_edited_source_blocks_when_store_lacks_it(tmp_path):
+    plan = _plan(tmp_path, gpu_env())
+    src = next(a for a in plan["artifacts"] if a["role"] == "source")
+    CAS(tmp_path / "results").path_for(src["digest"]).unlink()
+    (tmp_path / "src" / "work.py").write_text("print('edited')\n")
+    rec = _pf(tmp_path, plan, gpu_env())
+    assert rec["status"] == "blocked"
+    assert f"artifact.source:{tmp_path / 'src' / 'work.py'}" in [d["field"] for d in rec["differences"]]
+
+
+def test_corrupt_store_copy_is_missing(tmp_path):
+    plan = _plan(tmp_path, gpu_env())
+    inp = next(a for a in plan["artifacts"] if a["role"] == "input")
+    obj = CAS(tmp_path / "results").path_for(inp["digest"])
+    obj.write_bytes(b"rot")
+    rec = _pf(tmp_path, plan, gpu_env())
+    assert rec["status"] == "blocked" and "corrupt" in rec["missing"][0]["problem"]
+
+
+def test_fifty_unchanged_reruns_never_block(tmp_path):
+    plan = _plan(tmp_path, environment.fingerprint(with_nvcc=False))
+    statuses = {_pf(tmp_path, plan, environment.fingerprint(with_nvcc=False))["status"] for _ in range(50)}
+    assert statuses == {"pass"}
+
+
+def test_changed_environment_proceeds_only_as_named_experiment(tmp_path):
+    h200 = gpu_env()
+    cpu = environment.fingerprint(with_nvcc=False)
+    plan = _plan(tmp_path, h200)
+    assert _pf(tmp_path, plan, cpu)["status"] == "blocked"
+    named = dict(plan, experiment="on-cpu")
+    rec = _pf(tmp_path, named, cpu)
+    assert rec["status"] == "new_experiment" and rec["incident_id"] == "inc1" and rec["experiment"] == "on-cpu"
+    assert {"environment.gpu_names", "environment.driver_version"} <= {d["field"] for d in rec["differences"]}
+    # the same name with yet another environment is refused
+    other = dict(cpu, cpu_model="Another CPU")
+    assert _pf(tmp_path, named, other)["status"] == "blocked"
+
+
+def test_run_preflight_blocked_keeps_log_writes_no_record(tmp_path):
+    plan = _plan(tmp_path, gpu_env())
+    records.write_record(tmp_path / "plan.json", plan, "plan")
+    out, log = tmp_path / "preflight" / "b000.json", tmp_path / "logs" / "preflight-b000.json"
+    with pytest.raises(PreflightBlocked, match="environment.gpu_names"):
+        PF.run_preflight(tmp_path / "plan.json", "b000", tmp_path / "results", out, results_dir=tmp_path / "results", log_path=log)
+    assert not out.exists() and records.read_record(log, "preflight")["status"] == "blocked"

@@ -1,0 +1,59 @@
+import json
+import os
+
+from workflow_lib import plan as P, preflight as PF, records, snapshot, trials
+
+from incident_factory import make_incident
+from test_plan import DESIGN
+
+
+def _setup(tmp_path, candidate="baseline", design=DESIGN):
+    inc = make_incident(tmp_path)
+    snap = snapshot.ingest(inc, tmp_path / "results", tmp_path / "results" / "snapshot.json")
+    plan = P.build_plan(snap, records.digest_of(snap), tmp_path / "results", design=design, candidate=candidate)
+    pd = records.digest_of(plan)
+    pre = PF.preflight(plan, pd, "b000", tmp_path / "results", results_dir=tmp_path / "results")
+    assert pre["status"] == "pass", PF.readable_diff(pre)
+    return plan, pd, pre
+
+
+def test_block_runs_schedule_in_order_with_fresh_processes(tmp_path):
+    plan, pd, pre = _setup(tmp_path, candidate={"set_args": {"--delay-ms": "3"}})
+    rec = trials.run_block(plan, pd, pre, records.digest_of(pre), "b000", tmp_path / "results", tmp_path / "work")
+    records.validate(rec, "execution")
+    assert rec["status"] == "complete"
+    assert [r["arm"] for r in rec["runs"]] == [e["arm"] for e in plan["schedule"]["b000"]]
+    assert all(r["status"] == "ok" and len(r["values_ns"]) == 6 for r in rec["runs"])
+    a = [r["metric_ns"] for r in rec["runs"] if r["arm"] == "A"]
+    b = [r["metric_ns"] for r in rec["runs"] if r["arm"] == "B"]
+    assert min(b) > max(a)  # 3 ms sleeps vs 1 ms sleeps
+    assert all(r["gpu"]["status"] == "not_observed" and r["gpu"]["reason"] for r in rec["runs"])
+
+
+def test_failed_runs_retried_recorded_and_block_marked(tmp_path):
+    plan, pd, pre = _setup(tmp_path, candidate={"env": {"WORK_FAIL": "1"}})
+    rec = trials.run_block(plan, pd, pre, records.digest_of(pre), "b000", tmp_path / "results", tmp_path / "work")
+    records.validate(rec, "execution")
+    b_runs = [r for r in rec["runs"] if r["arm"] == "B"]
+    assert len(b_runs) == 2 * (DESIGN["max_retries"] + 1)  # every attempt kept
+    assert all(r["status"] == "failed" and r["exit_code"] == 3 and r["metric_ns"] is None for r in b_runs)
+    assert rec["status"] == "too_many_failures" and rec["notes"]
+
+
+def test_environment_outside_allow_list_not_passed(tmp_path, monkeypatch):
+    monkeypatch.setenv("SECRET_TOKEN", "do-not-leak")
+    dump = tmp_path / "env.json"
+    plan, pd, pre = _setup(tmp_path, candidate={"append_args": ["--dump-env", str(dump)]})
+    spec = P.materialize_arm(plan, "B", tmp_path / "results", tmp_path / "wB")
+    run = trials.one_run(spec, plan["design"], {"index": 0, "arm": "B"}, 0, None)
+    assert run["status"] == "ok"
+    names = set(json.loads(dump.read_text()))
+    assert "SECRET_TOKEN" not in names
+    assert "STALLCASE_STEPS_OUT" in names and names <= set(trials.NODE_ENV) | {"STALLCASE_STEPS_OUT", "STALLCASE_TRIAL_ARM", "STALLCASE_RECORDER", "PWD", "LC_CTYPE"}
+
+
+def test_no_shell_in_runner():
+    import inspect
+
+    src = inspect.getsource(trials) + inspect.getsource(P)
+    assert "shell=True" not in src and "os.system" not in src

@@ -1,0 +1,380 @@
+"""FlightRecorder: keep the moments before a delay, within budgets, and snapshot them.
+
+    rec = FlightRecorder(incident_id="run-7")
+    with rec:                       # start() ... stop()
+        for i, batch in enumerate(loader):
+            with rec.step(i):       # workload boundary; feeds the latency trigger
+                with rec.span("forward"):
+                    ...
+    rec.snapshot("workload_boundary")
+
+Nothing here raises into the host application once constructed: sources that cannot
+start report `not_observed` with the reason, failures are recorded in the manifest's
+`recorder.errors`. `STALLCASE_RECORDER=off` makes everything a no-op except the per-step
+durations written to `STALLCASE_STEPS_OUT` (the trial runner's contract).
+"""
+
+from __future__ import annotations
+
+import array
+import itertools
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .. import atomic
+from ..incident import check_incident_id, source
+from . import provenance
+from .budget import Budget, TargetTracker
+from .clock import HOST_CLOCK, now_ns, unix_minus_host_ns
+from .sources.host import HostSource
+from .sources.nvml import NvmlSampler
+from .sources.sched import SchedSampler
+from .trigger import LatencyTrigger
+from .writer import Job, SnapshotWriter
+
+KNOWN_SOURCES = ("host", "nvml", "sched", "cupti")
+STEPS_OUT_ENV = "STALLCASE_STEPS_OUT"
+RECORDER_ENV = "STALLCASE_RECORDER"
+SNAPSHOT_WAIT_S = 120.0
+
+
+class _NullSpan:
+    """What span() returns when the recorder is off: costs one call, records nothing."""
+
+    __slots__ = ()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, et, ev, tb):
+        return False
+
+    def __call__(self, fn):
+        return fn
+
+
+_NULL_SPAN = _NullSpan()
+
+
+class _Step:
+    __slots__ = ("rec", "step_id", "t0")
+
+    def __init__(self, rec: "FlightRecorder", step_id: int):
+        self.rec = rec
+        self.step_id = step_id
+
+    def __enter__(self):
+        self.t0 = now_ns()
+        return self
+
+    def __exit__(self, et, ev, tb):
+        self.rec._end_step(self.step_id, self.t0, now_ns())
+        return False
+
+
+class FlightRecorder:
+    def __init__(self, incident_id: str | None = None, incidents_dir: str = "incidents", budget: Budget | None = None,
+                 sources: tuple[str, ...] = ("host", "nvml", "sched"), trigger: LatencyTrigger | None = None):
+        if incident_id is not None:
+            check_incident_id(incident_id, "FlightRecorder(incident_id)")
+        unknown = [s for s in sources if s not in KNOWN_SOURCES]
+        if unknown:
+            raise ValueError(f"FlightRecorder: unknown source(s) {unknown}; known: {KNOWN_SOURCES}")
+        self.incident_id = incident_id or time.strftime("rec-%Y%m%dT%H%M%SZ", time.gmtime()) + f"-{os.getpid()}"
+        self.incidents_dir = str(incidents_dir)
+        self.budget = budget or Budget()
+        self.requested = tuple(dict.fromkeys(sources))
+        self.trigger = trigger
+        self.enabled = os.environ.get(RECORDER_ENV, "on").strip().lower() not in ("off", "0", "false", "no")
+        self.unix_minus_host_ns, self.unix_uncertainty_ns = unix_minus_host_ns()
+        self.errors: list[str] = []
+        self.unusual: list[str] = []
+        self.dropped_snapshots = 0
+        self.failed_snapshots = 0
+        self.auto_snapshots = 0
+        self._snap_n = itertools.count(1)
+        self._inputs: list[str] = []
+        self._sources: list[str] = []
+        self._running = False
+        self._lock = threading.Lock()
+        # Per-step durations for the trial runner: preallocated, bounded.
+        self._durations = array.array("q", bytes(8 * self.budget.max_step_durations))
+        self._dur_ctr = itertools.count()
+        self._steps_seen = 0
+        self._reused_step_ids = 0
+        rings = tuple(r for r in ("spans", "steps", "sched", "nvml") if self.enabled and (
+            r in ("spans", "steps") and "host" in self.requested or r in self.requested))
+        self.host = self.sched = self.nvml = None
+        if not self.enabled:
+            return
+        cap = lambda ring, row: self.budget.capacity(ring, row, rings or ("spans",))
+        if "host" in self.requested:
+            self.host = HostSource(cap("spans", 32), cap("steps", 40))
+        if "sched" in self.requested:
+            self.sched = SchedSampler(cap("sched", 56))
+        if "nvml" in self.requested:
+            self.nvml = NvmlSampler(cap("nvml", 48), self.unix_minus_host_ns)
+        self.tracker = TargetTracker(self.budget)
+        self.writer = SnapshotWriter(self.budget.max_concurrent_writes, housekeeping=self._housekeeping)
+
+    # ---- lifecycle -------------------------------------------------------------------
+    def start(self) -> "FlightRecorder":
+        if not self.enabled or self._running:
+            return self
+        self._running = True
+        self.tracker.t0_ns = now_ns()
+        for name, src in (("sched", self.sched), ("nvml", self.nvml)):
+            if src is not None:
+                self._guard(f"starting {name}", src.start)
+        self._guard("starting writer", self.writer.start)
+        return self
+
+    def stop(self) -> None:
+        """Stop samplers and the writer (queued snapshots finish); write STALLCASE_STEPS_OUT."""
+        if self.enabled and self._running:
+            self._running = False
+            for name, src in (("sched", self.sched), ("nvml", self.nvml)):
+                if src is not None:
+                    self._guard(f"stopping {name}", src.stop)
+            self._guard("stopping writer", self.writer.stop)
+        self._write_steps_out()
+
+    def __enter__(self) -> "FlightRecorder":
+        return self.start()
+
+    def __exit__(self, et, ev, tb) -> bool:
+        self.stop()
+        return False
+
+    # ---- hot path ----------------------------------------------------------------------
+    def span(self, name: str):
+        """`with rec.span("fwd"):` or `@rec.span("fwd")`."""
+        if self.host is None:
+            return _NULL_SPAN
+        return self.host.span(name)
+
+    def step(self, step_id: int) -> _Step:
+        """`with rec.step(i):` marks one workload step (and feeds the trigger)."""
+        return _Step(self, step_id)
+
+    def _end_step(self, step_id: int, t0: int, t1: int) -> None:
+        k = next(self._dur_ctr)
+        if k < len(self._durations):
+            self._durations[k] = t1 - t0
+        self._steps_seen = k + 1
+        if self.host is None:
+            return
+        try:
+            self.host.record_step(int(step_id), t0, t1)
+            if self.trigger is not None and self.trigger.observe(step_id, t1 - t0):
+                self.auto_snapshots += 1
+                self.snapshot("latency_change", wait=False, automatic=True)
+        except Exception as exc:  # a recorder bug must not become the workload's exception
+            self._error(f"step {step_id}: {type(exc).__name__}: {exc}")
+
+    # ---- declarations ------------------------------------------------------------------
+    def declare_input(self, path: str | os.PathLike) -> None:
+        """A file the workload reads; digested at snapshot time."""
+        self._inputs.append(os.path.abspath(os.fspath(path)))
+
+    def declare_source(self, path: str | os.PathLike) -> None:
+        """A source file of the workload (beyond the main script); digested at snapshot time."""
+        self._sources.append(os.path.abspath(os.fspath(path)))
+
+    # ---- snapshots ---------------------------------------------------------------------
+    def snapshot(self, reason: str = "workload_boundary", *, wait: bool = True, automatic: bool = False) -> Path | None:
+        """Write an incident of the retained window. Returns its directory, or None when
+        dropped (budget of concurrent writes) or failed (the error is recorded)."""
+        if not self.enabled:
+            return None
+        try:
+            return self._snapshot(str(reason), wait, automatic)
+        except Exception as exc:
+            self._error(f"snapshot: {type(exc).__name__}: {exc}")
+            self.failed_snapshots += 1
+            return None
+
+    def _next_path(self, reason: str, automatic: bool) -> Path:
+        n = next(self._snap_n)
+        base = Path(self.incidents_dir)
+        if automatic:
+            return base / f"{self.incident_id}.{reason}-{n}"
+        path = base / self.incident_id
+        if (path / "manifest.json").exists() or n > 1:
+            path = base / f"{self.incident_id}.{n}"
+        return path
+
+    def _snapshot(self, reason: str, wait: bool, automatic: bool) -> Path | None:
+        if not self.writer.try_reserve():
+            self.dropped_snapshots += 1
+            return None
+        until = now_ns()
+        since = until - self.budget.window_ns
+        path = self._next_path(reason, automatic)
+        copies = {}
+        if self.host is not None:
+            copies["spans"], copies["steps"] = self.host.spans.copy(), self.host.steps.copy()
+        for name, src in (("sched", self.sched), ("nvml", self.nvml)):
+            if src is not None:
+                copies[name] = src.ring.copy()
+        trig = self.trigger.describe() if (automatic and self.trigger is not None) else None
+        job = Job(lambda: self._build(path, reason, trig, copies, since, until))
+        self.writer.submit(job)
+        if not wait:
+            return path
+        if not job.done.wait(SNAPSHOT_WAIT_S):
+            self._error(f"snapshot {path.name}: still writing after {SNAPSHOT_WAIT_S:.0f} s")
+            return None
+        if job.error:
+            self.failed_snapshots += 1
+            return None
+        return path
+
+    def _build(self, path: Path, reason: str, trig, copies: dict, since: int, until: int):
+        """On the writer thread: tables, provenance, manifest."""
+        tables, sources = {}, {}
+        lo, hi = None, None
+        if self.host is not None:
+            tables["spans"] = self.host.spans_table(copies["spans"], since, until)
+            tables["steps"] = self.host.steps_table(copies["steps"], since, until)
+            sources["host"] = source("observed", None, **self._host_detail(copies, tables))
+        else:
+            sources["host"] = source("not_observed", self._why_not("host"))
+        if self.sched is not None:
+            tables["sched"] = self.sched.table(copies["sched"], since, until)
+            sources["sched"] = self.sched.manifest_entry(copies["sched"])
+        else:
+            sources["sched"] = source("not_observed", self._why_not("sched"))
+        if self.nvml is not None:
+            tables["nvml"] = self.nvml.table(copies["nvml"], since, until)
+            sources["nvml"] = self.nvml.manifest_entry(copies["nvml"])
+        else:
+            sources["nvml"] = source("not_observed", self._why_not("nvml"))
+        sources.setdefault("cupti", source("not_observed", self._why_not("cupti")))
+        for name, t in tables.items():
+            if t.num_rows == 0:
+                continue
+            col = "ts_ns" if "ts_ns" in t.column_names else "start_ns"
+            a = int(np.min(t[col].to_numpy()))
+            lo = a if lo is None else min(lo, a)
+        prov, artifacts, perrors = provenance.collect(
+            argv=list(sys.argv), cwd=os.getcwd(), executable=sys.executable, sources=list(self._sources),
+            inputs=list(self._inputs), in_process=True)
+        for e in perrors:
+            self._error(f"provenance: {e}")
+        manifest = {
+            "incident_id": path.name,
+            "reason": reason,
+            "trigger": trig,
+            "producer": "recorder",
+            "clock": {"host": HOST_CLOCK, "unix_minus_host_ns": self.unix_minus_host_ns},
+            "window": {"start_ns": max(0, lo if lo is not None else since), "end_ns": until},
+            "sources": sources,
+            "provenance": prov,
+            "artifacts": artifacts,
+            "workload": {"argv": [sys.executable, *sys.argv] if sys.argv and sys.argv[0] else [sys.executable],
+                         "cwd": os.getcwd(), "env": provenance.allowed_env()},
+            "recorder": self.report(),
+        }
+        return path, manifest, tables
+
+    def _why_not(self, name: str) -> str:
+        if name not in self.requested:
+            return f"not enabled (sources={list(self.requested)})"
+        return "recorder off (STALLCASE_RECORDER=off)"
+
+    def _host_detail(self, copies, tables) -> dict:
+        return {"spans_written": copies["spans"].written, "spans_overwritten": copies["spans"].overwritten,
+                "spans_capacity": self.host.spans.capacity, "steps_written": copies["steps"].written,
+                "steps_overwritten": copies["steps"].overwritten, "steps_capacity": self.host.steps.capacity,
+                "span_names_over_budget": self.host.names_over_budget,
+                "steps_repeated_ids_dropped": copies["steps"].rows - tables["steps"].num_rows if copies["steps"].rows else 0,
+                "depth": "derived from nesting among retained spans of a thread",
+                "thread_id": "Linux tid"}
+
+    # ---- budgets, targets, errors ------------------------------------------------------
+    def retained_bytes(self) -> int:
+        """Bytes of preallocated ring storage (never grows)."""
+        return sum(s.nbytes for s in (self.host, self.sched, self.nvml) if s is not None)
+
+    def _housekeeping(self) -> None:
+        threads = [self.writer.native_id] + [s.native_id for s in (self.sched, self.nvml) if s is not None]
+        self.tracker.check(threads, self.retained_bytes(), self._back_off)
+
+    def _back_off(self) -> str | None:
+        done = []
+        for name, src in (("sched", self.sched), ("nvml", self.nvml)):
+            if src is not None and src.back_off():
+                done.append(f"{name} period -> {getattr(src, 'period_s', getattr(src, 'poll_s', None))} s")
+        return "; ".join(done) or None
+
+    def report(self) -> dict:
+        """The manifest's `recorder` section."""
+        steps_kept = min(self._steps_seen, len(self._durations))
+        errors = list(self.errors) + (list(self.writer.errors) if self.enabled else [])
+        rep = {
+            "enabled": self.enabled,
+            "sources_requested": list(self.requested),
+            "budgets": {k: v for k, v in self.budget.as_dict().items() if k != "shares"} | {"shares": self.budget.shares},
+            "usage": {"retained_bytes": self.retained_bytes() if self.enabled else 0, "steps_seen": self._steps_seen,
+                      "step_durations_kept": steps_kept},
+            "dropped": {"snapshots": self.dropped_snapshots, "failed_snapshots": self.failed_snapshots,
+                        "steps_durations": max(0, self._steps_seen - len(self._durations))},
+            "clock": {"unix_minus_host_uncertainty_ns": self.unix_uncertainty_ns},
+            "errors": errors,
+            "trigger": self.trigger.describe() if self.trigger is not None else None,
+        }
+        if self.enabled:
+            rep["targets"] = self.tracker.report()
+            rep["dropped"]["snapshot_write_errors"] = self.writer.error_count
+        return rep
+
+    def _error(self, msg: str) -> None:
+        with self._lock:
+            if len(self.errors) < 50:
+                self.errors.append(msg)
+
+    def _guard(self, what: str, fn) -> None:
+        try:
+            fn()
+        except Exception as exc:
+            self._error(f"{what}: {type(exc).__name__}: {exc}")
+
+    # ---- trial-runner contract ---------------------------------------------------------
+    def unusual_events(self) -> list[str]:
+        out = []
+        if self.trigger is not None and self.trigger.fired:
+            out.append(f"latency trigger fired {self.trigger.fired} time(s); last: {self.trigger.last_fire}")
+        if self._steps_seen > len(self._durations):
+            out.append(f"step durations truncated: kept first {len(self._durations)} of {self._steps_seen}")
+        if self.dropped_snapshots:
+            out.append(f"{self.dropped_snapshots} snapshot(s) dropped: concurrent-write budget exhausted")
+        if self.enabled:
+            rep = self.tracker.report()
+            if rep["over_cpu_target_events"]:
+                out.append(f"recorder over CPU target {rep['over_cpu_target_events']} time(s): {rep['actions'][-1:] }")
+            for name, src in (("sched", self.sched), ("nvml", self.nvml)):
+                if src is not None and src.errors:
+                    out.append(f"{name} source errors ({len(src.errors)}): {src.errors[0]}")
+            for e in list(self.errors) + list(self.writer.errors):
+                out.append(e)
+        return out
+
+    def _write_steps_out(self) -> None:
+        dest = os.environ.get(STEPS_OUT_ENV)
+        if not dest:
+            return
+        n = min(self._steps_seen, len(self._durations))
+        rec = {"schema_version": 1, "steps_ns": np.frombuffer(self._durations, dtype=np.int64)[:n].tolist(),
+               "unusual": self.unusual_events()}
+        try:
+            atomic.write_text(dest, json.dumps(rec, separators=(",", ":")) + "\n")
+        except OSError as exc:
+            # The trial runner sees the file missing; we must still not raise into the workload.
+            self._error(f"writing {STEPS_OUT_ENV}={dest}: {exc.strerror or exc}")

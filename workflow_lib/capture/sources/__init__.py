@@ -1,0 +1,1 @@
+"""Recorder sources: each owns its rings and returns its tables and its manifest `sources` entry."""

@@ -1,0 +1,67 @@
+"""Latency-change trigger: a step slower than k x the rolling median of recent steps.
+
+Rules (all documented thresholds):
+  - no decision before `warmup_steps` steps have been seen (start-up, compilation and
+    cache warm-up are slow and would always fire);
+  - the median is over the last `window_steps` steps (a fixed preallocated array);
+    the median, not the mean, so one slow step does not raise the bar for the next;
+  - after firing, `cooldown_steps` steps pass before it can fire again (one incident,
+    not a burst of snapshots of the same slowdown);
+  - slow steps are still added to the window: a lasting regime change stops firing once
+    it becomes the median, which is what "change" means.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class LatencyTrigger:
+    k: float = 2.0
+    warmup_steps: int = 20
+    window_steps: int = 64
+    cooldown_steps: int = 100
+    fired: int = 0
+    suppressed_cooldown: int = 0
+    last_fire: dict | None = None
+    _buf: np.ndarray = field(default=None, repr=False)
+    _n: int = 0
+    _cool: int = 0
+
+    def __post_init__(self):
+        if self.k <= 1.0:
+            raise ValueError("LatencyTrigger.k must be > 1")
+        if self.window_steps < 3 or self.warmup_steps < 0 or self.cooldown_steps < 0:
+            raise ValueError("LatencyTrigger: window_steps >= 3, warmup_steps and cooldown_steps >= 0")
+        self._buf = np.zeros(self.window_steps, dtype=np.int64)
+
+    def observe(self, step_id: int, duration_ns: int) -> bool:
+        """Feed one step; True when this step should trigger a snapshot."""
+        n = self._n
+        filled = min(n, self.window_steps)
+        fire = False
+        if n >= max(self.warmup_steps, 3) and filled >= 3:
+            med = float(np.median(self._buf[:filled]))
+            if med > 0 and duration_ns > self.k * med:
+                if self._cool > 0:
+                    self.suppressed_cooldown += 1
+                else:
+                    fire = True
+                    self.fired += 1
+                    self._cool = self.cooldown_steps + 1
+                    self.last_fire = {"step_id": int(step_id), "duration_ns": int(duration_ns),
+                                      "median_ns": int(med), "ratio": duration_ns / med, "k": self.k}
+        if self._cool > 0:
+            self._cool -= 1
+        self._buf[n % self.window_steps] = duration_ns
+        self._n = n + 1
+        return fire
+
+    def describe(self) -> dict:
+        return {"type": "latency_change", "k": self.k, "warmup_steps": self.warmup_steps,
+                "window_steps": self.window_steps, "cooldown_steps": self.cooldown_steps,
+                "fired": self.fired, "suppressed_by_cooldown": self.suppressed_cooldown,
+                "last_fire": self.last_fire}

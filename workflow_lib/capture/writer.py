@@ -1,0 +1,117 @@
+"""Background snapshot writer: builds tables and provenance and writes the incident.
+
+The host thread only copies rings and enqueues a job; everything slow (Arrow tables,
+digests, Parquet, fsync) happens here. At most `max_concurrent` jobs are in flight;
+`submit` refuses more (the caller counts them as dropped). Every failure (disk full,
+read-only directory, a bug) is caught, recorded and counted; nothing is raised into
+the host application. Between jobs the thread runs the recorder's housekeeping
+(target checks) once a second.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Callable
+
+from .. import incident as _incident
+
+# The one binding through which incidents reach the disk; tests substitute it to
+# simulate a full disk.
+write_incident = _incident.write_incident
+HOUSEKEEPING_S = 1.0
+
+
+class Job:
+    """One snapshot: `build()` returns (path, manifest, tables) or raises."""
+
+    def __init__(self, build: Callable[[], tuple]):
+        self.build = build
+        self.done = threading.Event()
+        self.path = None
+        self.error: str | None = None
+
+
+class SnapshotWriter:
+    def __init__(self, max_concurrent: int, housekeeping: Callable[[], None] | None = None):
+        self.max_concurrent = max_concurrent
+        self.housekeeping = housekeeping
+        self._q: queue.Queue = queue.Queue()
+        self._in_flight = 0
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.errors: list[str] = []
+        self.error_count = 0
+        self.written = 0
+        self.native_id: int | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="stallcase-writer", daemon=True)
+        self._thread.start()
+
+    def try_reserve(self) -> bool:
+        """Claim a write slot; False when max_concurrent writes are already in flight."""
+        with self._lock:
+            if self._in_flight >= self.max_concurrent:
+                return False
+            self._in_flight += 1
+            return True
+
+    def release(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+
+    def submit(self, job: Job) -> None:
+        """Enqueue a job whose slot was reserved with try_reserve()."""
+        if self._thread is None or not self._thread.is_alive():
+            # Writer not running (recorder stopped): write on this thread, still guarded.
+            self._do(job)
+            return
+        self._q.put(job)
+
+    def record_error(self, msg: str) -> None:
+        with self._lock:
+            self.error_count += 1
+            if len(self.errors) < 50:
+                self.errors.append(msg)
+
+    def _do(self, job: Job) -> None:
+        try:
+            path, manifest, tables = job.build()
+            write_incident(path, manifest, tables)
+            job.path = path
+            self.written += 1
+        except OSError as exc:
+            job.error = f"writing snapshot: {exc.strerror or exc} ({getattr(exc, 'filename', None) or ''})".strip()
+            self.record_error(job.error)
+        except Exception as exc:  # never into the host application
+            job.error = f"writing snapshot: {type(exc).__name__}: {exc}"
+            self.record_error(job.error)
+        finally:
+            self.release()
+            job.done.set()
+
+    def _run(self) -> None:
+        self.native_id = threading.get_native_id()
+        while True:
+            try:
+                job = self._q.get(timeout=HOUSEKEEPING_S)
+            except queue.Empty:
+                job = None
+            if job is not None:
+                self._do(job)
+            elif self._stop.is_set():
+                return
+            if self.housekeeping is not None:
+                try:
+                    self.housekeeping()
+                except Exception as exc:
+                    self.record_error(f"housekeeping: {type(exc).__name__}: {exc}")
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        """Finish queued jobs, then end the thread."""
+        self._stop.set()
+        if self._thread is not None:
+            self._q.put(None)
+            self._thread.join(timeout=timeout_s)

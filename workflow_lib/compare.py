@@ -1,0 +1,300 @@
+"""Comparison stage: plan + per-block executions -> the comparison record.
+
+Each block is one paired experiment: its A, B and A' runs were interleaved on one
+GPU in the plan's randomized order, so drift and node differences shared by the block
+cancel in the within-block ratio. A block is used only when its execution is
+`complete`, its failures stay within the plan's budget and it has successful A and B
+runs; every other block is listed with the reason it was excluded and is never
+averaged in. The statistics and the decision rule live in verdict.py and stats.py;
+docs/statistics.md explains them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import records, stats
+from . import verdict as V
+from .errors import RecordError
+
+SCHEMA_VERSION = 1
+MEASURED_ARMS = ("A", "B", "A'")
+
+EXCLUSIONS = (
+    "missing_execution",  # the plan has the block, no execution record came back
+    "environment_changed",  # the runner saw the environment change mid-block
+    "too_many_failures",  # the runner marked the block
+    "failed_fraction_exceeded",  # marked complete, but more runs failed than design allows
+    "no_successful_baseline",  # no A run succeeded: nothing to pair with
+    "no_successful_candidate",  # no B run succeeded
+    "bad_metric",  # a successful run without a positive, finite metric
+)
+
+
+@dataclass(frozen=True)
+class BlockEstimate:
+    """One block's paired estimate, or why it was excluded."""
+
+    block: str  # block id, b000...
+    execution_status: str  # complete | too_many_failures | environment_changed | missing
+    exclusion: str | None  # one of EXCLUSIONS, None when the block is used
+    runs_planned: dict[str, int]  # measured runs per arm in the schedule
+    runs_ok: dict[str, int]  # runs per arm with a successful attempt
+    failed_runs: int  # planned measured runs without any successful attempt
+    failed_attempts: int  # attempts that failed, retried ones included
+    unusual_runs: int  # runs whose recorder reported anything unusual
+    median_ns: dict[str, float | None]  # median metric per arm over successful runs
+    log_ratio: float | None  # log(median B / median A)
+    control_log_ratio: float | None  # log(median A' / median A); None without A' runs
+
+    @property
+    def used(self) -> bool:
+        return self.exclusion is None
+
+    def to_record(self) -> dict:
+        return {
+            "block": self.block, "used": self.used, "execution_status": self.execution_status,
+            "exclusion": self.exclusion, "runs_planned": self.runs_planned, "runs_ok": self.runs_ok,
+            "failed_runs": self.failed_runs, "failed_attempts": self.failed_attempts,
+            "unusual_runs": self.unusual_runs, "median_ns": self.median_ns,
+            "log_ratio": self.log_ratio, "control_log_ratio": self.control_log_ratio,
+        }
+
+
+def _successful_values(block: str, planned: list[dict], execution: dict) -> tuple[dict[int, float | None], int, int]:
+    """Per planned measured index, the metric of its successful attempt (absent if none)."""
+    arm_of = {int(r["index"]): r["arm"] for r in planned}
+    ok: dict[int, float | None] = {}
+    failed_attempts = unusual = 0
+    for run in execution["runs"]:
+        index = int(run["index"])
+        if arm_of.get(index) != run["arm"]:
+            raise RecordError(
+                f"execution/{block}.json",
+                f"run {index} is arm {run['arm']!r} but the plan's schedule has {arm_of.get(index)!r}; "
+                "the execution does not follow this plan",
+            )
+        if run["arm"] == "warmup":
+            continue
+        unusual += bool(run.get("unusual"))
+        if run["status"] == "ok":
+            ok[index] = run["metric_ns"]
+        else:
+            failed_attempts += 1
+    return ok, failed_attempts, unusual
+
+
+def _excluded(block: str, status: str, why: str, planned: dict[str, int], **kw) -> BlockEstimate:
+    empty = {arm: 0 for arm in MEASURED_ARMS}
+    return BlockEstimate(
+        block=block, execution_status=status, exclusion=why, runs_planned=planned,
+        runs_ok=kw.get("runs_ok", empty), failed_runs=kw.get("failed_runs", sum(planned.values())),
+        failed_attempts=kw.get("failed_attempts", 0), unusual_runs=kw.get("unusual_runs", 0),
+        median_ns={arm: None for arm in MEASURED_ARMS}, log_ratio=None, control_log_ratio=None,
+    )
+
+
+def block_estimate(block: str, planned: list[dict], execution: dict | None, design: dict, plan_digest: str) -> BlockEstimate:
+    """Paired estimate for one block; exclusions are reported, errors in the inputs raised."""
+    planned_counts = {arm: sum(r["arm"] == arm for r in planned) for arm in MEASURED_ARMS}
+    if execution is None:
+        return _excluded(block, "missing", "missing_execution", planned_counts)
+    where = f"execution/{block}.json"
+    if execution["block"] != block:
+        raise RecordError(where, f"holds block {execution['block']!r}, expected {block!r}")
+    if execution["plan_digest"] != plan_digest:
+        raise RecordError(where, "was run for a different plan (plan_digest differs); rerun the trials for this plan")
+    status = execution["status"]
+    ok, failed_attempts, unusual = _successful_values(block, planned, execution)
+    measured = [r for r in planned if r["arm"] != "warmup"]
+    values = {arm: [ok[r["index"]] for r in measured if r["arm"] == arm and r["index"] in ok] for arm in MEASURED_ARMS}
+    runs_ok = {arm: len(v) for arm, v in values.items()}
+    failed_runs = len(measured) - sum(runs_ok.values())
+    common = dict(runs_ok=runs_ok, failed_runs=failed_runs, failed_attempts=failed_attempts, unusual_runs=unusual)
+    if status != "complete":
+        return _excluded(block, status, status, planned_counts, **common)
+    if measured and failed_runs / len(measured) > float(design["max_failed_fraction"]):
+        return _excluded(block, status, "failed_fraction_exceeded", planned_counts, **common)
+    if not values["A"]:
+        return _excluded(block, status, "no_successful_baseline", planned_counts, **common)
+    if not values["B"]:
+        return _excluded(block, status, "no_successful_candidate", planned_counts, **common)
+    if any(v is None or not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0) for vs in values.values() for v in vs):
+        return _excluded(block, status, "bad_metric", planned_counts, **common)
+    med = {arm: (float(np.median(v)) if v else None) for arm, v in values.items()}
+    control = math.log(med["A'"] / med["A"]) if med["A'"] is not None else None
+    return BlockEstimate(
+        block=block, execution_status=status, exclusion=None, runs_planned=planned_counts,
+        median_ns=med, log_ratio=math.log(med["B"] / med["A"]), control_log_ratio=control, **common,
+    )
+
+
+def _num(x) -> float | None:
+    """JSON-safe float: NaN (not computable) becomes null."""
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _interval_record(est: float, lo: float, hi: float) -> dict:
+    exp = lambda v: _num(math.exp(v)) if math.isfinite(v) else None  # noqa: E731
+    return {
+        "log_ratio": _num(est), "log_low": _num(lo), "log_high": _num(hi),
+        "ratio": exp(est), "ratio_low": exp(lo), "ratio_high": exp(hi),
+    }
+
+
+def _pct(log_value: float) -> float | None:
+    return _num(math.expm1(log_value) * 100.0) if math.isfinite(log_value) else None
+
+
+def _check_inputs(plan: dict, executions: dict[str, dict], execution_digests: dict[str, str]) -> None:
+    unknown = sorted(set(executions) - set(plan["schedule"]))
+    if unknown:
+        raise RecordError(f"execution/{unknown[0]}.json", "block is not in the plan's schedule")
+    undigested = sorted(set(executions) ^ set(execution_digests))
+    if undigested:
+        raise RecordError(f"execution/{undigested[0]}.json", "executions and their digests name different blocks")
+
+
+def _reasons(dec: V.Decision | None, code: int, used: int, control_blocks: int, env_changed: list[str],
+             excluded: dict[str, int], confidence: float) -> list[str]:
+    """Human-readable reasons, most decisive first."""
+    out: list[str] = []
+    if env_changed:
+        out.append(
+            f"environment changed mid-run in block(s) {', '.join(env_changed)}: measurements from different "
+            "environments are never pooled; fix the node and rerun"
+        )
+    if excluded:
+        parts = ", ".join(f"{n} {why}" for why, n in sorted(excluded.items()))
+        out.append(f"excluded blocks (not averaged in): {parts}")
+    if dec is None:
+        return out
+    pct_conf = f"{confidence:.0%}"
+    if used < dec.min_blocks:
+        out.append(f"too few valid blocks: {used} < {dec.min_blocks}, the fewest for which a {pct_conf} signed-rank interval exists")
+        return out
+    if control_blocks < dec.min_blocks:
+        out.append(
+            f"noise floor not measured: {control_blocks} block(s) with A' control runs < {dec.min_blocks}; "
+            "a verdict needs the A/A noise floor"
+        )
+        return out
+    est, lo, hi = float(dec.estimate_log[0]), float(dec.low_log[0]), float(dec.high_log[0])
+    floor, mde = float(dec.floor_log[0]), float(dec.mde_log[0])
+    excludes = lo > 0 or hi < 0
+    ci = f"{pct_conf} interval of candidate/baseline [{math.exp(lo):.4f}, {math.exp(hi):.4f}]"
+    out.append(f"{ci} {'excludes' if excludes else 'includes'} 1 (no change)")
+    beyond = abs(est) > floor
+    out.append(
+        f"estimated change {_pct(est):+.2f}% is {'beyond' if beyond else 'within'} the A/A noise floor "
+        f"of {_pct(floor):.2f}%"
+    )
+    if code == V.INCONCLUSIVE and not (excludes and beyond):
+        out.append(
+            f"noise too high: the minimal detectable effect is {_pct(mde):.2f}%, above the "
+            f"{_pct(V.MAX_NULL_MDE_LOG):.2f}% a no-change result must be able to rule out"
+        )
+    return out
+
+
+def compare(plan: dict, executions: dict[str, dict], execution_digests: dict[str, str], plan_digest: str) -> dict:
+    """The comparison record (schemas/comparison.schema.json) for one plan's executions."""
+    _check_inputs(plan, executions, execution_digests)
+    design = plan["design"]
+    confidence = float(design["confidence"])
+    blocks = [
+        block_estimate(bid, runs, executions.get(bid), design, plan_digest) for bid, runs in sorted(plan["schedule"].items())
+    ]
+    used = [b for b in blocks if b.used]
+    d = np.asarray([b.log_ratio for b in used], dtype=float)
+    c = np.asarray([b.control_log_ratio for b in used if b.control_log_ratio is not None], dtype=float)
+    env_changed = [b.block for b in blocks if b.execution_status == "environment_changed"]
+    excluded: dict[str, int] = {}
+    for b in blocks:
+        if b.exclusion is not None:
+            excluded[b.exclusion] = excluded.get(b.exclusion, 0) + 1
+    try:
+        dec: V.Decision | None = V.decide(d[None, :], c[None, :], confidence)
+        code = int(dec.verdict[0])
+        failure = None
+    except (FloatingPointError, ArithmeticError, ValueError) as exc:
+        # A computation that fails proves nothing: inconclusive, never significant.
+        dec, code, failure = None, V.INCONCLUSIVE, f"statistics failed ({exc}); no verdict can be drawn"
+    if env_changed:
+        code = V.INCONCLUSIVE
+    reasons = _reasons(dec, code, len(used), c.size, env_changed, excluded, confidence)
+    if failure:
+        reasons.append(failure)
+    return _record(plan, plan_digest, execution_digests, blocks, dec, code, reasons, len(used), c.size, excluded)
+
+
+_SCALARS = ("estimate_log", "low_log", "high_log", "floor_log",
+            "control_estimate_log", "control_low_log", "control_high_log", "mde_log")
+
+
+def _scalars(dec: V.Decision | None) -> dict[str, float]:
+    """The one experiment's numbers; NaN (written as null) when nothing was computed."""
+    if dec is None:
+        return dict.fromkeys(_SCALARS, math.nan)
+    return {name: float(getattr(dec, name)[0]) for name in _SCALARS}
+
+
+def _record(plan, plan_digest, execution_digests, blocks, dec, code, reasons, used, control_blocks, excluded) -> dict:
+    design, x = plan["design"], _scalars(dec)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "comparison",
+        "incident_id": plan["incident_id"],
+        "experiment": plan.get("experiment"),
+        "plan_digest": plan_digest,
+        "execution_digests": dict(sorted(execution_digests.items())),
+        "aa_experiment": bool(plan["arms"]["candidate"].get("same_as_baseline", False)),
+        "metric": {k: design["metric"][k] for k in ("name", "source", "statistic", "unit")},
+        "design": {k: design[k] for k in _DESIGN_KEYS},
+        "method": {
+            "schedule": "counterbalanced_mirrored_rounds",
+            "per_block": "log_ratio_of_medians",
+            "interval": "hodges_lehmann_signed_rank",
+            "min_valid_blocks": stats.min_blocks(float(design["confidence"])),
+            "mde_power": V.MDE_POWER,
+            "max_null_mde_log": V.MAX_NULL_MDE_LOG,
+        },
+        "counts": {
+            "planned_blocks": len(blocks),
+            "valid_blocks": used,
+            "control_blocks": control_blocks,
+            "excluded_blocks": len(blocks) - used,
+            "excluded_by_reason": dict(sorted(excluded.items())),
+            "unusual_runs": sum(b.unusual_runs for b in blocks),
+        },
+        "estimate": {**_interval_record(x["estimate_log"], x["low_log"], x["high_log"]), "change_pct": _pct(x["estimate_log"])},
+        "noise_floor": {
+            "log": _num(x["floor_log"]),
+            "pct": _pct(x["floor_log"]),
+            "control": _interval_record(x["control_estimate_log"], x["control_low_log"], x["control_high_log"]),
+        },
+        "mde": {"log": _num(x["mde_log"]), "pct": _pct(x["mde_log"]), "power": V.MDE_POWER},
+        "verdict": V.VERDICTS[code],
+        "reasons": reasons,
+        "blocks": [b.to_record() for b in blocks],
+    }
+
+
+_DESIGN_KEYS = ("blocks", "runs_per_arm", "control_runs", "warmup_runs", "seed", "max_retries", "max_failed_fraction", "confidence")
+
+
+def compare_files(plan_path, execution_paths, out_path) -> dict:
+    """Rule entry: read the plan and every block's execution record, compare, write comparison.json."""
+    plan = records.read_record(plan_path, "plan")
+    executions, digests = {}, {}
+    for path in execution_paths:
+        rec = records.read_record(path, "execution")
+        executions[rec["block"]] = rec
+        digests[rec["block"]] = records.digest_of(rec)
+    record = compare(plan, executions, digests, records.digest_of(plan))
+    records.write_record(out_path, record, "comparison")
+    return record

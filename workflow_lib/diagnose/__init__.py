@@ -1,0 +1,154 @@
+"""Diagnosis: per-step measures kept apart (wall, kernel sum, GPU busy, idle gaps, host API
+time) and checks that attribute a delay only with the evidence the attribution needs.
+
+    diagnose(incident, incident_id=..., snapshot_digest=..., options=DiagnoseOptions()) -> record
+    diagnose_dir(incident_dir, options=...) -> record  (snapshot_digest = blake3 of manifest.json)
+
+The record validates against schemas/diagnosis.schema.json.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import blake3
+import numpy as np
+
+from .. import records
+from ..incident import MANIFEST, Incident, read_incident
+from . import evidence as evidence_mod
+from . import measures, next_experiments, timeline
+from .checks import CHECKS, NAMES
+from .checks.base import CheckInput, make_base
+from .steps import step_table
+from .types import DiagnoseOptions, StepWindow
+
+__all__ = ["diagnose", "diagnose_dir", "DiagnoseOptions", "NAMES"]
+
+
+def _step_measures(ev, starts, ends, src) -> dict[str, np.ndarray]:
+    wall = ends - starts
+    busy = measures.covered_between(ev.busy, starts, ends)
+    return {
+        "wall_ns": wall,
+        "kernel_sum_ns": measures.overlap_sum_between(ev.k_start, ev.k_end, starts, ends) if src.kernels else None,
+        "busy_ns": busy if src.kernels else None,
+        "idle_ns": wall - busy if src.kernels else None,
+        "host_api_ns": measures.covered_between(ev.api_union, starts, ends) if src.runtime_api else None,
+        "host_sync_api_ns": measures.covered_between(ev.sync_union, starts, ends) if src.runtime_api else None,
+    }
+
+
+def _at(arr, i):
+    return None if arr is None else int(arr[i])
+
+
+def _window_record(ev, lo: int, hi: int, src, origin: int, opts: DiagnoseOptions) -> dict:
+    m = _step_measures(ev, np.array([lo]), np.array([hi]), src)
+    g = measures.gaps(ev.busy, lo, hi) if src.kernels else measures.empty()
+    rec = {k: _at(v, 0) for k, v in m.items()}
+    rec.update(rank=ev.rank, start_ns=lo + origin, end_ns=hi + origin,
+               overlap_factor=measures.overlap_factor(rec["kernel_sum_ns"] or 0, rec["busy_ns"] or 0) if src.kernels else None,
+               gaps={"count": len(g), "total_ns": g.total_ns, "longest": measures.gap_records(g, origin, opts.max_gaps_listed)},
+               devices=list(ev.devices))
+    return rec
+
+
+def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, options: DiagnoseOptions | None = None) -> dict:
+    """Diagnose every step of every rank; returns a diagnosis record (validated)."""
+    opts = options or DiagnoseOptions()
+    src = evidence_mod.sources_of(incident)
+    steps = step_table(incident, opts.step_pattern)
+    origin = int(np.min(steps["start_ns"].to_numpy()))
+    wait_re = opts.wait_regex()
+    rank_keys = steps["rank_key"].to_numpy()
+    step_records, windows = [], []
+    for rk in np.unique(rank_keys):  # ranks are few
+        sel = np.flatnonzero(rank_keys == rk)
+        ev = evidence_mod.build(incident, int(rk), origin, wait_re)
+        starts = steps["start_ns"].to_numpy()[sel] - origin
+        ends = steps["end_ns"].to_numpy()[sel] - origin
+        ids = steps["step_id"].to_numpy()[sel]
+        tids = steps["thread_id"].to_numpy()[sel]
+        m = _step_measures(ev, starts, ends, src)
+        windows.append(_window_record(ev, int(starts.min()), int(ends.max()), src, origin, opts))
+        for i in range(sel.size):  # steps, not events
+            sw = StepWindow(int(ids[i]), ev.rank, int(tids[i]), int(starts[i]), int(ends[i]))
+            step_records.append(_step_record(sw, ev, src, opts, m, i, origin))
+    record = {
+        "schema_version": 1,
+        "kind": "diagnosis",
+        "incident_id": incident_id,
+        "snapshot_digest": snapshot_digest,
+        "options": opts.as_record(),
+        "sources": {name: {"status": s.get("status"), "reason": s.get("reason")}
+                    for name, s in sorted(incident.manifest.get("sources", {}).items())},
+        "checks": list(NAMES),
+        "steps": step_records,
+        "summary": _summary(step_records, windows),
+        "next_experiments": next_experiments.rank(step_records),
+    }
+    records.validate(record, "diagnosis")
+    return record
+
+
+def _step_record(sw: StepWindow, ev, src, opts, m: dict, i: int, origin: int) -> dict:
+    base = make_base(sw, ev, opts.min_gap_ns)
+    ci = CheckInput(sw, base, ev, src, opts)
+    findings, explained = timeline.resolve(sw, [c.check(ci) for c in CHECKS])
+    rec = {k: _at(v, i) for k, v in m.items()}
+    g = base.idle if src.kernels else measures.empty()
+    rec.update(
+        step_id=sw.step_id, rank=sw.rank, thread_id=sw.thread_id,
+        start_ns=sw.start_ns + origin, end_ns=sw.end_ns + origin,
+        overlap_factor=measures.overlap_factor(rec["kernel_sum_ns"], rec["busy_ns"]) if src.kernels else None,
+        gaps={"count": len(g), "total_ns": g.total_ns, "longest": measures.gap_records(g, origin, opts.max_gaps_listed)},
+        findings=findings, explained_ns=int(explained), unexplained_ns=int(sw.wall_ns - explained),
+    )
+    return rec
+
+
+def _summary(steps: list[dict], windows: list[dict]) -> dict:
+    by_check: dict[str, dict] = {n: {"attributed_steps": 0, "unresolved_steps": 0, "not_applicable_steps": 0, "explains_ns": 0}
+                                 for n in NAMES}
+    for st in steps:
+        for f in st["findings"]:
+            b = by_check[f["check"]]
+            b[f"{f['verdict']}_steps"] += 1
+            b["explains_ns"] += f["explains_ns"]
+    return {
+        "steps": len(steps),
+        "wall_ns": sum(s["wall_ns"] for s in steps),
+        "explained_ns": sum(s["explained_ns"] for s in steps),
+        "unexplained_ns": sum(s["unexplained_ns"] for s in steps),
+        "by_check": by_check,
+        "windows": windows,
+    }
+
+
+def manifest_digest(incident_dir: str | os.PathLike) -> str:
+    """The snapshot digest of an incident directory: blake3 of its manifest.json bytes."""
+    return blake3.blake3((Path(incident_dir) / MANIFEST).read_bytes()).hexdigest()
+
+
+def diagnose_dir(incident_dir: str | os.PathLike, *, options: DiagnoseOptions | None = None,
+                 out_path: str | os.PathLike | None = None) -> dict:
+    """Read an incident directory, diagnose it, and (if out_path) write the record atomically."""
+    inc = read_incident(incident_dir)
+    record = diagnose(inc, incident_id=inc.manifest["incident_id"], snapshot_digest=manifest_digest(incident_dir), options=options)
+    if out_path is not None:
+        records.write_record(out_path, record, "diagnosis")
+    return record
+
+
+def diagnose_snapshot_file(snapshot_path: str | os.PathLike, store_root: str | os.PathLike, out_path: str | os.PathLike,
+                           *, options: DiagnoseOptions | None = None) -> dict:
+    """Rule entry: diagnose a snapshot record's tables (read back from the store, verified)."""
+    from ..snapshot import load_tables
+
+    snap = records.read_record(snapshot_path, "snapshot")
+    inc = load_tables(snap, store_root)
+    record = diagnose(inc, incident_id=snap["incident_id"], snapshot_digest=records.digest_of(snap), options=options)
+    records.write_record(out_path, record, "diagnosis")
+    return record

@@ -1,0 +1,65 @@
+"""What every check receives: the step, its measured base (busy, idle) and the rank's evidence."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import measures
+from ..evidence import RankEvidence, Sources
+from ..types import DiagnoseOptions, Finding, Intervals, StepWindow
+
+
+@dataclass(frozen=True)
+class StepBase:
+    """The step's GPU timeline, computed once and shared by the checks (relative ns)."""
+
+    step: StepWindow
+    busy: Intervals
+    idle: Intervals
+    idle_long: Intervals  # idle gaps of at least options.min_gap_ns
+
+
+@dataclass(frozen=True)
+class CheckInput:
+    step: StepWindow
+    base: StepBase
+    ev: RankEvidence
+    src: Sources
+    opts: DiagnoseOptions
+
+
+def make_base(step: StepWindow, ev: RankEvidence, min_gap_ns: int) -> StepBase:
+    busy = measures.clip(ev.busy, step.start_ns, step.end_ns)
+    idle = measures.gaps(ev.busy, step.start_ns, step.end_ns)
+    lengths = idle.end_ns - idle.start_ns
+    keep = lengths >= min_gap_ns
+    return StepBase(step, busy, idle, Intervals(idle.start_ns[keep], idle.end_ns[keep]))
+
+
+def unresolved(check: str, missing: list[str], **evidence) -> Finding:
+    return Finding(check, "unresolved", measures.empty(), evidence, tuple(missing))
+
+
+def not_applicable(check: str, **evidence) -> Finding:
+    return Finding(check, "not_applicable", measures.empty(), evidence, ())
+
+
+def attributed(check: str, claimed: Intervals, **evidence) -> Finding:
+    return Finding(check, "attributed", claimed, evidence, ())
+
+
+def in_step(start: np.ndarray, end: np.ndarray, step: StepWindow) -> np.ndarray:
+    """Mask of intervals overlapping the step."""
+    return (end > step.start_ns) & (start < step.end_ns)
+
+
+def top_names(names: np.ndarray, weights: np.ndarray, limit: int = 5) -> dict[str, int]:
+    """Largest total weight per distinct name (for evidence), largest first."""
+    if names.size == 0:
+        return {}
+    uniq, inv = np.unique(names.astype(str), return_inverse=True)
+    tot = np.bincount(inv, weights=weights.astype(float))
+    order = np.argsort(-tot, kind="stable")[:limit]
+    return {str(uniq[i]): int(tot[i]) for i in order}

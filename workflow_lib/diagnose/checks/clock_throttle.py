@@ -1,0 +1,95 @@
+"""clock_throttle: NVML says the GPU slowed itself (thermal, power, hardware slowdown) or ran
+its SM clock below maximum while busy during the step.
+
+Evidence required: NVML samples covering the step (one inside it, or two bracketing it at
+most 2x the step apart). Unresolved without them.
+Explains: the step's busy time times (1 - mean busy SM clock / max SM clock): the work that a
+full clock would have finished sooner. Taken from the end of the busy intervals.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..types import Finding, Intervals
+from .base import CheckInput, attributed, not_applicable, unresolved
+
+NAME = "clock_throttle"
+
+# nvmlClocksEventReasons bits (nvml.h): which ones mean "slowed down".
+REASON_BITS = {
+    "sw_power_cap": 0x4,
+    "hw_slowdown": 0x8,
+    "sw_thermal_slowdown": 0x20,
+    "hw_thermal_slowdown": 0x40,
+    "hw_power_brake_slowdown": 0x80,
+}
+GPU_IDLE_BIT = 0x1
+
+
+def _window(ts: np.ndarray, lo: int, hi: int) -> np.ndarray | None:
+    """Indices of samples describing [lo, hi): inside it, else the bracketing pair; None if uncovered."""
+    i = int(np.searchsorted(ts, lo, side="left"))
+    j = int(np.searchsorted(ts, hi, side="right"))
+    if j > i:
+        return np.arange(i, j)
+    if i > 0 and i < ts.size and ts[i] - ts[i - 1] <= 2 * max(hi - lo, 1):
+        return np.array([i - 1, i])
+    return None
+
+
+def _take_tail(busy: Intervals, amount_ns: int) -> Intervals:
+    """The last `amount_ns` of a disjoint union (how much of the busy time throttling cost)."""
+    if amount_ns <= 0 or len(busy) == 0:
+        return Intervals(busy.start_ns[:0], busy.end_ns[:0])
+    lengths = (busy.end_ns - busy.start_ns)[::-1]
+    cum = np.cumsum(lengths)
+    k = int(np.searchsorted(cum, amount_ns, side="left"))
+    k = min(k, lengths.size - 1)
+    s = busy.start_ns[::-1][: k + 1].copy()
+    e = busy.end_ns[::-1][: k + 1].copy()
+    over = int(cum[k] - amount_ns)
+    s[k] += max(over, 0)
+    return Intervals(s[::-1], e[::-1])
+
+
+def check(ci: CheckInput) -> Finding:
+    ev, step, opts = ci.ev, ci.step, ci.opts
+    if not ci.src.nvml or not ev.nvml:
+        return unresolved(NAME, ["NVML samples (nvml not observed)"])
+    reasons = ev.nvml.get("clock_event_reasons")
+    clocks = ev.nvml.get("sm_clock_mhz")
+    rwin = _window(reasons[0], step.start_ns, step.end_ns) if reasons is not None else None
+    cwin = _window(clocks[0], step.start_ns, step.end_ns) if clocks is not None else None
+    if rwin is None and cwin is None:
+        return unresolved(NAME, ["NVML clock-event reasons or SM clock samples covering the step"])
+    evidence: dict = {}
+    throttled_reasons: list[str] = []
+    busy_mask = None
+    if rwin is not None:
+        bits = reasons[1][rwin].astype(np.int64)
+        evidence["reason_samples"] = int(bits.size)
+        throttled_reasons = [name for name, bit in REASON_BITS.items() if (bits & bit).any()]
+        evidence["reasons"] = throttled_reasons
+    ratio = None
+    max_clock = ev.nvml.get("max_sm_clock_mhz")
+    if cwin is not None and max_clock is not None and max_clock[1].size:
+        vals = clocks[1][cwin]
+        if reasons is not None:
+            # Drop samples taken while the GPU was idle: idle clocks are low by design.
+            k = np.clip(np.searchsorted(reasons[0], clocks[0][cwin], side="right") - 1, 0, reasons[0].size - 1)
+            busy_mask = (reasons[1][k].astype(np.int64) & GPU_IDLE_BIT) == 0
+            vals = vals[busy_mask] if busy_mask.any() else vals[:0]
+        mx = float(np.max(max_clock[1]))
+        if vals.size and mx > 0:
+            ratio = float(np.mean(vals)) / mx
+            evidence.update(sm_clock_mean_mhz=round(float(np.mean(vals)), 1), sm_clock_max_mhz=mx, clock_ratio=round(ratio, 4))
+    slowed = ratio is not None and ratio < opts.throttle_clock_fraction
+    if not throttled_reasons and not slowed:
+        return not_applicable(NAME, **evidence)
+    busy = ci.base.busy
+    if ratio is None:
+        evidence["note"] = "throttle reasons set, but no busy SM clock samples to size the cost"
+        return attributed(NAME, _take_tail(busy, 0), **evidence)
+    cost = int(busy.total_ns * max(0.0, 1.0 - ratio))
+    return attributed(NAME, _take_tail(busy, cost), **evidence)

@@ -1,0 +1,43 @@
+"""input_starvation: the host sat in a declared wait span (dataloader, queue, ...) while the GPU was idle.
+
+Evidence required: host spans and GPU activity. Attributed from time spent waiting, never
+from a queue-depth sample: a sampled depth says nothing about the moments between samples,
+while a wait span is the host's own record of having nothing to submit.
+Explains: GPU idle inside wait spans.
+"""
+
+from __future__ import annotations
+
+from .. import measures
+from ..types import Finding
+from .base import CheckInput, attributed, in_step, not_applicable, top_names, unresolved
+
+NAME = "input_starvation"
+
+
+def check(ci: CheckInput) -> Finding:
+    missing = []
+    if not ci.src.spans:
+        missing.append("host spans (spans table not observed)")
+    if not ci.src.kernels:
+        missing.append("GPU activity (kernels not observed)")
+    if missing:
+        return unresolved(NAME, missing)
+    ev, step = ci.ev, ci.step
+    wait = measures.clip(ev.wait_union, step.start_ns, step.end_ns)
+    if wait.total_ns == 0:
+        return not_applicable(NAME, wait_ns=0, patterns=list(ci.opts.wait_patterns))
+    claimed = measures.intersect(ci.base.idle, wait)
+    regex = ci.opts.wait_regex()
+    sel = in_step(ev.span_start, ev.span_end, step)
+    names = ev.span_name[sel]
+    is_wait = [bool(regex.search(str(n))) for n in names]  # spans of one step: a handful
+    evidence = {
+        "wait_ns": wait.total_ns,
+        "gpu_idle_during_wait_ns": claimed.total_ns,
+        "wait_spans": top_names(names[is_wait], (ev.span_end[sel] - ev.span_start[sel])[is_wait]),
+    }
+    if claimed.total_ns < ci.opts.min_gap_ns:
+        evidence["note"] = "the host waited but the GPU stayed busy: the wait was hidden"
+        return not_applicable(NAME, **evidence)
+    return attributed(NAME, claimed, **evidence)

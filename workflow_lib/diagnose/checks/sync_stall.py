@@ -1,0 +1,51 @@
+"""sync_stall: the host blocked in a synchronizing call and the GPU queue drained behind it.
+
+Evidence required: host CUDA API calls with is_sync (runtime_api) and GPU activity.
+Explains: GPU idle from the start of each synchronizing call until the next GPU activity
+after it returns (the queue is empty when a sync returns, so the GPU waits for the host to
+submit again).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import measures
+from ..types import Finding
+from .base import CheckInput, attributed, in_step, not_applicable, top_names, unresolved
+
+NAME = "sync_stall"
+
+
+def check(ci: CheckInput) -> Finding:
+    missing = []
+    if not ci.src.runtime_api:
+        missing.append("host CUDA API calls (runtime_api not observed)")
+    if not ci.src.kernels:
+        missing.append("GPU activity (kernels not observed)")
+    if missing:
+        return unresolved(NAME, missing)
+    ev, step = ci.ev, ci.step
+    sel = ev.rt_sync & in_step(ev.rt_start, ev.rt_end, step)
+    if not sel.any():
+        return not_applicable(NAME, sync_calls=0)
+    s, e = ev.rt_start[sel], ev.rt_end[sel]
+    blocked = measures.clip(measures.union(s, e), step.start_ns, step.end_ns)
+    # Next GPU activity starting at or after each sync returns; the step end bounds the drain.
+    j = np.searchsorted(ev.gpu_start_sorted, e, side="left")
+    nxt = np.where(j < ev.gpu_start_sorted.size, ev.gpu_start_sorted[np.minimum(j, ev.gpu_start_sorted.size - 1)], step.end_ns)
+    nxt = np.minimum(np.maximum(nxt, e), step.end_ns)
+    windows = measures.union(s, nxt)
+    claimed = measures.intersect(ci.base.idle, measures.clip(windows, step.start_ns, step.end_ns))
+    after = measures.intersect(ci.base.idle, measures.clip(measures.union(e, nxt), step.start_ns, step.end_ns))
+    evidence = {
+        "sync_calls": int(sel.sum()),
+        "blocked_ns": blocked.total_ns,
+        "gpu_idle_after_sync_ns": after.total_ns,
+        "gpu_idle_during_and_after_sync_ns": claimed.total_ns,
+        "calls": top_names(ev.rt_name[sel], e - s),
+    }
+    if claimed.total_ns < ci.opts.min_gap_ns:
+        evidence["note"] = "synchronizing calls present but the GPU did not go idle behind them"
+        return not_applicable(NAME, **evidence)
+    return attributed(NAME, claimed, **evidence)
