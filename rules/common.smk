@@ -21,9 +21,15 @@ RESULTS = config["results_dir"]
 STORE = RESULTS  # the CAS lives at <results_dir>/cas/blake3/
 BLOCKS = [f"b{i:03d}" for i in range(config["trials"]["blocks"])]
 
+# One machine has one GPU budget unless --resources gpu=N says otherwise, so blocks run one
+# after another (preflight and trials claim gpu=1). `nodes` is set only for cluster
+# executors (--jobs), where each block gets its own GPU from the scheduler instead.
+if workflow.resource_settings.nodes is None and "gpu" not in workflow.global_resources:
+    workflow.register_resource("gpu", 1)
+
 wildcard_constraints:
     incident=r"[A-Za-z0-9][A-Za-z0-9._-]*",
-    block=r"b[0-9]{3,}",
+    block=r"b[0-9]{3}[0-9]*",
 
 
 def final_targets():
