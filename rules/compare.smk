@@ -8,4 +8,4 @@ rule compare:
     output:
         f"{RESULTS}/{{incident}}/comparison.json",
     run:
-        workflow_lib.compare.compare_files(input.plan, input.executions, output[0])
+        workflow_lib.compare.write_comparison(input.plan, input.executions, output[0])

@@ -23,6 +23,7 @@ from workflow_lib import verdict as V
 from workflow_lib.errors import RecordError
 
 HARSH = NoiseModel()  # 1% t3 noise + outliers + clock states
+HARSH_DRIFT = NoiseModel(drift=0.05)  # ... plus 5% linear drift over the experiment
 PLAIN = NoiseModel(outlier_p=0.0, slow_block_p=0.0, flip_p=0.0)  # 1% noise only
 
 
@@ -36,12 +37,14 @@ def verdict_counts(sim, confidence=0.95) -> np.ndarray:
 @pytest.mark.parametrize("blocks", [20, 6])
 def test_aa_false_verdicts_at_most_one_percent(blocks):
     experiments = 2000
-    counts = verdict_counts(simulate(HARSH, Design(blocks=blocks), experiments, seed=100 + blocks))
+    counts = verdict_counts(simulate(HARSH_DRIFT, Design(blocks=blocks), experiments, seed=100 + blocks))
     false = int(counts[V.FASTER] + counts[V.SLOWER])
     upper = stats.clopper_pearson_upper(false, experiments, 0.95)
     print(f"\nA/A {blocks} blocks: {false}/{experiments} faster/slower = {false / experiments:.2%}, "
           f"95% Clopper-Pearson upper bound {upper:.2%}; verdicts {dict(zip(V.VERDICTS, counts.tolist()))}")
     assert upper <= 0.01
+    if blocks >= 20:  # with enough blocks the A/A result is a confident "no change"
+        assert counts[V.NO_CHANGE] / experiments >= 0.99
 
 
 @pytest.mark.parametrize("model", [HARSH, PLAIN], ids=["harsh", "plain"])
@@ -157,6 +160,15 @@ def test_aa_flag_and_no_change():
     rec = _judge(*_run(cb.design(blocks=12), values=cb.lognormal_values(4), same_as_baseline=True))
     assert rec["aa_experiment"] is True
     assert rec["verdict"] == "no_detectable_change"
+    assert rec["reasons"][-1].startswith("deliberate A/A experiment (candidate = baseline): the noise floor")
+
+
+def test_aa_experiment_with_a_verdict_warns_about_the_setup():
+    # A setup whose candidate runs are systematically slower although it is the baseline.
+    values = lambda k, arm, i: 2.2e6 if arm == "B" else 2.0e6  # noqa: E731
+    rec = _judge(*_run(cb.design(blocks=8), values=values, same_as_baseline=True))
+    assert rec["verdict"] == "slower"
+    assert "the setup itself is unstable" in rec["reasons"][-1]
 
 
 def _mark(ex, dg, blocks, status=None, tamper=None):
@@ -303,3 +315,41 @@ def test_record_writes(tmp_path):
     rec = _judge(*_run(cb.design(blocks=7)))
     digest = records.write_record(tmp_path / "comparison.json", rec, "comparison")
     assert records.read_record(tmp_path / "comparison.json", "comparison") == rec and len(digest) == 64
+
+
+def test_write_comparison_from_files(tmp_path):
+    pl, ex, dg, pd = _run(cb.design(blocks=8), cb.lognormal_values(11, effect=0.06))
+    records.write_record(tmp_path / "plan.json", pl, "plan")
+    paths = []
+    for b, e in ex.items():
+        paths.append(tmp_path / f"{b}.json")
+        records.write_record(paths[-1], e, "execution")
+    digest = C.write_comparison(tmp_path / "plan.json", paths, tmp_path / "comparison.json")
+    rec = records.read_record(tmp_path / "comparison.json", "comparison")
+    assert records.digest_of(rec) == digest and rec["plan_digest"] == pd and rec["execution_digests"] == dg
+    assert rec["verdict"] == "slower"
+    with pytest.raises(RecordError, match="second execution record"):
+        C.write_comparison(tmp_path / "plan.json", paths + paths[:1], tmp_path / "c2.json")
+
+
+def test_extreme_values_do_not_overflow_the_record():
+    # A candidate 1e300 times slower: log ratios stay finite, ratios beyond a double are null.
+    rec = _judge(*_run(cb.design(blocks=8), values=lambda k, arm, i: 1e305 if arm == "B" else 1e-5 * (1 + 0.01 * (i % 3))))
+    assert rec["verdict"] == "slower"
+    assert rec["estimate"]["log_ratio"] > 700 and rec["estimate"]["ratio"] is None
+    assert any("estimate n/a%" in r for r in rec["reasons"])
+
+
+def test_environment_change_reason_does_not_claim_noise():
+    pl, ex, dg, pd = _run(cb.design(blocks=12), cb.lognormal_values(12))
+    _mark(ex, dg, ["b000"], status="environment_changed")
+    rec = _judge(pl, ex, dg, pd)
+    assert rec["verdict"] == "inconclusive"
+    assert not any(r.startswith("noise too high") for r in rec["reasons"])
+
+
+def test_malformed_execution_is_one_line_error():
+    pl, ex, dg, pd = _run()
+    del ex["b002"]["runs"][0]["metric_ns"]
+    with pytest.raises(RecordError, match=r"^execution/b002.json: violates execution schema at runs/0"):
+        C.compare(pl, ex, dg, pd)

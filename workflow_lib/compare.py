@@ -12,6 +12,7 @@ docs/statistics.md explains them.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -125,10 +126,12 @@ def block_estimate(block: str, planned: list[dict], execution: dict | None, desi
     if any(v is None or not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0) for vs in values.values() for v in vs):
         return _excluded(block, status, "bad_metric", planned_counts, **common)
     med = {arm: (float(np.median(v)) if v else None) for arm, v in values.items()}
-    control = math.log(med["A'"] / med["A"]) if med["A'"] is not None else None
+    # Differences of logs, not logs of ratios: a ratio of extreme values can overflow.
+    log_a = math.log(med["A"])
+    control = math.log(med["A'"]) - log_a if med["A'"] is not None else None
     return BlockEstimate(
         block=block, execution_status=status, exclusion=None, runs_planned=planned_counts,
-        median_ns=med, log_ratio=math.log(med["B"] / med["A"]), control_log_ratio=control, **common,
+        median_ns=med, log_ratio=math.log(med["B"]) - log_a, control_log_ratio=control, **common,
     )
 
 
@@ -138,19 +141,36 @@ def _num(x) -> float | None:
     return x if math.isfinite(x) else None
 
 
+# exp() of a log ratio above this overflows a double; such a ratio is reported as null.
+_MAX_LOG = 700.0
+
+
+def _ratio(log_value: float) -> float | None:
+    return math.exp(log_value) if math.isfinite(log_value) and abs(log_value) < _MAX_LOG else None
+
+
 def _interval_record(est: float, lo: float, hi: float) -> dict:
-    exp = lambda v: _num(math.exp(v)) if math.isfinite(v) else None  # noqa: E731
     return {
         "log_ratio": _num(est), "log_low": _num(lo), "log_high": _num(hi),
-        "ratio": exp(est), "ratio_low": exp(lo), "ratio_high": exp(hi),
+        "ratio": _ratio(est), "ratio_low": _ratio(lo), "ratio_high": _ratio(hi),
     }
 
 
 def _pct(log_value: float) -> float | None:
-    return _num(math.expm1(log_value) * 100.0) if math.isfinite(log_value) else None
+    ratio = _ratio(log_value)
+    return None if ratio is None else math.expm1(log_value) * 100.0
+
+
+def _show(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
 
 
 def _check_inputs(plan: dict, executions: dict[str, dict], execution_digests: dict[str, str]) -> None:
+    # Records are validated when read; validating again here keeps compare() safe for
+    # callers that build the dicts themselves (a missing field becomes a one-line error).
+    records.validate(plan, "plan", where="plan.json")
+    for block, execution in executions.items():
+        records.validate(execution, "execution", where=f"execution/{block}.json")
     unknown = sorted(set(executions) - set(plan["schedule"]))
     if unknown:
         raise RecordError(f"execution/{unknown[0]}.json", "block is not in the plan's schedule")
@@ -159,7 +179,7 @@ def _check_inputs(plan: dict, executions: dict[str, dict], execution_digests: di
         raise RecordError(f"execution/{undigested[0]}.json", "executions and their digests name different blocks")
 
 
-def _reasons(dec: V.Decision | None, code: int, used: int, control_blocks: int, env_changed: list[str],
+def _reasons(dec: V.Decision | None, used: int, control_blocks: int, env_changed: list[str],
              excluded: dict[str, int], confidence: float) -> list[str]:
     """Human-readable reasons, most decisive first."""
     out: list[str] = []
@@ -186,19 +206,34 @@ def _reasons(dec: V.Decision | None, code: int, used: int, control_blocks: int, 
     est, lo, hi = float(dec.estimate_log[0]), float(dec.low_log[0]), float(dec.high_log[0])
     floor, mde = float(dec.floor_log[0]), float(dec.mde_log[0])
     excludes = lo > 0 or hi < 0
-    ci = f"{pct_conf} interval of candidate/baseline [{math.exp(lo):.4f}, {math.exp(hi):.4f}]"
-    out.append(f"{ci} {'excludes' if excludes else 'includes'} 1 (no change)")
-    beyond = abs(est) > floor
+    clears = lo > floor or hi < -floor
     out.append(
-        f"estimated change {_pct(est):+.2f}% is {'beyond' if beyond else 'within'} the A/A noise floor "
-        f"of {_pct(floor):.2f}%"
+        f"{pct_conf} interval of candidate/baseline [{_show(_ratio(lo), '.4f')}, {_show(_ratio(hi), '.4f')}] "
+        f"{'excludes' if excludes else 'includes'} 1 (no change); estimate {_show(_pct(est), '+.2f')}%"
     )
-    if code == V.INCONCLUSIVE and not (excludes and beyond):
+    out.append(
+        f"the interval {'lies entirely beyond' if clears else 'does not clear'} the A/A noise floor "
+        f"of +/-{_show(_pct(floor), '.2f')}% (measured from A' vs A over {control_blocks} blocks)"
+    )
+    if int(dec.verdict[0]) == V.INCONCLUSIVE and not clears:
         out.append(
-            f"noise too high: the minimal detectable effect is {_pct(mde):.2f}%, above the "
-            f"{_pct(V.MAX_NULL_MDE_LOG):.2f}% a no-change result must be able to rule out"
+            f"noise too high: the minimal detectable effect is {_show(_pct(mde), '.2f')}%, above the "
+            f"{_show(_pct(V.MAX_NULL_MDE_LOG), '.2f')}% a no-change result must be able to rule out"
         )
+    else:
+        out.append(f"minimal detectable effect of this design: {_show(_pct(mde), '.2f')}% at {V.MDE_POWER:.0%} power")
     return out
+
+
+def _aa_note(verdict: str) -> str:
+    """What a deliberate A/A experiment (`--config candidate=baseline`) tells the user."""
+    if verdict in ("faster", "slower"):
+        return ("deliberate A/A experiment (candidate = baseline) came out "
+                f"{verdict}: the setup itself is unstable; do not trust verdicts from it")
+    if verdict == "no_detectable_change":
+        return ("deliberate A/A experiment (candidate = baseline): the noise floor and minimal detectable "
+                "effect above are what this design can resolve on this setup")
+    return "deliberate A/A experiment (candidate = baseline): inconclusive, see the reasons above"
 
 
 def compare(plan: dict, executions: dict[str, dict], execution_digests: dict[str, str], plan_digest: str) -> dict:
@@ -226,9 +261,11 @@ def compare(plan: dict, executions: dict[str, dict], execution_digests: dict[str
         dec, code, failure = None, V.INCONCLUSIVE, f"statistics failed ({exc}); no verdict can be drawn"
     if env_changed:
         code = V.INCONCLUSIVE
-    reasons = _reasons(dec, code, len(used), c.size, env_changed, excluded, confidence)
+    reasons = _reasons(dec, len(used), c.size, env_changed, excluded, confidence)
     if failure:
         reasons.append(failure)
+    if plan["arms"]["candidate"].get("same_as_baseline", False):
+        reasons.append(_aa_note(V.VERDICTS[code]))
     return _record(plan, plan_digest, execution_digests, blocks, dec, code, reasons, len(used), c.size, excluded)
 
 
@@ -287,14 +324,21 @@ def _record(plan, plan_digest, execution_digests, blocks, dec, code, reasons, us
 _DESIGN_KEYS = ("blocks", "runs_per_arm", "control_runs", "warmup_runs", "seed", "max_retries", "max_failed_fraction", "confidence")
 
 
-def compare_files(plan_path, execution_paths, out_path) -> dict:
-    """Rule entry: read the plan and every block's execution record, compare, write comparison.json."""
+def write_comparison(plan_path: str | os.PathLike, execution_paths: list[str | os.PathLike],
+                     out_path: str | os.PathLike) -> str:
+    """Read the plan and execution records, write comparison.json; returns its digest.
+
+    Digests are of the records as read (canonical JSON), so the comparison points at
+    exactly the plan and executions it was computed from.
+    """
     plan = records.read_record(plan_path, "plan")
-    executions, digests = {}, {}
+    executions: dict[str, dict] = {}
+    digests: dict[str, str] = {}
     for path in execution_paths:
         rec = records.read_record(path, "execution")
-        executions[rec["block"]] = rec
-        digests[rec["block"]] = records.digest_of(rec)
+        block = rec["block"]
+        if block in executions:
+            raise RecordError(path, f"a second execution record for block {block!r}")
+        executions[block], digests[block] = rec, records.digest_of(rec)
     record = compare(plan, executions, digests, records.digest_of(plan))
-    records.write_record(out_path, record, "comparison")
-    return record
+    return records.write_record(out_path, record, "comparison")

@@ -183,7 +183,7 @@ def materialize_arm(plan: dict, arm: str, store_root: str | os.PathLike, dest: s
     The argv entry that names a source file under the recorded source root is pointed at
     the rebuilt copy; so is the working directory when it was inside the source root.
     """
-    cas, dest = CAS(store_root), Path(dest).resolve()  # argv and cwd point into dest: relative would resolve twice
+    cas, dest = CAS(store_root), Path(dest).resolve()
     spec = plan["arms"]["baseline" if arm in ("A", "A'", "warmup") else "candidate"]
     if dest.exists():
         shutil.rmtree(dest)

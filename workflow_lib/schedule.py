@@ -11,7 +11,8 @@ is its reverse (the ABBA counterbalancing of within-subject designs). Over a pai
 arm's mean position is the same, so a linear drift inside the block cancels from the
 per-arm averages instead of only averaging out over many blocks; the random order per
 pair keeps A and B exchangeable, which makes the signed-rank inference in compare.py
-exact under no change. Warm-up runs come first and are never analysed.
+exact under no change. An unpaired last round (odd run counts) is a plain random
+permutation. Warm-up runs come first and are never analysed.
 
 Each block has its own generator, PCG64 seeded by (design.seed, block index), so one
 block's schedule can be rebuilt without the others and adding blocks never reshuffles

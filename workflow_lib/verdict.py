@@ -15,8 +15,9 @@ Method (docs/statistics.md has the derivations and citations):
 - noise floor: the same interval on c; the floor is its largest absolute end, i.e.
   the largest A/A difference consistent with the controls.
 - minimal detectable effect (after Bloom 1995), with se = sd(d) / sqrt(n) and n - 1
-  degrees of freedom: max((t_{1-alpha/2} + t_power) * se, floor + t_power * se).
-- verdict faster/slower only when the interval excludes 0 AND |estimate| > floor.
+  degrees of freedom: floor + (t_{1-alpha/2} + t_power) * se.
+- verdict faster/slower only when the whole interval lies beyond the floor: it then
+  excludes 0 AND the effect (every value in the interval) exceeds the floor.
 """
 
 from __future__ import annotations
@@ -68,10 +69,10 @@ def _mde_log(d: np.ndarray, floor: np.ndarray, confidence: float) -> np.ndarray:
     t_alpha = stats.t_ppf(1 - (1 - confidence) / 2, n - 1)
     t_power = stats.t_ppf(MDE_POWER, n - 1)
     se = d.std(axis=-1, ddof=1) / math.sqrt(n)
-    # Both gates must pass: the interval must clear 0 (Bloom's (t_a + t_p) * se) and the
-    # estimate must clear the floor, which a true effect of floor + t_p * se does with
-    # the stated power. With floor NaN (not measured) fmax keeps the interval part.
-    return np.fmax((t_alpha + t_power) * se, floor + t_power * se)
+    # Bloom's (t_a + t_p) * se is the effect whose interval clears 0 with the stated
+    # power; ours must clear the floor, so the floor adds on. With the floor unmeasured
+    # (NaN) no verdict is possible anyway; report the interval part alone.
+    return (t_alpha + t_power) * se + np.nan_to_num(floor, nan=0.0)
 
 
 def decide(d: np.ndarray, c: np.ndarray, confidence: float) -> Decision:
@@ -91,9 +92,10 @@ def decide(d: np.ndarray, c: np.ndarray, confidence: float) -> Decision:
         mde = _mde_log(d, floor, confidence)
         verdict = np.full(d.shape[:-1], INCONCLUSIVE, dtype=np.int8)
         if n >= need and m >= need:
-            significant = (lo > 0) | (hi < 0)
-            beyond_floor = np.abs(est) > floor
-            changed = significant & beyond_floor
+            # The whole interval must lie outside the band [-floor, +floor]: then it
+            # excludes no change AND every plausible effect, the estimate included,
+            # exceeds the largest A/A difference the controls allow.
+            changed = (lo > floor) | (hi < -floor)
             verdict = np.where(changed & (est < 0), FASTER, verdict)
             verdict = np.where(changed & (est > 0), SLOWER, verdict)
             quiet = ~changed & (mde <= MAX_NULL_MDE_LOG)
