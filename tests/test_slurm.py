@@ -161,6 +161,9 @@ def test_blocks_go_through_sbatch_one_job_and_one_gpu_each(slurm_run):
         assert pre["node"].split(".")[0] == ex["node"].split(".")[0] == job["BatchHost"].split(".")[0], (pre["node"], job)
         seen_blocks.add(block)
     assert seen_blocks == set(BLOCKS)
+    # The fan-out: with a GPU each (the CI node has two), the blocks ran at the same time.
+    intervals = _block_intervals(results)
+    assert intervals[1][0] < intervals[0][1], f"SLURM ran the blocks one after another: {intervals}"
     # The light rules ran here, not as SLURM jobs.
     for rule in ("snapshot", "plan", "compare"):
         assert f"localrule {rule}:" in output
