@@ -30,6 +30,12 @@ Variants (`with span("x"): pass`, the lookup included, as a workload writes it):
   v7_floor_no_guard  v3 without its recursion guard: not correct, a floor for the design;
   v8_thread_objs_ctypes  v3 with ctypes int64 columns instead of array.array;
   v9_dict_lookup_ctypes  v1d with ctypes columns (a span object any thread may hold);
+  v10_closure_lookup  v8 with the lookup as a closure over the thread-local (no bound
+                  method, one attribute load less);
+  v11_start_in_lookup  rejected (wrong for held objects): the lookup takes the start time
+                  and __enter__ is a C no-op;
+  v12_list_columns  rejected (4x bytes per span, storage not preallocated): v3 with
+                  Python-list columns;
   with_floor      a `with` on a Python object whose __enter__/__exit__ do nothing: the
                   floor under any Python-level context manager.
 Decorator variants (a call of a decorated no-op function, minus a plain call):
@@ -437,6 +443,63 @@ def _v6_dict_lookup():
     return _Lookup(lambda name: _SpanV6(ring, 1)).__getitem__
 
 
+def _v10_closure_lookup():
+    """v8 objects; the lookup is a plain function closing over the thread-local (no bound
+    method, no attribute load for the local)."""
+    ring = _ring()
+    tls = threading.local()
+
+    def span(name):
+        try:
+            return tls.spans[name]
+        except (AttributeError, KeyError):
+            d = tls.__dict__.setdefault("spans", {})
+            s = d[name] = _SpanV8(ring, (threading.get_native_id() << NAME_BITS) | 1)
+            return s
+
+    return span
+
+
+class _SpanV11(_SpanV8):
+    """Rejected design, measured for the record: the lookup takes the start time and
+    __enter__ is a C no-op (one Python frame less). Wrong for a span object held and
+    entered later, or looked up without being entered."""
+
+    __slots__ = ()
+    __enter__ = staticmethod(tuple)
+
+
+def _v11_start_in_lookup():
+    ring = _ring()
+    tls = threading.local()
+
+    def span(name):
+        try:
+            s = tls.spans[name]
+        except (AttributeError, KeyError):
+            d = tls.__dict__.setdefault("spans", {})
+            s = d[name] = _SpanV11(ring, (threading.get_native_id() << NAME_BITS) | 1)
+        if s.t0:
+            s.outer.append(s.t0)
+        s.t0 = now_ns()
+        return s
+
+    return span
+
+
+class _SpanV12(_SpanV3):
+    """Rejected design, measured for the record: v3 storing into preallocated Python lists.
+    A list store skips the int64 conversion, but each slot then keeps an int object alive
+    (~36 bytes beside the 8-byte slot): ~4x the bytes per span, and not preallocated."""
+
+    __slots__ = ()
+
+    def __init__(self, ring, code):
+        super().__init__(ring, code)
+        cap = ring.capacity
+        self.st, self.en, self.cd, self.sq = ([0] * cap for _ in range(4))
+
+
 def _v0_attrs_source():
     src = _Source(_SpanV0Attrs, False)
     src.ring.st, src.ring.en, src.ring.cd = (src.ring.cols[c] for c in ("start_ns", "end_ns", "code"))
@@ -491,6 +554,9 @@ def variants() -> dict:
         "v7_floor_no_guard": lambda: functools.partial(_loop_with, _Source(_SpanV7, True).span),
         "v8_thread_objs_ctypes": lambda: functools.partial(_loop_with, _Source(_SpanV8, True).span),
         "v9_dict_lookup_ctypes": lambda: functools.partial(_loop_with, _v9_dict_lookup()),
+        "v10_closure_lookup": lambda: functools.partial(_loop_with, _v10_closure_lookup()),
+        "v11_start_in_lookup": lambda: functools.partial(_loop_with, _v11_start_in_lookup()),
+        "v12_list_columns": lambda: functools.partial(_loop_with, _Source(_SpanV12, True).span),
         "plain_call": lambda: functools.partial(_loop_call, _noop),
         "d0_nested_with": lambda: functools.partial(_loop_call, _v0_attrs_source().span("f")(_noop)),
         "d1_local_t0": lambda: functools.partial(_loop_call, _d1_local_t0(_noop)),

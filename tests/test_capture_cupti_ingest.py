@@ -171,3 +171,16 @@ def test_large_buffer_keeps_buffer_order_and_every_field():
     assert [src.name_list[i] for i in k["name"][:4]] == ["k0", "k1", "k2", "k0"]
     assert np.array_equal(a["corr"], k["corr"]) and (a["tid"] == 4242).all() and (a["sync"] == 0).all()
     assert src.records == 2000 and src.runtime_calls_dropped == 2000
+
+
+def test_overhead_benchmark_reports_what_cupti_kept(monkeypatch):
+    from benchmarks.recorder_overhead import _cupti_report
+
+    fake = FakeCuptiNoFilter()
+    monkeypatch.setattr(cupti_mod, "cupti", fake)
+    src = CuptiSource(1 << 8, 1 << 8, 1 << 4)
+    src.ingest(_launch_loop(10**12, 5))
+    rep = _cupti_report(src)
+    assert rep["kernels_written"] == 5 and rep["runtime_api_written"] == 5
+    assert rep["runtime_api_names"] == ["cudaLaunchKernel_v7000"]
+    assert rep["runtime_calls_left_out_at"] == "ingest" and rep["runtime_calls_dropped_at_ingest"] == 10
