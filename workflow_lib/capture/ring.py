@@ -1,6 +1,6 @@
 """Preallocated, fixed-size ring buffers: old events are overwritten, storage never grows.
 
-A ring holds parallel typed columns (ctypes arrays, int64 `q` or float64 `d`) plus a
+A ring holds parallel typed columns (`array.array`, int64 `q` or float64 `d`) plus a
 `seq` column; capacity is a power of two so a slot is `k & mask`. Writers take `k =
 next(ring.ctr)` (atomic under the GIL), write their columns, and write `seq[slot] = k`
 last: that is the commit mark. A reader peeks at the next index before copying and
@@ -12,14 +12,14 @@ Hot-path writers (host spans) write the arrays directly and may keep references 
 arrays and to `ctr`, which therefore never change after construction; other sources use
 `append` or the vectorized `extend`.
 
-Why ctypes arrays: an item store into a ctypes int64 array costs ~24 ns on CPython 3.11,
-`array.array`'s ~31 ns (it converts through `PyArg_Parse`); a span does four
-(benchmarks/span_cost.py). Both are one fixed block of bytes that NumPy views without a copy.
+ctypes int64 arrays store an item ~7 ns faster than `array.array` in isolation, but inside
+a span the difference was within run-to-run noise (benchmarks/span_cost.py, v3 vs v8), and
+ctypes wraps an out-of-range int silently where `array.array` raises: array.array stays.
 """
 
 from __future__ import annotations
 
-import ctypes
+import array
 import itertools
 import threading
 from dataclasses import dataclass
@@ -27,7 +27,6 @@ from dataclasses import dataclass
 import numpy as np
 
 _DTYPES = {"q": np.int64, "d": np.float64}
-_CTYPES = {"q": ctypes.c_int64, "d": ctypes.c_double}
 
 
 def capacity_for(budget_bytes: int, row_bytes: int, minimum: int = 16) -> int:
@@ -60,21 +59,20 @@ class Ring:
         self.mask = capacity - 1
         self.ctr = itertools.count()
         self._lock = threading.Lock()  # readers and bulk writers only; never the hot path
-        # One zero-filled (calloc'd) block per column, no temporary of the same size.
-        self.cols = {c: (_CTYPES[t] * capacity)() for c, t in columns.items()}
-        self.cols["seq"] = (ctypes.c_int64 * capacity)()
-        self.dtypes = {c: _DTYPES[t] for c, t in columns.items()} | {"seq": np.int64}
+        # array * n allocates once, zero-filled, with no temporary of the same size.
+        self.cols = {c: array.array(t, [0]) * capacity for c, t in columns.items()}
+        self.cols["seq"] = array.array("q", [0]) * capacity
         # seq starts at -capacity-1 so an unwritten slot never looks complete.
         np.frombuffer(self.cols["seq"], dtype=np.int64)[:] = -capacity - 1
         self.seq = self.cols["seq"]
 
     @property
     def nbytes(self) -> int:
-        return sum(ctypes.sizeof(a) for a in self.cols.values())
+        return sum(a.itemsize * len(a) for a in self.cols.values())
 
     @property
     def row_bytes(self) -> int:
-        return sum(ctypes.sizeof(a._type_) for a in self.cols.values())
+        return sum(a.itemsize for a in self.cols.values())
 
     def _peek(self) -> int:
         # repr is "count(N)": the next index, read without taking it.
@@ -105,7 +103,7 @@ class Ring:
         ks = np.arange(start + n - keep, start + n, dtype=np.int64)
         slots = ks & self.mask
         for name, arr in self.cols.items():
-            view = np.frombuffer(arr, dtype=self.dtypes[name])
+            view = np.frombuffer(arr, dtype=_DTYPES[arr.typecode])
             if name == "seq":
                 continue
             view[slots] = np.asarray(columns[name])[n - keep:]
@@ -115,7 +113,7 @@ class Ring:
         """Complete rows, oldest first (see the module doc for why this is torn-free)."""
         with self._lock:
             before = self._peek()
-            raw = {c: np.frombuffer(a, dtype=self.dtypes[c]).copy() for c, a in self.cols.items()}
+            raw = {c: np.frombuffer(a, dtype=_DTYPES[a.typecode]).copy() for c, a in self.cols.items()}
             after = self._peek()
         seq = raw["seq"]
         ok = (seq >= after - self.capacity) & (seq < before)
