@@ -184,3 +184,16 @@ def test_overhead_benchmark_reports_what_cupti_kept(monkeypatch):
     assert rep["kernels_written"] == 5 and rep["runtime_api_written"] == 5
     assert rep["runtime_api_names"] == ["cudaLaunchKernel_v7000"]
     assert rep["runtime_calls_left_out_at"] == "ingest" and rep["runtime_calls_dropped_at_ingest"] == 10
+
+
+def test_cupti_filter_that_silences_all_runtime_records_is_flagged(tmp_path, monkeypatch):
+    fake = FakeCuptiFull()
+    monkeypatch.setattr(cupti_mod, "cupti", fake)
+    rec = recorder(tmp_path, sources=("cupti",))
+    with rec:
+        t0 = time.monotonic_ns() + CUPTI_BASE_NS
+        fake.completed([_kernel(i, t0) for i in range(3)])  # kernels, and no runtime call at all
+        path = rec.snapshot("manual")
+    d = read_incident(path).manifest["sources"]["cupti"]["detail"]
+    assert d["runtime_calls_left_out_at"] == "cupti"
+    assert d["runtime_filter_note"].startswith("no runtime API record arrived while kernels did")

@@ -417,6 +417,12 @@ class CuptiSource:
                   **({"runtime_filter_note": self.runtime_filter_note} if self.runtime_filter_note else {}),
                   **{f"{n}_written": c.written for n, c in copies.items()},
                   **{f"{n}_overwritten": c.overwritten for n, c in copies.items()}}
+        if (self.runtime_filter_at == "cupti" and "RUNTIME" in self.enabled_kinds and self.kernels.written
+                and not self.api.written):
+            # Kernels without a single runtime call: the per-cbid filter may have switched
+            # off all runtime records on this CUPTI; say so where the reader looks.
+            detail["runtime_filter_note"] = ("no runtime API record arrived while kernels did: check that "
+                                             "activity_enable_runtime_api(cbid, 0) leaves other calls recorded")
         if self.calibrations:
             detail["clock_uncertainty_ns_max"] = max(x[3] for x in self.calibrations)
         if self.reason_absent:
