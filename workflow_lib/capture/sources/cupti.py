@@ -76,6 +76,7 @@ class CuptiSource:
         self.kernels = Ring("kernels", {"name": "q", "device": "q", "stream": "q", "corr": "q", "start": "q", "end": "q",
                                         "gx": "q", "gy": "q", "gz": "q", "bx": "q", "by": "q", "bz": "q"}, kernel_cap)
         self.api = Ring("runtime_api", {"name": "q", "tid": "q", "corr": "q", "start": "q", "end": "q", "sync": "q"}, api_cap)
+        self.thread_ids = "not set"
         self.memcpy = Ring("memcpy", {"kind": "q", "device": "q", "stream": "q", "bytes": "q", "corr": "q",
                                       "start": "q", "end": "q"}, memcpy_cap)
         self.names: dict[str, int] = {}
@@ -126,6 +127,7 @@ class CuptiSource:
             self.reason_absent = "cupti-python absent (pip install cupti-python; needs a matching nvidia-cuda-cupti)"
             return
         try:
+            self._system_thread_ids(cu)
             cu.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
             for k in self.KINDS:
                 kind = getattr(cu.ActivityKind, k, None)
@@ -141,6 +143,20 @@ class CuptiSource:
             self.reason_absent = f"CUPTI error: {_err(exc)}"
             self._error(self.reason_absent)
             self._disable()
+
+    def _system_thread_ids(self, cu) -> None:
+        """Ask CUPTI for Linux tids (gettid) instead of 32-bit-truncated pthread ids.
+
+        Spans, steps and scheduler samples name threads by tid; with SYSTEM ids every
+        thread matches, including C++ threads such as PyTorch's autograd device threads,
+        which no Python-side mapping can reach. If the call is unavailable, the recorder
+        maps the Python threads it can at snapshot time, and the detail says which applies.
+        """
+        try:
+            cu.set_thread_id_type(int(cu.ActivityThreadIdType.SYSTEM))
+            self.thread_ids = "system (Linux tid)"
+        except Exception as exc:  # older cupti-python without the call: keep pthread ids
+            self.thread_ids = f"pthread ids (set_thread_id_type failed: {_err(exc)})"
 
     def _filter_runtime_at_source(self, cu) -> None:
         """Ask CUPTI not to record DROPPED_RUNTIME_CALLS at all (cuptiActivityEnableRuntimeApi,
@@ -411,6 +427,7 @@ class CuptiSource:
         detail = {"kinds": list(self.enabled_kinds), "records": self.records, "error_count": self.error_count,
                   "errors": list(self.errors), "calibrations": len(self.calibrations),
                   "sync_records_without_api_call": self.dropped_sync_without_api,
+                  "thread_id_type": self.thread_ids,
                   "runtime_calls_left_out": sorted(DROPPED_RUNTIME_CALLS) if self.filter_runtime else [],
                   "runtime_calls_left_out_at": self.runtime_filter_at if self.filter_runtime else None,
                   "runtime_calls_dropped_at_ingest": self.runtime_calls_dropped,
