@@ -73,11 +73,17 @@ class _Step:
         self.step_id = step_id
 
     def __enter__(self):
+        sched = self.rec.sched
+        if sched is not None:
+            sched.mark_current_thread()  # the step's thread brackets its own step (see sched.py)
         self.t0 = now_ns()
         return self
 
     def __exit__(self, et, ev, tb):
         self.rec._end_step(self.step_id, self.t0, now_ns())
+        sched = self.rec.sched
+        if sched is not None:
+            sched.mark_current_thread()
         return False
 
 

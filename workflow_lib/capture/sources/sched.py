@@ -20,6 +20,8 @@ from ...incident import source
 from ..ring import Ring
 
 _STATES = "RSDZTtXxKWPI"
+_RUNNING = _STATES.index("R")  # a thread reading its own counters is running
+_TLS = threading.local()  # per thread: its tid and an open fd of its own schedstat
 _NULL = -1  # ring sentinel for an unread counter (real counters are >= 0)
 
 
@@ -81,6 +83,7 @@ class SchedSampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.native_id: int | None = None
+        self.boundary_marks = 0
 
     @property
     def nbytes(self) -> int:
@@ -105,6 +108,35 @@ class SchedSampler:
         self.period_s = min(self.period_s * 2, self.max_period_s)
         self.backoffs += 1
         return True
+
+    def mark_current_thread(self) -> None:
+        """One sample of the calling thread, now (called at step boundaries).
+
+        The periodic sampler is a Python thread: while the workload holds the GIL (a busy
+        host loop, a long Python section) it cannot run, so the samples around exactly the
+        gaps that matter can be far apart. The thread that marks a step boundary reads its
+        own cumulative counters instead (a pread of an fd kept open per thread, about a
+        microsecond), so every step is bracketed by two samples of the thread that ran it.
+        """
+        try:
+            fd = _TLS.fd
+        except AttributeError:
+            try:
+                _TLS.tid = threading.get_native_id()
+                _TLS.fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+            except OSError as exc:
+                _TLS.fd = -1
+                self._error(f"step-boundary sample: {exc.strerror or exc}")
+            fd = _TLS.fd
+        if fd < 0:
+            return
+        try:
+            cpu, wait, slices = os.pread(fd, 128, 0).split()[:3]
+        except (OSError, ValueError) as exc:
+            self._error(f"step-boundary sample: {exc}")
+            return
+        self.ring.append(now_ns(), _TLS.tid, _RUNNING, int(cpu), int(wait), int(slices))
+        self.boundary_marks += 1
 
     def sample_once(self) -> int:
         """Read every thread once; returns rows written."""
@@ -172,6 +204,7 @@ class SchedSampler:
 
     def manifest_entry(self, copy) -> dict:
         detail = {"pid": self.pid, "period_s": self.period_s, "samples": self.samples,
+                  "step_boundary_samples": self.boundary_marks,
                   "rows_written": copy.written, "rows_overwritten": copy.overwritten, "backoffs": self.backoffs,
                   "errors": list(self.errors)}
         if self.reason_absent:
