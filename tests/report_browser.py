@@ -59,8 +59,14 @@ class Page:
             raise BrowserError(f"evaluate {expression!r}: {res['exceptionDetails'].get('text')}")
         return res["result"].get("value")
 
-    def screenshot(self, path: str | os.PathLike) -> Path:
-        res = self.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True}, 120.0)
+    def screenshot(self, path: str | os.PathLike, selector: str | None = None) -> Path:
+        """The whole page, or the element matched by `selector`."""
+        params = {"format": "png", "captureBeyondViewport": True}
+        if selector:
+            rect = self.eval(f"(function(){{var r=document.querySelector({json.dumps(selector)}).getBoundingClientRect();"
+                             "return [r.left + window.scrollX, r.top + window.scrollY, r.width, r.height];})()")
+            params["clip"] = {"x": rect[0], "y": rect[1], "width": rect[2], "height": rect[3], "scale": 1}
+        res = self.send("Page.captureScreenshot", params, 120.0)
         Path(path).write_bytes(base64.b64decode(res["data"]))
         return Path(path)
 

@@ -93,6 +93,8 @@ JS = r"""
     if (t.depth) return COLORS.spans[Math.min(t.depth[i], 3)];
     if (t.sync) return t.sync[i] ? COLORS.sync : COLORS.api;
     if (t.id.indexOf("kernels:") === 0 || t.id.indexOf("memcpy:") === 0) return COLORS.kernels;
+    if (t.id.indexOf("spans:") === 0) return COLORS.spans[0];
+    if (t.id.indexOf("runtime_api:") === 0) return COLORS.api;
     return COLORS.intervals;
   }
 
@@ -239,6 +241,16 @@ JS = r"""
       setView(Number(tr.dataset.start) - tl.origin_ns, Number(tr.dataset.end) - tl.origin_ns);
       document.getElementById("timeline-section").scrollIntoView();
     });
+  });
+  var legend = document.getElementById("tl-legend");
+  Object.keys(CHECK_COLORS).forEach(function (k) {
+    var sp = document.createElement("span"), i = document.createElement("i");
+    i.style.background = CHECK_COLORS[k]; sp.appendChild(i); sp.appendChild(document.createTextNode(k)); legend.appendChild(sp);
+  });
+  [["GPU idle gap (longest, where it was)", COLORS.gaps], ["collective: waiting for the last rank", COLORS.wait],
+   ["synchronizing CUDA call", COLORS.sync]].forEach(function (p) {
+    var sp = document.createElement("span"), i = document.createElement("i");
+    i.style.background = p[1]; sp.appendChild(i); sp.appendChild(document.createTextNode(p[0])); legend.appendChild(sp);
   });
   window.addEventListener("resize", draw);
   draw();

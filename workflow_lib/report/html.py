@@ -93,7 +93,7 @@ def timeline_section(m: dict) -> str:
             'the drawing shows shape; every number in this page comes from the records. Findings are drawn as each attributed '
             "finding's share of its step (the diagnosis records how much time a finding explains, not where); "
             f'the longest GPU idle gaps are drawn where they were. {link}</p>'
-            '<div id="timeline-wrap"><canvas id="timeline" height="100"></canvas><div id="tl-tip"></div></div>'
+            '<div id="timeline-wrap"><canvas id="timeline" height="100"></canvas><div id="tl-tip"></div></div><div id="tl-legend" class="legend"></div>'
             '<p id="render-status" class="muted">drawing…</p></section>')
 
 

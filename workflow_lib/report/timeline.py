@@ -211,8 +211,8 @@ def build(incident: Incident, diagnosis: dict | None, *, raw_total: int = RAW_TO
     for pos, n, _ in sorted(pending, key=lambda p: p[1]):
         raw_ok[pos] = budget.take(n)
     tracks = [make(raw_ok[pos]) for pos, _, make in pending]
-    return {"origin_ns": origin, "start_ns": lo, "end_ns": hi, "buckets": BUCKETS, "tracks": tracks,
-            "events": int(sum(t.get("count", 0) for t in tracks))}
+    events = sum(incident.table(t).num_rows for t in ("steps", "spans", "kernels", "memcpy", "runtime_api", "nvml", "collectives"))
+    return {"origin_ns": origin, "start_ns": lo, "end_ns": hi, "buckets": BUCKETS, "tracks": tracks, "events": int(events)}
 
 
 def _step_tracks(inc: Incident, diagnosis: dict | None, origin: int, lo: int, hi: int, add) -> None:
@@ -288,9 +288,10 @@ def _host_tracks(inc: Incident, origin: int, lo: int, hi: int, add) -> None:
                 f"{table}:empty", group, what, "observed, but no events in the window"))
         for r, th in keys:
             sel = (rk == r) & (tid == th)
-            add(int(sel.sum()), lambda raw, sel=sel, r=r, th=th, table=table, group=group, what=what, extra_col=extra_col: _interval_track(
-                f"{table}:{r}:{th}", group, f"{_rank_label(r)}{what} thread {th}", s[sel], e[sel], names[sel],
-                {k: v[sel] for k, v in extra_col.items()}, lo, hi, raw))
+            add(int(sel.sum()), lambda raw, sel=sel, r=r, th=th, table=table, group=group, what=what, extra_col=extra_col,
+                s=s, e=e, names=names: _interval_track(
+                    f"{table}:{r}:{th}", group, f"{_rank_label(r)}{what} thread {th}", s[sel], e[sel], names[sel],
+                    {k: v[sel] for k, v in extra_col.items()}, lo, hi, raw))
 
 
 def _gpu_tracks(inc: Incident, origin: int, lo: int, hi: int, add) -> None:
