@@ -32,38 +32,40 @@ def _collective(rank: int, seq: int, start_ns: int, end_ns: int) -> dict:
 
 
 def rich_incident(path: Path, incident_id: str = "rich", steps_per_rank: int = 6):
-    """Two ranks of a training loop: rank 1 is input-starved in step 3 and syncs every step, so
-    rank 0 waits in its allreduce (the sawtooth); NVML util and SM clock sampled on both GPUs."""
+    """Two ranks of a training loop joined by an allreduce per step. Rank 1 is input-starved in
+    step 3, so rank 0 waits 6 ms in that allreduce for it (the sawtooth on the early rank); both
+    sync every step; NVML utilization and SM clock (dropping half way) sampled on both GPUs."""
     rows: dict[str, list] = {k: [] for k in ("steps", "kernels", "memcpy", "runtime_api", "spans", "nvml", "clock_sync", "collectives")}
-    for r in (0, 1):
-        t = 0
-        for i in range(steps_per_rank):
-            starve = 6 * MS if (r == 1 and i == 3) else 0
-            wall = 10 * MS + starve
-            rows["steps"].append(step(i, t, t + wall, thread_id=100 + r, rank=r))
-            rows["spans"].append(span("train_step", t, t + wall, thread_id=100 + r, rank=r))
-            rows["spans"].append(span("dataloader_next", t, t + 1 * MS + starve, thread_id=100 + r, depth=1, rank=r))
-            k0 = t + 1 * MS + starve
+    t = 0
+    for i in range(steps_per_rank):
+        starve = {0: 0, 1: 6 * MS if i == 3 else 0}
+        arrive = {r: t + 1 * MS + starve[r] + 6_500_000 for r in (0, 1)}
+        coll_end = max(arrive.values()) + 1_500_000  # no rank finishes before the last one arrives
+        end = coll_end + 1 * MS
+        for r in (0, 1):
+            tid = 100 + r
+            rows["steps"].append(step(i, t, end, thread_id=tid, rank=r))
+            rows["spans"].append(span("train_step", t, end, thread_id=tid, rank=r))
+            rows["spans"].append(span("dataloader_next", t, t + 1 * MS + starve[r], thread_id=tid, depth=1, rank=r))
+            k0 = t + 1 * MS + starve[r]
             for j in range(20):  # forward/backward kernels, two streams
                 ks = k0 + j * 300_000
-                rows["runtime_api"].append(api(ks - 20_000, ks - 10_000, thread_id=100 + r, corr=i * 100 + j, rank=r))
+                rows["runtime_api"].append(api(ks - 20_000, ks - 10_000, thread_id=tid, corr=i * 100 + j, rank=r))
                 rows["kernels"].append(kernel(ks, ks + 250_000, name="sm90_gemm" if j % 2 else "elementwise",
                                               stream=7 + (j % 2), corr=i * 100 + j, device=r, rank=r))
             rows["memcpy"].append(memcpy(k0 - 200_000, k0 - 100_000, device=r, nbytes=1 << 20, rank=r))
-            coll_start = k0 + 6_500_000
-            rows["collectives"].append(_collective(r, i, coll_start, t + wall - 1 * MS))
-            rows["kernels"].append(kernel(coll_start, t + wall - 1 * MS, name="ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+            rows["collectives"].append(_collective(r, i, arrive[r], coll_end))
+            rows["kernels"].append(kernel(arrive[r], coll_end, name="ncclDevKernel_AllReduce_Sum_f32_RING_LL",
                                           stream=9, device=r, rank=r))
-            rows["runtime_api"].append(api(t + wall - 900_000, t + wall - 100_000, name="cudaStreamSynchronize",
-                                           thread_id=100 + r, is_sync=True, rank=r))
-            t += wall
+            rows["runtime_api"].append(api(end - 900_000, end - 100_000, name="cudaStreamSynchronize",
+                                           thread_id=tid, is_sync=True, rank=r))
+        t = end
+    for r in (0, 1):
         for ts in range(0, t, 2 * MS):
             rows["nvml"].append(nvml(ts, "gpu_util_pct", 60 + 30 * ((ts // MS) % 3 == 0), device=r, rank=r))
             rows["nvml"].append(nvml(ts, "sm_clock_mhz", 1980 if ts < t // 2 else 1410, device=r, rank=r))
         rows["nvml"].append(nvml(0, "max_sm_clock_mhz", 1980, device=r, rank=r))
         rows["clock_sync"].append(clock(0, 500, rank=r))
-    # Rank 0 waits in the collective of step 3 for the starved rank 1: its collective starts
-    # when rank 1's does (the kernel itself cannot finish before the last rank arrives).
     steps = rows.pop("steps")
     return make_incident(steps=steps, incident_id=incident_id, producer="synthetic", write_to=path, **rows)
 

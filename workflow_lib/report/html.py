@@ -179,6 +179,13 @@ def _env_table(env: dict) -> str:
     return f"<table><tr><th>field</th><th>value</th></tr>{rows}</table>"
 
 
+def _design(d: dict) -> str:
+    keys = ("blocks", "runs_per_arm", "control_runs", "warmup_runs", "max_retries", "seed", "confidence", "max_failed_fraction")
+    shown = ", ".join(f"{esc(k)} {num(d[k], '', f'plan:/design/{k}')}" for k in keys if k in d)
+    metric = d.get("metric", {})
+    return f"{shown}; metric <code>{esc(json.dumps(metric, sort_keys=True))}</code>"
+
+
 def plan_section(m: dict) -> str:
     p = m["plan"]
     if p is None:
@@ -191,7 +198,7 @@ def plan_section(m: dict) -> str:
                       ("working directory", f"<code>{esc(p['workload']['cwd'])}</code>"),
                       ("baseline changes", f"<code>{esc(json.dumps(p['arms']['baseline']['changes']))}</code>"),
                       ("candidate changes", f"<code>{esc(json.dumps(p['arms']['candidate']['changes']))}</code>"),
-                      ("design", f"<code>{esc(json.dumps(p['design'], sort_keys=True))}</code>")])]
+                      ("design", _design(p["design"]))])]
     arts = "".join(f"<tr><td>{esc(a['role'])}</td><td class='mono'>{esc(a['path'])}</td><td>{short(a['digest'])}</td>"
                    f"<td class='num'>{num(a['size'], 'count', f'plan:/artifacts/{i}/size')}</td></tr>" for i, a in enumerate(p["artifacts"]))
     out.append(f"<details><summary>{len(p['artifacts'])} artifacts pinned by digest</summary><table><tr><th>role</th><th>path</th>"
