@@ -46,7 +46,7 @@ def rich_incident(path: Path, incident_id: str = "rich", steps_per_rank: int = 6
             tid = 100 + r
             rows["steps"].append(step(i, t, end, thread_id=tid, rank=r))
             rows["spans"].append(span("train_step", t, end, thread_id=tid, rank=r))
-            rows["spans"].append(span("dataloader_next", t, t + 1 * MS + starve[r], thread_id=tid, depth=1, rank=r))
+            rows["spans"].append(span("dataloader_next/worker~0", t, t + 1 * MS + starve[r], thread_id=tid, depth=1, rank=r))
             k0 = t + 1 * MS + starve[r]
             for j in range(20):  # forward/backward kernels, two streams
                 ks = k0 + j * 300_000

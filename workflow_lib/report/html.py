@@ -40,16 +40,32 @@ def _kv_table(rows: list[tuple[str, str]]) -> str:
     return "<table>" + "".join(f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v in rows) + "</table>"
 
 
+# Evidence maps of name -> total duration in ns (the diagnosis' top_names of calls and spans),
+# whose keys are names and so cannot carry the _ns suffix themselves.
+DURATION_MAPS = ("calls", "wait_spans")
+
+
+def _tok(key) -> str:
+    """A JSON-pointer reference token (RFC 6901): names in evidence may hold '/' or '~'."""
+    return str(key).replace("~", "~0").replace("/", "~1")
+
+
+def _is_ns(src: str) -> bool:
+    parts = src.split(":", 1)[-1].split("/")
+    return any(p.endswith("_ns") for p in parts) or any(
+        parts[i] == "evidence" and i + 1 < len(parts) and parts[i + 1] in DURATION_MAPS for i in range(len(parts)))
+
+
 def _value(v, src: str) -> str:
     """Evidence values: numbers carry their source; others are shown as text."""
     if isinstance(v, bool) or v is None:
         return esc(plain(v))
     if isinstance(v, (int, float)):
-        return num(v, "ns" if src.endswith("_ns") else "", src)
+        return num(v, "ns" if _is_ns(src) else "", src)
     if isinstance(v, list):
         return "<br>".join(_value(x, f"{src}/{i}") for i, x in enumerate(v[:20])) + (f"<br>… {len(v) - 20} more" if len(v) > 20 else "")
     if isinstance(v, dict):
-        return ", ".join(f"{esc(k)}: {_value(x, f'{src}/{k}')}" for k, x in v.items())
+        return ", ".join(f"{esc(k)}: {_value(x, f'{src}/{_tok(k)}')}" for k, x in v.items())
     return esc(v)
 
 
@@ -107,7 +123,7 @@ def _measure_cells(st: dict, i: int, sources: dict) -> str:
 
 
 def _finding(f: dict, src: str) -> str:
-    ev = ", ".join(f"{esc(k)}: {_value(v, f'{src}/evidence/{k}')}" for k, v in f["evidence"].items()) or DASH
+    ev = ", ".join(f"{esc(k)}: {_value(v, f'{src}/evidence/{_tok(k)}')}" for k, v in f["evidence"].items()) or DASH
     miss = "".join(f"<li>{esc(x)}</li>" for x in f["missing"])
     explains = num(f["explains_ns"], "ns", f"{src}/explains_ns") if f["verdict"] == "attributed" else ""
     return (f'<div class="finding"><b>{esc(f["check"])}</b> <span class="s-{esc(f["verdict"])}">{esc(f["verdict"].replace("_", " "))}</span>'
