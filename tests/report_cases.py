@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ import pyarrow as pa
 import compare_builders as CB
 from builders import api, clock, kernel, make_incident, memcpy, nvml, span, step
 from workflow_lib import compare, records, tables
+from workflow_lib.cas import CAS
 from workflow_lib.diagnose import diagnose_snapshot_file
 from workflow_lib.incident import source, write_incident
 from workflow_lib.snapshot import ingest
@@ -127,15 +129,17 @@ def _preflight(plan: dict, plan_digest: str, block: str, *, differences=()) -> d
     return rec
 
 
-def results_for(incident_dir: Path, results_dir: Path, *, trials: bool = True, effect: float = -0.08) -> dict[str, Path]:
-    """Snapshot, diagnosis and (trials=True) plan, preflights, executions and comparison."""
+def results_for(incident_dir: Path, results_dir: Path, *, trials: bool = True, effect: float = -0.08,
+                diagnose: bool = True) -> dict[str, Path]:
+    """Snapshot, diagnosis (diagnose=True) and (trials=True) plan, preflights, executions and comparison."""
     incident_id = records.read_record(incident_dir / "manifest.json", "incident_manifest")["incident_id"]
     base = results_dir / incident_id
     base.mkdir(parents=True, exist_ok=True)
     paths = {"snapshot": base / "snapshot.json", "diagnosis": base / "diagnosis.json",
              "plan": base / "plan.json", "comparison": base / "comparison.json"}
     ingest(incident_dir, results_dir, paths["snapshot"])
-    diagnose_snapshot_file(paths["snapshot"], results_dir, paths["diagnosis"])
+    if diagnose:
+        diagnose_snapshot_file(paths["snapshot"], results_dir, paths["diagnosis"])
     if not trials:
         return paths
     plan = CB.plan(CB.design(blocks=6, runs_per_arm=2, control_runs=2, warmup_runs=1))
@@ -155,3 +159,50 @@ def results_for(incident_dir: Path, results_dir: Path, *, trials: bool = True, e
     digests = {b: records.digest_of(e) for b, e in ex.items()}
     records.write_record(paths["comparison"], compare.compare(plan, ex, digests, pd), "comparison")
     return paths
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+H200_PIPELINES = ("demo-ab", "demo-aa")
+"""tests/fixtures/h200/<name>/: the records of the demo pipeline run with Snakemake on an H200."""
+H200_CAPTURES = ("host-gap", "blocking-sync", "starved-queue")
+"""tests/fixtures/capture/<name>/: incidents recorded on an H200 with CUPTI (kernels, API calls)."""
+
+
+def h200_pipeline_records(name: str, results_dir: Path) -> dict[str, Path] | None:
+    """The fixture's records under results_dir/demo/, its incident's tables in results_dir's store."""
+    src = FIXTURES / "h200" / name
+    incident = FIXTURES / "h200" / "incidents" / "demo"
+    if not (src / "snapshot.json").is_file() or not (incident / "manifest.json").is_file():
+        return None
+    base = results_dir / "demo"
+    shutil.copytree(src, base)
+    cas = CAS(results_dir)
+    manifest = records.read_record(incident / "manifest.json", "incident_manifest")
+    for entry in manifest["tables"].values():
+        cas.put_file(incident / entry["path"])
+    cas.put_file(incident / "manifest.json")
+    return {k: base / f"{k}.json" for k in ("snapshot", "diagnosis", "plan", "comparison")}
+
+
+def h200_capture(name: str, incidents_dir: Path) -> Path | None:
+    """A copy of a recorded H200 incident without its artifacts (they are paths on the GPU machine,
+    which snapshot would rightly refuse as missing); tables and sources unchanged."""
+    src = FIXTURES / "capture" / name
+    if not (src / "manifest.json").is_file():
+        return None
+    dst = incidents_dir / name
+    shutil.copytree(src, dst)
+    manifest = records.read_record(dst / "manifest.json", "incident_manifest")
+    manifest["artifacts"] = []
+    records.write_record(dst / "manifest.json", manifest, "incident_manifest")
+    return dst
+
+
+def h200x2_collectives(incidents_dir: Path) -> Path | None:
+    """The two-rank NCCL flight-recorder dumps imported into an incident (collectives only)."""
+    dumps = sorted((FIXTURES / "h200x2_collectives").glob("nccl_trace_json_rank_*.json"))
+    if not dumps:
+        return None
+    from workflow_lib.importers.torch_fr import import_torch_fr
+
+    return Path(import_torch_fr([str(d) for d in dumps], incident_id="fr-two-ranks", incidents_dir=str(incidents_dir)))

@@ -2,8 +2,8 @@
 
 One browser serves every page of this module (starting Chromium is the slow part). Pages:
 a synthetic two-rank incident (every source), a 1-million-event incident (size and render
-time), the demo incident through the whole Snakemake workflow (slow), and each H200 fixture
-under tests/fixtures/h200/ when present. Screenshots go to $STALLCASE_SCREENSHOTS when set
+time), the demo incident through the whole Snakemake workflow (slow), and the H200 fixtures
+(tests/fixtures/h200, capture/, h200x2_collectives/) when present. Screenshots go to $STALLCASE_SCREENSHOTS when set
 (the CI keeps them), else to the test's temporary directory.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -24,7 +25,6 @@ from workflow_lib import records
 from workflow_lib.report import model, write_report_files
 
 REPO = Path(__file__).resolve().parent.parent
-H200 = Path(__file__).resolve().parent / "fixtures" / "h200"
 MAX_PAGE_BYTES = 10 * 1024 * 1024
 MAX_RENDER_MS = 5000.0
 
@@ -98,19 +98,36 @@ def test_million_event_report_is_small_and_fast(browser, tmp_path):
     assert data_events >= 1_000_000
 
 
-def _fixture_incidents() -> list[Path]:
-    if not H200.is_dir():
-        return []
-    return sorted(p.parent for p in H200.glob("**/manifest.json"))
+def _h200_case(kind: str, name: str, tmp_path: Path) -> Path | None:
+    """Build the report of one H200 fixture; None when the fixture is absent."""
+    results = tmp_path / "results"
+    if kind == "pipeline":
+        p = RC.h200_pipeline_records(name, results)
+        if p is None:
+            return None
+    else:
+        inc = RC.h200_capture(name, tmp_path / "incidents") if kind == "capture" else RC.h200x2_collectives(tmp_path / "incidents")
+        if inc is None:
+            return None
+        p = RC.results_for(inc, results, trials=False, diagnose=kind == "capture")
+    return write_report_files(p["snapshot"], p["diagnosis"], p["plan"], p["comparison"], results, p["snapshot"].parent / "report.html")
 
 
-@pytest.mark.parametrize("incident_dir", _fixture_incidents() or [pytest.param(None, marks=pytest.mark.skip(
-    reason="no H200 fixture yet: tests/fixtures/h200/<incident>/manifest.json is captured on a GPU by the lead"))],
-    ids=lambda p: p.name if p else "absent")
-def test_h200_fixture_renders_cleanly(browser, tmp_path, incident_dir):
-    out = _incident_report(incident_dir, tmp_path / "results", tmp_path / "report.html", trials=False)
-    _, status = _open_clean(browser, out, _shots(tmp_path) / f"report-h200-{incident_dir.name}.png")
+H200_CASES = [("pipeline", "demo-ab"), *(("capture", n) for n in RC.H200_CAPTURES), ("collectives", "two-ranks")]
+
+
+@pytest.mark.parametrize("kind,name", H200_CASES, ids=[f"{k}-{n}" for k, n in H200_CASES])
+def test_h200_fixture_renders_cleanly(browser, tmp_path, kind, name):
+    out = _h200_case(kind, name, tmp_path)
+    if out is None:
+        pytest.skip(f"H200 fixture {kind}/{name} not present under tests/fixtures (captured on a GPU by the lead)")
+    _, status = _open_clean(browser, out, _shots(tmp_path) / f"report-h200-{kind}-{name}.png")
     assert float(status["renderMs"]) < MAX_RENDER_MS
+    data = json.loads(re.search(r'<script type="application/json" id="stallcase-data">(.*?)</script>', out.read_text(encoding="utf-8"), re.S).group(1))
+    drawn = [t for t in data["timeline"]["tracks"] if t["status"] == "observed"]
+    assert drawn, "a real fixture draws at least one observed track"
+    if kind == "capture":  # CUPTI was on: kernels per stream and GPU busy are drawn from real records
+        assert any(t["id"].startswith("kernels:") for t in drawn) and any(t["kind"] == "busy" for t in drawn)
 
 
 @pytest.mark.slow

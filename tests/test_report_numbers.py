@@ -98,17 +98,47 @@ def rich(tmp_path_factory):
     return {"root": root, "paths": paths, "page": out.read_text(encoding="utf-8"), "out": out}
 
 
-def test_every_shown_number_is_the_record_value(rich):
-    shown = parse(rich["page"])
-    base = rich["out"].parent
-    assert len(shown.numbers) > 200
+def check_numbers(page: str, base: Path) -> set[str]:
+    """Assert every shown number equals its record field; return the records they came from."""
+    shown = parse(page)
     seen_records = set()
     for n in shown.numbers:
         assert n["v"] == resolve(base, n["src"]), n["src"]
         if n["unit"] is not None:  # a printed number: its text is the value, formatted
             assert n["text"] == fmt.text_of(n["v"], n["unit"]), n["src"]
         seen_records.add(n["src"].split(":")[0].split("/")[0])
-    assert seen_records >= {"snapshot", "diagnosis", "plan", "comparison", "execution"}
+    return seen_records
+
+
+def test_every_shown_number_is_the_record_value(rich):
+    assert len(parse(rich["page"]).numbers) > 200
+    assert check_numbers(rich["page"], rich["out"].parent) >= {"snapshot", "diagnosis", "plan", "comparison", "execution"}
+
+
+@pytest.mark.parametrize("name", RC.H200_PIPELINES)
+def test_h200_pipeline_numbers_are_the_records(tmp_path, name):
+    p = RC.h200_pipeline_records(name, tmp_path / "results")
+    if p is None:
+        pytest.skip(f"H200 fixture tests/fixtures/h200/{name} not present (captured on a GPU by the lead)")
+    out = write_report_files(p["snapshot"], p["diagnosis"], p["plan"], p["comparison"], tmp_path / "results",
+                             tmp_path / "report.html")
+    page = out.read_text(encoding="utf-8")
+    seen = check_numbers(page, p["snapshot"].parent)
+    assert {"snapshot", "plan", "comparison", "execution"} <= seen
+    comp = records.read_record(p["comparison"], "comparison")
+    assert html.esc(model.verdict_words(comp)) in page
+    if comp["aa_experiment"]:
+        assert "deliberate A/A experiment" in page
+    if not p["diagnosis"].is_file():
+        assert "diagnosis.json absent" in page
+    # the GPU demo was recorded without CUPTI: the kernel measures and tracks say why, never 0
+    snap = records.read_record(p["snapshot"], "snapshot")
+    assert snap["sources"]["cupti"]["status"] == "not_observed"
+    reason = f"cupti: {snap['sources']['cupti']['reason']}"
+    note = f"kernel sum, GPU busy, host API: <span class=\"missing\">not observed: {html.esc(reason)}</span>"
+    assert (note in page) == p["diagnosis"].is_file()
+    tl = json.loads(parse(page).data_text)["timeline"]
+    assert [t["reason"] for t in tl["tracks"] if t["id"] == "kernels:none"] == [reason]
 
 
 def test_slow_steps_show_the_four_measures_and_every_finding(rich):
@@ -180,7 +210,9 @@ def test_not_observed_sources_are_named_never_drawn(tmp_path):
         assert t["kind"] == "missing" and t["reason"] and "start" not in t and "coverage" not in t
     assert missing["kernels:none"]["reason"] == "kernels: not in this synthetic case"
     # the measures that need kernels or API calls say why they are absent instead of showing 0
-    assert page.count("not observed: kernels: not in this synthetic case") >= 2 * 4
+    assert "kernel sum, GPU busy: <span class=\"missing\">not observed: kernels: not in this synthetic case" in page
+    assert "host API: <span class=\"missing\">not observed: runtime_api: not in this synthetic case" in page
+    assert page.count(">not observed</span>") == 3 * 4
     assert "plan.json absent" in page and "comparison.json absent" in page
 
 

@@ -89,7 +89,7 @@ JS = r"""
     if (t.kind === "findings") return CHECK_COLORS[t.names[t.name[i]]] || "#334155";
     if (t.kind === "busy") return COLORS.busy;
     if (t.kind === "gaps") return COLORS.gaps;
-    if (t.kind === "collectives") return COLORS.collectives;
+    if (t.kind === "collectives" || t.kind === "enqueued") return COLORS.collectives;
     if (t.depth) return COLORS.spans[Math.min(t.depth[i], 3)];
     if (t.sync) return t.sync[i] ? COLORS.sync : COLORS.api;
     if (t.id.indexOf("kernels:") === 0 || t.id.indexOf("memcpy:") === 0) return COLORS.kernels;
@@ -224,7 +224,9 @@ JS = r"""
         for (; i < t.s.length && t.s[i] <= at + tol; i++) {
           if (t.s[i] + t.d[i] + tol >= at) {
             var nm = t.kind === "steps" ? "step " + t.step_id[i] : (t.names && t.name.length ? t.names[t.name[i]] : t.label);
-            text = nm + "\nstart " + fmtNs(t.s[i]) + "  duration " + fmtNs(t.d[i]) + (t.wait ? "\nwaiting for the last rank " + fmtNs(t.wait[i]) : "");
+            text = t.kind === "enqueued"
+              ? nm + " #" + t.seq_id[i] + "\nenqueued at " + fmtNs(t.s[i]) + "\nGPU duration " + (t.gpu_dur[i] >= 0 ? fmtNs(t.gpu_dur[i]) : "not recorded") + "; where the GPU ran it is not recorded"
+              : nm + "\nstart " + fmtNs(t.s[i]) + "  duration " + fmtNs(t.d[i]) + (t.wait ? "\nwaiting for the last rank " + fmtNs(t.wait[i]) : "");
           }
         }
       } else if (t.encoding === "buckets") {

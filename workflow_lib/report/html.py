@@ -14,6 +14,8 @@ from .fmt import DASH, esc, num, plain, short
 from .model import MEASURES, SLOW_FACTOR
 from .timeline import SOURCE_ALIASES
 
+LIST_SHOWN = 6
+"""Items of an evidence list (or of what is missing) shown per finding; the record keeps all."""
 CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
 MEASURE_SOURCE = {"kernel_sum_ns": "kernels", "busy_ns": "kernels", "host_api_ns": "runtime_api"}
 
@@ -63,7 +65,8 @@ def _value(v, src: str) -> str:
     if isinstance(v, (int, float)):
         return num(v, "ns" if _is_ns(src) else "", src)
     if isinstance(v, list):
-        return "<br>".join(_value(x, f"{src}/{i}") for i, x in enumerate(v[:20])) + (f"<br>… {len(v) - 20} more" if len(v) > 20 else "")
+        return "<br>".join(_value(x, f"{src}/{i}") for i, x in enumerate(v[:LIST_SHOWN])) + (
+            f"<br>… {len(v) - LIST_SHOWN} more in diagnosis.json" if len(v) > LIST_SHOWN else "")
     if isinstance(v, dict):
         return ", ".join(f"{esc(k)}: {_value(x, f'{src}/{_tok(k)}')}" for k, x in v.items())
     return esc(v)
@@ -117,14 +120,17 @@ def _measure_cells(st: dict, i: int, sources: dict) -> str:
     cells = []
     for key, _, _ in MEASURES:
         v = st[key]
+        # The reason is said once above the table (a column of repeated reasons hides the numbers).
         cells.append(f"<td class='num'>{num(v, 'ns', f'diagnosis:/steps/{i}/{key}')}</td>" if v is not None
-                     else f"<td>{_missing(_reason(sources, MEASURE_SOURCE[key]))}</td>")
+                     else f"<td><span class='missing' title='{esc(_reason(sources, MEASURE_SOURCE[key]))}'>not observed</span></td>")
     return "".join(cells)
 
 
 def _finding(f: dict, src: str) -> str:
     ev = ", ".join(f"{esc(k)}: {_value(v, f'{src}/evidence/{_tok(k)}')}" for k, v in f["evidence"].items()) or DASH
-    miss = "".join(f"<li>{esc(x)}</li>" for x in f["missing"])
+    miss = "".join(f"<li>{esc(x)}</li>" for x in f["missing"][:LIST_SHOWN])
+    if len(f["missing"]) > LIST_SHOWN:
+        miss += f"<li>… {len(f['missing']) - LIST_SHOWN} more in diagnosis.json</li>"
     explains = num(f["explains_ns"], "ns", f"{src}/explains_ns") if f["verdict"] == "attributed" else ""
     return (f'<div class="finding"><b>{esc(f["check"])}</b> <span class="s-{esc(f["verdict"])}">{esc(f["verdict"].replace("_", " "))}</span>'
             f' {("explains " + explains) if explains else ""}<br><span class="muted">evidence:</span> {ev}'
@@ -142,8 +148,14 @@ def diagnosis_section(m: dict) -> str:
                         ("explained", num(sm["explained_ns"], "ns", "diagnosis:/summary/explained_ns")),
                         ("unexplained", num(sm["unexplained_ns"], "ns", "diagnosis:/summary/unexplained_ns"))])]
     head = "".join(f'<th class="num" title="{esc(doc)}">{esc(lab)}</th>' for _, lab, doc in MEASURES)
+    absent: dict[str, list[str]] = {}
+    for s in m["slow_steps"]:
+        for key, label, _ in MEASURES:
+            if d["steps"][s["index"]][key] is None and label not in absent.setdefault(_reason(d["sources"], MEASURE_SOURCE[key]), []):
+                absent[_reason(d["sources"], MEASURE_SOURCE[key])].append(label)
+    notes = "".join(f"<p>{esc(', '.join(labels))}: {_missing(reason)}</p>" for reason, labels in absent.items())
     parts.append(f"<h3>Slowest steps</h3><p class='muted'>The four measures side by side; a step is marked slow above "
-                 f"{SLOW_FACTOR}× its rank's median step. Click a row to see it on the timeline.</p>"
+                 f"{SLOW_FACTOR}× its rank's median step. Click a row to see it on the timeline.</p>{notes}"
                  f"<table><tr><th>step</th><th>rank</th>{head}<th class='num'>× median</th><th>findings</th></tr>")
     for s in m["slow_steps"]:
         i = s["index"]

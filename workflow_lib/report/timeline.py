@@ -166,6 +166,8 @@ def _interval_track(tid: str, group: str, label: str, starts, ends, names, extra
         for key, col in (extra or {}).items():
             tr[key] = np.asarray(col)[order].tolist()
     else:
+        if kind == "enqueued":  # instants: mark the bucket each falls in
+            e = s + max((hi - lo) // BUCKETS, 1)
         cov = np.round(coverage(s, e, lo, hi, BUCKETS) * 255).astype(np.uint8)
         tr.update(encoding="buckets", buckets=BUCKETS, coverage=_b64(cov))
     return tr
@@ -183,17 +185,35 @@ def _rel(table: pa.Table, col: str, origin: int) -> np.ndarray:
     return _i64(table[col]) - origin
 
 
+def _extent(incident: Incident) -> tuple[int, int]:
+    """First and last time any event of the incident covers (NVML samples only when nothing else:
+    the sampler's buffer reaches seconds before the first step and would squash the view)."""
+    lows, highs = [], []
+    for name in ("steps", "spans", "kernels", "memcpy", "runtime_api"):
+        t = incident.table(name)
+        if t.num_rows:
+            lows.append(pc.min(t["start_ns"]).as_py())
+            highs.append(pc.max(t["end_ns"]).as_py())
+    c = incident.table("collectives")
+    for col in ("enqueue_ns", "gpu_start_ns", "gpu_end_ns"):
+        if c.num_rows and c[col].null_count < c.num_rows:
+            lows.append(pc.min(c[col]).as_py())
+            highs.append(pc.max(c[col]).as_py())
+    n = incident.table("nvml")
+    if not lows and n.num_rows:
+        lows.append(pc.min(n["ts_ns"]).as_py())
+        highs.append(pc.max(n["ts_ns"]).as_py())
+    if not lows:
+        return 0, 1
+    return int(min(lows)), int(max(highs))
+
+
 def build(incident: Incident, diagnosis: dict | None, *, raw_total: int = RAW_TOTAL_BUDGET) -> dict:
     """All tracks of the incident, in drawing order, with the window they span."""
     steps = incident.table("steps")
-    starts_all = [_i64(incident.table(t)["start_ns"]) for t in ("steps", "spans", "kernels", "memcpy", "runtime_api")]
-    ends_all = [_i64(incident.table(t)["end_ns"]) for t in ("steps", "spans", "kernels", "memcpy", "runtime_api")]
-    flat_s = np.concatenate(starts_all)
-    flat_e = np.concatenate(ends_all)
-    origin = int(_i64(steps["start_ns"]).min()) if steps.num_rows else (int(flat_s.min()) if flat_s.size else 0)
-    lo = int(flat_s.min()) - origin if flat_s.size else 0
-    hi = int(flat_e.max()) - origin if flat_e.size else 1
-    hi = max(hi, lo + 1)
+    lo_abs, hi_abs = _extent(incident)
+    origin = int(_i64(steps["start_ns"]).min()) if steps.num_rows else lo_abs
+    lo, hi = lo_abs - origin, max(hi_abs - origin, lo_abs - origin + 1)
     budget = _Budget(raw_total)
     # Candidate tracks are collected with their sizes first; raw allowance goes to the
     # smallest so a single huge track cannot starve all the others of detail.
@@ -217,6 +237,9 @@ def build(incident: Incident, diagnosis: dict | None, *, raw_total: int = RAW_TO
 
 def _step_tracks(inc: Incident, diagnosis: dict | None, origin: int, lo: int, hi: int, add) -> None:
     steps = inc.table("steps")
+    if steps.num_rows == 0:
+        observed, reason = source_status(inc, "steps")
+        add(0, lambda raw: _missing("steps:none", "steps", "steps", reason or "observed, but no steps in the window"))
     rk = _rank_key(steps["rank"])
     s, e = _rel(steps, "start_ns", origin), _rel(steps, "end_ns", origin)
     ids = _i64(steps["step_id"])
@@ -366,7 +389,10 @@ def _collective_tracks(inc: Incident, origin: int, lo: int, hi: int, add) -> Non
 
     Wait is the time a rank spent in a collective before the last rank of the group
     arrived (max gpu_start_ns over ranks with the same pg_id and seq_id): the part a
-    faster rank could not use, the sawtooth on the ranks that arrive early.
+    faster rank could not use, the sawtooth on the ranks that arrive early. Collectives
+    recorded without GPU start/end (the NCCL flight recorder: its discovered times are the
+    watchdog's, not the GPU's) are drawn at their host enqueue time as instants, with their
+    GPU duration in the tooltip: where the GPU ran them is not in the record.
     """
     observed, reason = source_status(inc, "collectives")
     t = inc.table("collectives")
@@ -374,22 +400,32 @@ def _collective_tracks(inc: Incident, origin: int, lo: int, hi: int, add) -> Non
         why = reason if not observed else "observed, but no collectives in the window"
         add(0, lambda raw: _missing("collectives:none", "collectives", "collectives", why))
         return
-    keep = pc.and_(pc.is_valid(t["gpu_start_ns"]), pc.is_valid(t["gpu_end_ns"]))
-    t = t.filter(keep)
-    if t.num_rows == 0:
+    timed_mask = pc.and_(pc.is_valid(t["gpu_start_ns"]), pc.is_valid(t["gpu_end_ns"]))
+    timed, untimed = t.filter(timed_mask), t.filter(pc.invert(timed_mask))
+    untimed = untimed.filter(pc.is_valid(untimed["enqueue_ns"]))
+    if timed.num_rows == 0 and untimed.num_rows == 0:
         add(0, lambda raw: _missing("collectives:untimed", "collectives", "collectives",
-                                    "recorded without GPU start/end times (TORCH_NCCL_ENABLE_TIMING=1 records them)"))
+                                    "recorded without GPU or enqueue times"))
         return
-    last = t.group_by(["pg_id", "seq_id"]).aggregate([("gpu_start_ns", "max")])
-    joined = t.join(last, keys=["pg_id", "seq_id"])
-    s, e = _rel(joined, "gpu_start_ns", origin), _rel(joined, "gpu_end_ns", origin)
-    arrive = _i64(joined["gpu_start_ns_max"]) - origin
-    wait = np.clip(arrive - s, 0, e - s)
-    rk = _i64(joined["rank"])
-    names = joined["op_type"].to_numpy(zero_copy_only=False)
-    seq = _i64(joined["seq_id"])
-    for r in np.unique(rk):
-        sel = rk == r
-        add(int(sel.sum()), lambda raw, sel=sel, r=r: _interval_track(
-            f"collectives:{r}", "collectives", f"rank {r} collectives", s[sel], e[sel], names[sel],
-            {"wait": wait[sel], "seq_id": seq[sel]}, lo, hi, raw, kind="collectives"))
+    if timed.num_rows:
+        last = timed.group_by(["pg_id", "seq_id"]).aggregate([("gpu_start_ns", "max")])
+        joined = timed.join(last, keys=["pg_id", "seq_id"])
+        s, e = _rel(joined, "gpu_start_ns", origin), _rel(joined, "gpu_end_ns", origin)
+        wait = np.clip(_i64(joined["gpu_start_ns_max"]) - origin - s, 0, e - s)
+        rk, names, seq = _i64(joined["rank"]), joined["op_type"].to_numpy(zero_copy_only=False), _i64(joined["seq_id"])
+        for r in np.unique(rk):
+            sel = rk == r
+            add(int(sel.sum()), lambda raw, sel=sel, r=r: _interval_track(
+                f"collectives:{r}", "collectives", f"rank {r} collectives", s[sel], e[sel], names[sel],
+                {"wait": wait[sel], "seq_id": seq[sel]}, lo, hi, raw, kind="collectives"))
+    if untimed.num_rows:
+        q = _rel(untimed, "enqueue_ns", origin)
+        dur = untimed["gpu_duration_ns"].cast(pa.float64()).fill_null(float("nan")).to_numpy(zero_copy_only=False) \
+            if "gpu_duration_ns" in untimed.column_names else np.full(untimed.num_rows, np.nan)
+        rk, names, seq = _i64(untimed["rank"]), untimed["op_type"].to_numpy(zero_copy_only=False), _i64(untimed["seq_id"])
+        for r in np.unique(rk):
+            sel = rk == r
+            add(int(sel.sum()), lambda raw, sel=sel, r=r: _interval_track(
+                f"collectives_enqueued:{r}", "collectives", f"rank {r} collectives (enqueue only)",
+                q[sel], q[sel], names[sel], {"seq_id": seq[sel], "gpu_dur": np.where(np.isnan(dur[sel]), -1, dur[sel]).astype(np.int64)},
+                lo, hi, raw, kind="enqueued"))
