@@ -214,6 +214,9 @@ def test_not_observed_sources_are_named_never_drawn(tmp_path):
     assert "host API: <span class=\"missing\">not observed: runtime_api: not in this synthetic case" in page
     assert page.count(">not observed</span>") == 3 * 4
     assert "plan.json absent" in page and "comparison.json absent" in page
+    text = summary_text(load_records(paths["snapshot"], paths["diagnosis"], paths["plan"], paths["comparison"]))
+    assert "kernel sum, GPU busy: not observed: kernels: not in this synthetic case" in text
+    assert "comparison: not run yet" in text and " 0 ns" not in text.split("slowest steps")[1].split("next experiments")[0]
 
 
 def test_decimated_drawing_leaves_the_numbers_alone(rich):

@@ -6,10 +6,24 @@ from .fmt import DASH, ns, pct, ratio
 from .html import MEASURE_SOURCE, _reason
 from .model import MEASURES, SLOW_FACTOR
 
+STEPS_SHOWN = 5
+"""Slow steps detailed in the terminal; the HTML report lists more."""
 
-def _measure(st: dict, key: str, sources: dict) -> str:
-    v = st[key]
-    return ns(v) if v is not None else f"not observed ({_reason(sources, MEASURE_SOURCE[key])})"
+
+def _measure(st: dict, key: str) -> str:
+    return ns(st[key]) if st[key] is not None else "not observed"
+
+
+def _absent_reasons(steps: list[dict], sources: dict) -> list[str]:
+    """'label, label: not observed: reason' once per reason (not on every step's line)."""
+    absent: dict[str, list[str]] = {}
+    for st in steps:
+        for key, label, _ in MEASURES:
+            if st[key] is None:
+                labels = absent.setdefault(_reason(sources, MEASURE_SOURCE[key]), [])
+                if label not in labels:
+                    labels.append(label)
+    return [f"  {', '.join(labels)}: not observed: {reason}" for reason, labels in absent.items()]
 
 
 def _diagnosis(m: dict) -> list[str]:
@@ -20,17 +34,27 @@ def _diagnosis(m: dict) -> list[str]:
     out = [f"diagnosis: {sm['steps']} steps, wall {ns(sm['wall_ns'])}, explained {ns(sm['explained_ns'])}, "
            f"unexplained {ns(sm['unexplained_ns'])}", ""]
     out.append(f"slowest steps (* = over {SLOW_FACTOR}x the rank's median):")
-    for s in m["slow_steps"][:5]:
-        st = d["steps"][s["index"]]
+    listed = [d["steps"][s["index"]] for s in m["slow_steps"][:STEPS_SHOWN]]
+
+    def unresolved(st):
+        return {(f["check"], "; ".join(f["missing"])) for f in st["findings"] if f["verdict"] == "unresolved"}
+
+    # An unresolved finding with the same missing evidence in every listed step is said once.
+    common = set.intersection(*(unresolved(st) for st in listed)) if listed else set()
+    out += _absent_reasons(listed, d["sources"])
+    for s, st in zip(m["slow_steps"], listed):
         rank = "" if st["rank"] is None else f" rank {st['rank']}"
         out.append(f"  {'*' if s['slow'] else ' '} step {st['step_id']}{rank}: {s['ratio_to_median']:.2f}x median")
         for key, label, _ in MEASURES:
-            out.append(f"      {label:<11} {_measure(st, key, d['sources'])}")
+            out.append(f"      {label:<11} {_measure(st, key)}")
         for f in st["findings"]:
             if f["verdict"] == "attributed":
                 out.append(f"      + {f['check']}: attributed, explains {ns(f['explains_ns'])}")
-            elif f["verdict"] == "unresolved":
-                out.append(f"      ? {f['check']}: unresolved, missing {'; '.join(f['missing'])}")
+        for check, missing in sorted(unresolved(st) - common):
+            out.append(f"      ? {check}: unresolved, missing {missing}")
+    if common:
+        out.append("  unresolved in every step above, for want of:")
+        out += [f"    ? {check}: {missing}" for check, missing in sorted(common)]
     out.append("")
     if d["next_experiments"]:
         out.append("next experiments:")
