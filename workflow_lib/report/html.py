@@ -11,7 +11,7 @@ import json
 from . import plots
 from .assets import CSS, JS
 from .fmt import DASH, esc, num, plain, short
-from .model import MEASURES, SLOW_FACTOR
+from .model import MEASURES, SLOW_FACTOR, environment_rows
 from .timeline import SOURCE_ALIASES
 
 LIST_SHOWN = 6
@@ -200,8 +200,7 @@ def diagnosis_section(m: dict) -> str:
 
 
 def _env_table(env: dict) -> str:
-    seen = [(k, v) for k, v in sorted(env.items()) if not k.startswith("_")]
-    not_obs = sorted((env.get("_not_observed") or {}).items())
+    seen, not_obs = environment_rows(env)
     rows = "".join(f"<tr><td>{esc(k)}</td><td class='mono'>{esc(json.dumps(v) if not isinstance(v, str) else v)}</td></tr>" for k, v in seen)
     rows += "".join(f"<tr><td>{esc(k)}</td><td>{_missing(r)}</td></tr>" for k, r in not_obs)
     return f"<table><tr><th>field</th><th>value</th></tr>{rows}</table>"
@@ -255,7 +254,8 @@ def trials_section(m: dict) -> str:
     if not m["trials"]:
         out.append(_missing("no execution records next to plan.json"))
     else:
-        out.append("<h3>Runs in run order</h3>" + plots.runs_plot(m["trials"], c))
+        out.append("<h3>Runs in run order</h3>" + plots.runs_plot(m["trials"], c)
+                   + "<h3>Drift: each run against its arm's median</h3>" + plots.runs_plot(m["trials"], c, relative=True))
     if c is None:
         out.append(_missing("comparison.json absent: run the compare stage") + "</section>")
         return "".join(out)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
+
 from .fmt import esc, ns, pct
 
 ARM_COLORS = {"A": "#2563eb", "B": "#ea580c", "A'": "#16a34a", "warmup": "#98a2b3"}
@@ -18,38 +20,66 @@ def _attrs(src: str, value) -> str:
     return f'data-src="{esc(src)}" data-v="{esc(json.dumps(value))}"'
 
 
-def runs_plot(trials: list[dict], comparison: dict | None, *, width: int = 960, height: int = 280) -> str:
-    """Every run of every block in run order; per block a tick at each arm's median (from the comparison)."""
+def _arm_medians(trials: list[dict]) -> dict[str, float]:
+    by_arm: dict[str, list[float]] = {}
+    for b in trials:
+        for r in b["runs"]:
+            if r["metric_ns"]:
+                by_arm.setdefault(r["arm"], []).append(r["metric_ns"])
+    return {a: float(np.median(v)) for a, v in by_arm.items()}
+
+
+def runs_plot(trials: list[dict], comparison: dict | None, *, width: int = 960, height: int = 280,
+              relative: bool = False) -> str:
+    """Every run of every block in run order; per block a tick at each arm's median (from the comparison).
+
+    relative=True plots each run as its deviation from its arm's median over all blocks: when
+    B is far from A, a shared axis hides drift within an arm; this view shows it.
+    """
     values = [r["metric_ns"] for b in trials for r in b["runs"] if r["metric_ns"]]
     if not values:
         return '<p class="missing">not observed: no run produced a value</p>'
     left, right, top, bottom = 70, 10, 14, 34
-    lo, hi = min(values), max(values)
-    log = hi / lo > 3  # runs spread over a decade or more are readable only on a log axis
-    if log:
-        f = lambda v: math.log(v)  # noqa: E731
-    else:
+    med = _arm_medians(trials)
+    if relative:
+        rel = [r["metric_ns"] / med[r["arm"]] - 1.0 for b in trials for r in b["runs"] if r["metric_ns"]]
+        lo, hi = min(rel + [0.0]), max(rel + [0.0])
+        pad = (hi - lo) * 0.1 or 0.01
+        lo, hi, log = lo - pad, hi + pad, False
         f = lambda v: v  # noqa: E731
-        pad = (hi - lo) * 0.1 or hi * 0.05 or 1.0
-        lo, hi = max(lo - pad, 0.0), hi + pad
+    else:
+        lo, hi = min(values), max(values)
+        log = hi / lo > 3  # runs spread over a decade or more are readable only on a log axis
+        if log:
+            f = lambda v: math.log(v)  # noqa: E731
+        else:
+            f = lambda v: v  # noqa: E731
+            pad = (hi - lo) * 0.1 or hi * 0.05 or 1.0
+            lo, hi = max(lo - pad, 0.0), hi + pad
     flo, fhi = f(lo), f(hi)
     span = (fhi - flo) or 1.0
     ph = height - top - bottom
 
-    def yv(v):
+    def yf(v):  # v already in axis units
         return top + ph - (f(v) - flo) / span * ph
+
+    def yv(v, arm=None):  # a metric value in ns
+        return yf(v / med[arm] - 1.0) if relative else yf(v)
+
+    def label(v):
+        return f"{v * 100:+.1f}%" if relative else ns(v)
 
     n_slots = sum(max(len(b["runs"]), 1) for b in trials) + len(trials)
     dx = (width - left - right) / max(n_slots, 1)
-    out = [f'<svg class="plot" id="runs-plot" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+    out = [f'<svg class="plot" id="runs-plot{"-relative" if relative else ""}" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
            f'xmlns="http://www.w3.org/2000/svg" font-size="11" font-family="sans-serif">']
     for k in range(5):  # y ticks
         fv = flo + span * k / 4
         v = math.exp(fv) if log else fv
-        y = yv(v)
+        y = yf(v)
         out.append(f'<line x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eef2f6"/>'
-                   f'<text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end" fill="#667085">{esc(ns(v))}</text>')
-    medians = {b["block"]: b["median_ns"] for b in (comparison or {}).get("blocks", [])}
+                   f'<text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end" fill="#667085">{esc(label(v))}</text>')
+    block_medians = {b["block"]: b["median_ns"] for b in (comparison or {}).get("blocks", [])}
     bidx = {b["block"]: i for i, b in enumerate((comparison or {}).get("blocks", []))}
     slot = 0
     for b in trials:
@@ -64,7 +94,7 @@ def runs_plot(trials: list[dict], comparison: dict | None, *, width: int = 960, 
             if r["metric_ns"]:
                 title = f'{b["block"]} run {r["index"]} ({ARM_NAMES.get(r["arm"], r["arm"])}), attempt {r["attempt"]}: {ns(r["metric_ns"])}'
                 fill = "none" if r["arm"] == "warmup" else color
-                out.append(f'<circle class="run" cx="{x:.1f}" cy="{yv(r["metric_ns"]):.1f}" r="4" fill="{fill}" stroke="{color}" '
+                out.append(f'<circle class="run" cx="{x:.1f}" cy="{yv(r["metric_ns"], r["arm"]):.1f}" r="4" fill="{fill}" stroke="{color}" '
                            f'{_attrs(r["src"], r["metric_ns"])}><title>{esc(title)}</title></circle>')
             else:
                 y = top + ph
@@ -73,10 +103,9 @@ def runs_plot(trials: list[dict], comparison: dict | None, *, width: int = 960, 
             slot += 1
         if not b["runs"]:
             slot += 1
-        med = medians.get(b["block"], {})
-        for arm, v in med.items():
-            if v:
-                y = yv(v)
+        for arm, v in block_medians.get(b["block"], {}).items():
+            if v and arm in med:
+                y = yv(v, arm)
                 src = f'comparison:/blocks/{bidx[b["block"]]}/median_ns/{arm.replace("~", "~0").replace("/", "~1")}'
                 out.append(f'<line class="median" x1="{x0:.1f}" x2="{x0 + n * dx:.1f}" y1="{y:.1f}" y2="{y:.1f}" '
                            f'stroke="{ARM_COLORS[arm]}" stroke-width="1.5" stroke-dasharray="4 3" {_attrs(src, v)}>'
@@ -85,7 +114,7 @@ def runs_plot(trials: list[dict], comparison: dict | None, *, width: int = 960, 
         out.append(f'<line x1="{left + (slot - 0.5) * dx:.1f}" x2="{left + (slot - 0.5) * dx:.1f}" y1="{top}" y2="{top + ph}" stroke="#e2e8f0"/>')
     out.append("</svg>")
     legend = " ".join(f'<span><i style="background:{c}"></i>{esc(ARM_NAMES[a])}</span>' for a, c in ARM_COLORS.items())
-    axis = "log scale" if log else "linear scale"
+    axis = "deviation from the arm's median over all blocks" if relative else ("log scale" if log else "linear scale")
     return "".join(out) + f'<div class="legend">{legend}<span class="muted">dashed: the block\'s median per arm; × failed attempt; y: {axis}</span></div>'
 
 

@@ -15,6 +15,7 @@ reason, never an empty (zero) track.
 from __future__ import annotations
 
 import base64
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -217,7 +218,7 @@ def build(incident: Incident, diagnosis: dict | None, *, raw_total: int = RAW_TO
     budget = _Budget(raw_total)
     # Candidate tracks are collected with their sizes first; raw allowance goes to the
     # smallest so a single huge track cannot starve all the others of detail.
-    pending: list[tuple[int, int, callable]] = []
+    pending: list[tuple[int, int, Callable[[bool], dict]]] = []
 
     def add(n: int, make) -> None:
         pending.append((len(pending), n, make))
