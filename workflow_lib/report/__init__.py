@@ -52,10 +52,10 @@ def load_records(snapshot_path, diagnosis_path=None, plan_path=None, comparison_
     )
 
 
-def _timeline(snapshot: dict, diagnosis: dict | None, store_root) -> dict:
+def _timeline(snapshot: dict, diagnosis: dict | None, store_root, raw_events: int) -> dict:
     from ..snapshot import load_tables
 
-    return timeline.build(load_tables(snapshot, store_root), diagnosis)
+    return timeline.build(load_tables(snapshot, store_root), diagnosis, raw_total=raw_events)
 
 
 def _perfetto_href(out_path) -> str | None:
@@ -65,9 +65,13 @@ def _perfetto_href(out_path) -> str | None:
     return None
 
 
-def build_report(recs: Records, store_root: str | os.PathLike, *, perfetto_href: str | None = None) -> str:
-    """The page for these records (the snapshot's tables are read from the store at store_root)."""
-    tl = _timeline(recs.snapshot, recs.diagnosis, store_root)
+def build_report(recs: Records, store_root: str | os.PathLike, *, perfetto_href: str | None = None,
+                 raw_events: int = timeline.RAW_TOTAL_BUDGET) -> str:
+    """The page for these records (the snapshot's tables are read from the store at store_root).
+
+    raw_events: how many timeline events may be inlined exactly; the rest are drawn decimated.
+    """
+    tl = _timeline(recs.snapshot, recs.diagnosis, store_root, raw_events)
     return html.page(model.build(recs, tl, perfetto_href=perfetto_href))
 
 

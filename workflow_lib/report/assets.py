@@ -98,6 +98,16 @@ JS = r"""
     return COLORS.intervals;
   }
 
+  function bucketColor(t) {  // a decimated track has no per-event fields: colour by kind
+    var byKind = { steps: COLORS.steps[0], findings: "#334155", busy: COLORS.busy, gaps: COLORS.gaps,
+                   collectives: COLORS.collectives, enqueued: COLORS.collectives };
+    if (byKind[t.kind]) return byKind[t.kind];
+    if (t.id.indexOf("spans:") === 0) return COLORS.spans[0];
+    if (t.id.indexOf("runtime_api:") === 0) return COLORS.api;
+    if (t.id.indexOf("kernels:") === 0 || t.id.indexOf("memcpy:") === 0) return COLORS.kernels;
+    return COLORS.intervals;
+  }
+
   function drawRaw(t, top) {
     var s = t.s, d = t.d, n = s.length, scale = W / (v1 - v0);
     var i = lowerBound(s, v0 - t.max_dur - 1);
@@ -128,7 +138,7 @@ JS = r"""
   function drawCoverage(t, top) {
     var B = t.buckets, bw = (tl.end_ns - tl.start_ns) / B, cov = t.cov;
     var b0 = Math.max(Math.floor((v0 - tl.start_ns) / bw), 0), b1 = Math.min(Math.ceil((v1 - tl.start_ns) / bw), B);
-    ctx.fillStyle = t.kind === "busy" ? COLORS.busy : colorOf(t, 0);
+    ctx.fillStyle = bucketColor(t);
     var perPx = (b1 - b0) / W;
     if (perPx >= 1) {
       for (var px = 0; px < W; px++) {

@@ -251,10 +251,10 @@ def _step_tracks(inc: Incident, diagnosis: dict | None, origin: int, lo: int, hi
             kind="steps"))
     if diagnosis is None:
         return
-    _finding_tracks(diagnosis, origin, add)
+    _finding_tracks(diagnosis, origin, lo, hi, add)
 
 
-def _finding_tracks(diagnosis: dict, origin: int, add) -> None:
+def _finding_tracks(diagnosis: dict, origin: int, lo: int, hi: int, add) -> None:
     """Per step: the explained time of each attributed finding, as a share of the step.
 
     The diagnosis records how much time each finding explains, not where: so a step's bar
@@ -283,16 +283,17 @@ def _finding_tracks(diagnosis: dict, origin: int, add) -> None:
                 gap_e.append(g["end_ns"] - origin)
 
         def make(raw, seg_s=seg_s, seg_e=seg_e, seg_check=seg_check, seg_step=seg_step, r=r):
-            tr = _interval_track(f"findings:{r}", "findings", f"{_rank_label(r)}findings (share of step)",
-                                 np.array(seg_s, np.int64), np.array(seg_e, np.int64), np.array(seg_check, object),
-                                 {"step_id": np.array(seg_step, np.int64)}, 0, 1, True, kind="findings")
-            return tr
+            return _interval_track(f"findings:{r}", "findings", f"{_rank_label(r)}findings (share of step)",
+                                   np.array(seg_s, np.int64), np.array(seg_e, np.int64), np.array(seg_check, object),
+                                   {"step_id": np.array(seg_step, np.int64)}, lo, hi, raw, kind="findings")
 
-        add(0, make)  # findings are few (<= checks x steps) and always drawn exactly
+        # Findings are at most checks x steps, but a long incident has many steps: they take
+        # their share of the raw budget like any track.
+        add(len(seg_s), make)
         if gap_s:
-            add(0, lambda raw, gs=gap_s, ge=gap_e, r=r: _interval_track(
+            add(len(gap_s), lambda raw, gs=gap_s, ge=gap_e, r=r: _interval_track(
                 f"gaps:{r}", "findings", f"{_rank_label(r)}longest GPU idle gaps", np.array(gs, np.int64),
-                np.array(ge, np.int64), None, None, 0, 1, True, kind="gaps"))
+                np.array(ge, np.int64), None, None, lo, hi, raw, kind="gaps"))
 
 
 def _host_tracks(inc: Incident, origin: int, lo: int, hi: int, add) -> None:
