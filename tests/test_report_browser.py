@@ -80,6 +80,20 @@ def test_synthetic_incident_renders_cleanly(browser, tmp_path):
         page.eval("document.querySelector('tr.zoomable').click()")
         assert page.eval("document.getElementById('tl-range').textContent").endswith("shown)")
         page.eval("document.getElementById('tl-reset').click()")
+        whole = page.eval("document.getElementById('tl-range').textContent")
+        # a real wheel event over the canvas zooms in; a drag pans; a double click restores
+        page.eval("document.getElementById('timeline').scrollIntoView()")
+        x, y = page.eval("(function(){var r=document.getElementById('timeline').getBoundingClientRect();"
+                         "return [r.left + r.width * 0.6, r.top + 40];})()")
+        page.send("Input.dispatchMouseEvent", {"type": "mouseWheel", "x": x, "y": y, "deltaX": 0, "deltaY": -400})
+        zoomed = page.eval("document.getElementById('tl-range').textContent")
+        assert zoomed != whole
+        for kind, dx in (("mousePressed", 0), ("mouseMoved", -120), ("mouseReleased", -120)):
+            page.send("Input.dispatchMouseEvent", {"type": kind, "x": x + dx, "y": y, "button": "left", "buttons": 1, "clickCount": 1})
+        assert page.eval("document.getElementById('tl-range').textContent") not in (whole, zoomed)
+        page.send("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": x, "y": y + 20})  # tooltip over an event
+        page.eval("document.getElementById('tl-reset').click()")
+        assert page.eval("document.getElementById('tl-range').textContent") == whole
         page.screenshot(_shots(tmp_path) / "report-synthetic.png")
         page.screenshot(_shots(tmp_path) / "report-synthetic-timeline.png", "#timeline-wrap")
         assert page.errors == []
