@@ -130,7 +130,7 @@ def _preflight(plan: dict, plan_digest: str, block: str, *, differences=()) -> d
 
 
 def results_for(incident_dir: Path, results_dir: Path, *, trials: bool = True, effect: float = -0.08,
-                diagnose: bool = True) -> dict[str, Path]:
+                diagnose: bool = True, blocks: int = 6) -> dict[str, Path]:
     """Snapshot, diagnosis (diagnose=True) and (trials=True) plan, preflights, executions and comparison."""
     incident_id = records.read_record(incident_dir / "manifest.json", "incident_manifest")["incident_id"]
     base = results_dir / incident_id
@@ -142,15 +142,16 @@ def results_for(incident_dir: Path, results_dir: Path, *, trials: bool = True, e
         diagnose_snapshot_file(paths["snapshot"], results_dir, paths["diagnosis"])
     if not trials:
         return paths
-    plan = CB.plan(CB.design(blocks=6, runs_per_arm=2, control_runs=2, warmup_runs=1))
+    plan = CB.plan(CB.design(blocks=blocks, runs_per_arm=2, control_runs=2, warmup_runs=1))
     plan["incident_id"] = incident_id
     plan["experiment"] = "new-driver"
     records.write_record(paths["plan"], plan, "plan")
     pd = records.digest_of(plan)
     ex, digests, _ = CB.executions(plan, CB.lognormal_values(3, effect=effect))
-    retried = ex["b002"]["runs"][1]  # its first attempt failed, the retry succeeded
-    ex["b002"]["runs"].insert(1, CB.run(retried["index"], retried["arm"], None, status="failed"))
-    retried["attempt"] = 1
+    if "b002" in ex:
+        retried = ex["b002"]["runs"][1]  # its first attempt failed, the retry succeeded
+        ex["b002"]["runs"].insert(1, CB.run(retried["index"], retried["arm"], None, status="failed"))
+        retried["attempt"] = 1
     for b, e in ex.items():
         e["plan_digest"] = pd
         pf = _preflight(plan, pd, b, differences=[{"field": "driver_version", "planned": "580.1", "observed": "580.2"}] if b == "b001" else ())

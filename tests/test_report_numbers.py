@@ -313,3 +313,17 @@ def test_build_report_without_trials_is_a_page(tmp_path):
     p = RC.results_for(inc_dir, tmp_path / "results", trials=False)
     page = build_report(load_records(p["snapshot"], p["diagnosis"], p["plan"], p["comparison"]), tmp_path / "results")
     assert "comparison.json absent" in page and "no execution records" in page
+
+
+def test_too_few_blocks_show_no_interval_and_say_why(tmp_path):
+    inc_dir = tmp_path / "incidents" / "few"
+    RC.rich_incident(inc_dir, incident_id="few", steps_per_rank=2)
+    p = RC.results_for(inc_dir, tmp_path / "results", blocks=2)
+    out = write_report_files(p["snapshot"], p["diagnosis"], p["plan"], p["comparison"], tmp_path / "results",
+                             p["snapshot"].parent / "report.html")
+    comp = records.read_record(p["comparison"], "comparison")
+    assert comp["verdict"] == "inconclusive" and comp["estimate"]["log_low"] is None
+    page = out.read_text(encoding="utf-8")
+    check_numbers(page, p["snapshot"].parent)
+    assert "no interval: too few blocks" in page
+    assert all(html.esc(r) in page for r in comp["reasons"])
