@@ -95,3 +95,23 @@ def test_json_dumps_agree_with_pickles(analysis, tmp_path_factory):
     key = lambda a: [(o["comm"], o["seq_id"], o["sub"], o["status"], (o["attribution"] or {}).get("verdict"),
                       (o["attribution"] or {}).get("late_rank")) for o in a["ops"]]
     assert key(other) == key(analysis)
+
+
+def test_recorder_capture_of_the_same_run_attributes_exactly_the_injected_steps(truth):
+    """stallcase's own recorder ran in both ranks (source "collectives" read PyTorch's NCCL
+    flight recorder at snapshot time, steps from rec.step): on its capture, every injected
+    late step is attributed to the right rank within 10% and no other step is."""
+    from workflow_lib.collectives import steps_from_incidents
+
+    incs = [read_incident(FIXTURE / "recorder" / f"rank{r}") for r in (0, 1)]
+    assert all(i.observed("collectives") and i.table("collectives").num_rows > 70 for i in incs)
+    analysis = analyze_collectives(incs)
+    records.validate(analysis, "collectives")
+    found = {(x["rank"], x["step_id"]): x for x in collective_wait_findings(analysis, steps_from_incidents(incs))
+             if x["verdict"] == "attributed"}
+    expected = {(1 - i["rank"], i["step_id"]): i for i in truth["injected"]}
+    assert set(found) == set(expected)
+    for key, inj in expected.items():
+        got = found[key]
+        assert abs(got["explains_ns"] - inj["delay_ns"]) <= 0.10 * inj["delay_ns"]
+        assert {e["late_rank"] for e in got["evidence"] if e.get("role") == "waited"} == {inj["rank"]}
