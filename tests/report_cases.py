@@ -185,13 +185,14 @@ def h200_pipeline_records(name: str, results_dir: Path) -> dict[str, Path] | Non
     return {k: base / f"{k}.json" for k in ("snapshot", "diagnosis", "plan", "comparison")}
 
 
-def h200_capture(name: str, incidents_dir: Path) -> Path | None:
-    """A copy of a recorded H200 incident without its artifacts (they are paths on the GPU machine,
-    which snapshot would rightly refuse as missing); tables and sources unchanged."""
-    src = FIXTURES / "capture" / name
+def h200_capture(name: str, incidents_dir: Path, folder: str = "capture") -> Path | None:
+    """A copy of a recorded H200 incident (tests/fixtures/<folder>/<name>) without its artifacts
+    (they are paths on the GPU machine, which snapshot would rightly refuse as missing); tables
+    and sources unchanged."""
+    src = FIXTURES / folder / name
     if not (src / "manifest.json").is_file():
         return None
-    dst = incidents_dir / name
+    dst = incidents_dir / Path(name).name
     shutil.copytree(src, dst)
     manifest = records.read_record(dst / "manifest.json", "incident_manifest")
     manifest["artifacts"] = []

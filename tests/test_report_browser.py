@@ -126,14 +126,20 @@ def _h200_case(kind: str, name: str, tmp_path: Path) -> Path | None:
         if p is None:
             return None
     else:
-        inc = RC.h200_capture(name, tmp_path / "incidents") if kind == "capture" else RC.h200x2_collectives(tmp_path / "incidents")
+        if kind == "capture":
+            inc = RC.h200_capture(name, tmp_path / "incidents")
+        elif kind == "recorder-2xh200":  # one rank of the two-rank job, recorded by stallcase's recorder
+            inc = RC.h200_capture(f"recorder/{name}", tmp_path / "incidents", folder="h200x2_collectives")
+        else:
+            inc = RC.h200x2_collectives(tmp_path / "incidents")
         if inc is None:
             return None
-        p = RC.results_for(inc, results, trials=False, diagnose=kind == "capture")
+        p = RC.results_for(inc, results, trials=False, diagnose=kind != "collectives")
     return write_report_files(p["snapshot"], p["diagnosis"], p["plan"], p["comparison"], results, p["snapshot"].parent / "report.html")
 
 
-H200_CASES = [("pipeline", "demo-ab"), *(("capture", n) for n in RC.H200_CAPTURES), ("collectives", "two-ranks")]
+H200_CASES = [("pipeline", "demo-ab"), *(("capture", n) for n in RC.H200_CAPTURES), ("collectives", "two-ranks"),
+              ("recorder-2xh200", "rank0")]
 
 
 @pytest.mark.parametrize("kind,name", H200_CASES, ids=[f"{k}-{n}" for k, n in H200_CASES])
@@ -144,7 +150,7 @@ def test_h200_fixture_renders_cleanly(browser, tmp_path, kind, name):
     _, status = _open_clean(browser, out, _shots(tmp_path) / f"report-h200-{kind}-{name}.png")
     assert float(status["renderMs"]) < MAX_RENDER_MS
     data = json.loads(re.search(r'<script type="application/json" id="stallcase-data">(.*?)</script>', out.read_text(encoding="utf-8"), re.S).group(1))
-    drawn = [t for t in data["timeline"]["tracks"] if t["status"] == "observed"]
+    drawn = [t for t in data["timeline"]["tracks"] if t["status"] == "observed" and t["kind"] != "empty"]
     assert drawn, "a real fixture draws at least one observed track"
     if kind == "capture":  # CUPTI was on: kernels per stream and GPU busy are drawn from real records
         assert any(t["id"].startswith("kernels:") for t in drawn) and any(t["kind"] == "busy" for t in drawn)

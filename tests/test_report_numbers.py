@@ -327,3 +327,12 @@ def test_too_few_blocks_show_no_interval_and_say_why(tmp_path):
     check_numbers(page, p["snapshot"].parent)
     assert "no interval: too few blocks" in page
     assert all(html.esc(r) in page for r in comp["reasons"])
+
+
+def test_observed_but_empty_sources_say_so(tmp_path):
+    inc = make_incident(steps=[step(0, 0, 1_000_000)], spans=[], nvml=[], incident_id="empty")
+    tl = timeline.build(inc, None)
+    tracks = {t["id"]: t for t in tl["tracks"]}
+    assert tracks["spans:empty"]["kind"] == "empty" and tracks["spans:empty"]["reason"] == "observed, but no events in the window"
+    assert tracks["nvml:gpu_util_pct:none"] == {**tracks["nvml:gpu_util_pct:none"], "kind": "empty", "status": "observed"}
+    assert tracks["kernels:none"]["kind"] == "missing"  # not passed: not observed, with the builder's reason

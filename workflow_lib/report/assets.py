@@ -72,7 +72,7 @@ JS = r"""
     if (t.encoding === "raw" && t.ts) { t.x = cumsum(t.ts); t.y = Float64Array.from(t.value); }
     if (t.encoding === "buckets" && t.coverage) t.cov = b64bytes(t.coverage);
     if (t.encoding === "buckets" && t.min) { t.mn = new Float32Array(b64bytes(t.min).buffer); t.mx = new Float32Array(b64bytes(t.max).buffer); }
-    t.h = t.kind === "samples" ? 36 : (t.kind === "missing" ? 18 : (t.id.indexOf("spans:") === 0 ? 24 : 18));
+    t.h = t.kind === "samples" ? 36 : (t.kind === "missing" || t.kind === "empty" ? 18 : (t.id.indexOf("spans:") === 0 ? 24 : 18));
   });
   var rows = [], y = AXIS;
   tl.tracks.forEach(function (t) { rows.push({ t: t, y: y }); y += t.h + 3; });
@@ -194,10 +194,13 @@ JS = r"""
     }
     rows.forEach(function (r) {
       var t = r.t; ctx.save(); ctx.beginPath(); ctx.rect(0, r.y, LABEL - 4, t.h); ctx.clip();
-      ctx.fillStyle = t.status === "observed" ? "#1d2330" : "#98a2b3"; ctx.font = "11px sans-serif"; ctx.fillText(t.label, 4, r.y + t.h - 5);
+      ctx.fillStyle = t.status === "observed" && t.kind !== "empty" ? "#1d2330" : "#98a2b3"; ctx.font = "11px sans-serif"; ctx.fillText(t.label, 4, r.y + t.h - 5);
       ctx.restore();
       ctx.save(); ctx.beginPath(); ctx.rect(LABEL, r.y, W, t.h); ctx.clip();
-      if (t.kind === "missing") { ctx.fillStyle = "#98a2b3"; ctx.font = "italic 11px sans-serif"; ctx.fillText("not observed: " + t.reason, LABEL + 4, r.y + t.h - 5); }
+      if (t.kind === "missing" || t.kind === "empty") {
+        ctx.fillStyle = "#98a2b3"; ctx.font = "italic 11px sans-serif";
+        ctx.fillText((t.kind === "missing" ? "not observed: " : "") + t.reason, LABEL + 4, r.y + t.h - 5);
+      }
       else if (t.kind === "samples") drawSamples(t, r.y);
       else if (t.encoding === "raw") drawRaw(t, r.y);
       else drawCoverage(t, r.y);
@@ -228,7 +231,7 @@ JS = r"""
     rows.forEach(function (row) {
       if (my < row.y || my > row.y + row.t.h) return;
       var t = row.t;
-      if (t.kind === "missing") { text = t.label + "\nnot observed: " + t.reason; return; }
+      if (t.kind === "missing" || t.kind === "empty") { text = t.label + "\n" + (t.kind === "missing" ? "not observed: " : "") + t.reason; return; }
       if (t.encoding === "raw" && t.s) {
         var tol = 2 * (v1 - v0) / W, i = lowerBound(t.s, at - t.max_dur - tol);
         for (; i < t.s.length && t.s[i] <= at + tol; i++) {

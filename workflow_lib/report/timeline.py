@@ -178,6 +178,12 @@ def _missing(tid: str, group: str, label: str, reason: str) -> dict:
     return {"id": tid, "group": group, "label": label, "kind": "missing", "status": "not_observed", "reason": reason}
 
 
+def _empty(tid: str, group: str, label: str, what: str) -> dict:
+    """A source that was observed but recorded nothing here: said so, not drawn as zero."""
+    return {"id": tid, "group": group, "label": label, "kind": "empty", "status": "observed",
+            "reason": f"observed, but no {what} in the window"}
+
+
 def _rank_label(rk: int) -> str:
     return "" if rk < 0 else f"rank {rk} "
 
@@ -240,7 +246,8 @@ def _step_tracks(inc: Incident, diagnosis: dict | None, origin: int, lo: int, hi
     steps = inc.table("steps")
     if steps.num_rows == 0:
         observed, reason = source_status(inc, "steps")
-        add(0, lambda raw: _missing("steps:none", "steps", "steps", reason or "observed, but no steps in the window"))
+        add(0, lambda raw: _missing("steps:none", "steps", "steps", reason) if not observed
+            else _empty("steps:none", "steps", "steps", "steps"))
     rk = _rank_key(steps["rank"])
     s, e = _rel(steps, "start_ns", origin), _rel(steps, "end_ns", origin)
     ids = _i64(steps["step_id"])
@@ -309,8 +316,7 @@ def _host_tracks(inc: Incident, origin: int, lo: int, hi: int, add) -> None:
         extra_col = {"depth": _i64(t["depth"])} if table == "spans" else {"sync": _i64(t["is_sync"].cast(pa.int64()))}
         keys = np.unique(np.stack([rk, tid], axis=1), axis=0) if t.num_rows else np.zeros((0, 2), np.int64)
         if keys.shape[0] == 0:
-            add(0, lambda raw, table=table, group=group, what=what: _missing(
-                f"{table}:empty", group, what, "observed, but no events in the window"))
+            add(0, lambda raw, table=table, group=group, what=what: _empty(f"{table}:empty", group, what, "events"))
         for r, th in keys:
             sel = (rk == r) & (tid == th)
             add(int(sel.sum()), lambda raw, sel=sel, r=r, th=th, table=table, group=group, what=what, extra_col=extra_col,
@@ -353,9 +359,9 @@ def _nvml_tracks(inc: Incident, origin: int, lo: int, hi: int, add) -> None:
     observed, reason = source_status(inc, "nvml")
     t = inc.table("nvml")
     if not observed or t.num_rows == 0:
-        why = reason if not observed else "observed, but no samples in the window"
         for metric, label, _ in NVML_METRICS:
-            add(0, lambda raw, metric=metric, label=label: _missing(f"nvml:{metric}:none", "nvml", label, why))
+            add(0, lambda raw, metric=metric, label=label: _missing(f"nvml:{metric}:none", "nvml", label, reason) if not observed
+                else _empty(f"nvml:{metric}:none", "nvml", label, "samples"))
         return
     rk, dev = _rank_key(t["rank"]), _i64(t["device"])
     metric = t["metric"].to_numpy(zero_copy_only=False).astype(str)
@@ -367,7 +373,7 @@ def _nvml_tracks(inc: Incident, origin: int, lo: int, hi: int, add) -> None:
             sel = (rk == r) & (dev == d) & (metric == name)
             tid, lab = f"nvml:{name}:{r}:{d}", f"{_rank_label(r)}GPU {d} {label}"
             if not sel.any():
-                add(0, lambda raw, tid=tid, lab=lab, name=name: _missing(tid, "nvml", lab, f"observed, but no '{name}' samples"))
+                add(0, lambda raw, tid=tid, lab=lab, name=name: _empty(tid, "nvml", lab, f"'{name}' samples"))
                 continue
             order = np.argsort(ts[sel], kind="stable")
             x, y = ts[sel][order], val[sel][order]
@@ -399,15 +405,14 @@ def _collective_tracks(inc: Incident, origin: int, lo: int, hi: int, add) -> Non
     observed, reason = source_status(inc, "collectives")
     t = inc.table("collectives")
     if not observed or t.num_rows == 0:
-        why = reason if not observed else "observed, but no collectives in the window"
-        add(0, lambda raw: _missing("collectives:none", "collectives", "collectives", why))
+        add(0, lambda raw: _missing("collectives:none", "collectives", "collectives", reason) if not observed
+            else _empty("collectives:none", "collectives", "collectives", "collectives"))
         return
     timed_mask = pc.and_(pc.is_valid(t["gpu_start_ns"]), pc.is_valid(t["gpu_end_ns"]))
     timed, untimed = t.filter(timed_mask), t.filter(pc.invert(timed_mask))
     untimed = untimed.filter(pc.is_valid(untimed["enqueue_ns"]))
     if timed.num_rows == 0 and untimed.num_rows == 0:
-        add(0, lambda raw: _missing("collectives:untimed", "collectives", "collectives",
-                                    "recorded without GPU or enqueue times"))
+        add(0, lambda raw: _empty("collectives:untimed", "collectives", "collectives", "collectives with GPU or enqueue times"))
         return
     if timed.num_rows:
         last = timed.group_by(["pg_id", "seq_id"]).aggregate([("gpu_start_ns", "max")])
