@@ -99,7 +99,8 @@ def sources_section(m: dict) -> str:
 def timeline_section(m: dict) -> str:
     tl = m["timeline"]
     if tl is None:
-        return '<section id="timeline-section"><h2>Timeline</h2>' + _missing("the snapshot's tables were not available") + "</section>"
+        return ('<section id="timeline-section"><h2>Timeline</h2>' + _missing("the snapshot's tables were not available")
+                + '<p id="render-status" class="muted"></p></section>')
     perfetto = m.get("perfetto_href")
     link = (f'<a href="{esc(perfetto)}">open the full trace in Perfetto (ui.perfetto.dev, drag the file in)</a>' if perfetto else
             '<span class="muted">Perfetto trace: not exported for this report; produce it with '
