@@ -28,7 +28,8 @@ MS = 1_000_000
 
 def _collective(rank: int, seq: int, start_ns: int, end_ns: int) -> dict:
     return {"rank": rank, "pg_id": "0", "pg_name": "default_pg", "comm_hash": None, "seq_id": seq, "p2p_seq_id": None,
-            "op_type": "allreduce", "input_sizes": "[[1048576]]", "output_sizes": "[[1048576]]", "dtypes": "Float",
+            "op_type": "allreduce", "input_sizes": "[[1048576]]", "output_sizes": "[[1048576]]",
+            "dtypes": '{"input": ["Float"], "output": ["Float"]}',
             "group_size": 2, "group_ranks": "[0, 1]", "enqueue_ns": start_ns - 20_000, "gpu_start_ns": start_ns,
             "gpu_end_ns": end_ns, "state": "completed", "thread_id": 1, "record_id": seq}
 

@@ -283,13 +283,18 @@ def test_mismatched_diagnosis_is_refused_in_one_line(rich, tmp_path):
     assert "\n" not in str(err.value) and str(p["diagnosis"]) in str(err.value)
 
 
-def test_perfetto_link_when_exported_else_how_to(rich, tmp_path):
-    assert "stallcase export rich" in rich["page"]
-    (tmp_path / "trace.perfetto.json").write_text("{}")
+def test_perfetto_trace_written_next_to_the_report_and_linked(rich, tmp_path):
+    trace = rich["out"].parent / "trace.perfetto.json"
+    events = json.loads(trace.read_text(encoding="utf-8"))["traceEvents"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    snap = records.read_record(rich["paths"]["snapshot"], "snapshot")
+    assert len(kernels) == snap["tables"]["kernels"]["rows"]
+    assert 'id="perfetto-link" href="trace.perfetto.json"' in rich["page"]
+    # without an export, the page says how to make one instead of linking nothing
     p = rich["paths"]
     page = write_report_files(p["snapshot"], p["diagnosis"], p["plan"], p["comparison"], rich["root"] / "results",
-                              tmp_path / "report.html").read_text(encoding="utf-8")
-    assert 'href="trace.perfetto.json"' in page
+                              tmp_path / "report.html", perfetto=False).read_text(encoding="utf-8")
+    assert "perfetto-link" not in page and "stallcase export incidents/rich -o trace.perfetto.json" in page
 
 
 def test_show_prints_the_summary_and_writes_the_page(rich, tmp_path, capsys):

@@ -21,8 +21,8 @@ from .model import Records
 
 __all__ = ["write_report_files", "build_report", "load_records", "summary_text", "Records"]
 
-PERFETTO_NAMES = ("trace.perfetto.json.gz", "trace.perfetto.json")
-"""Where a Perfetto export of the incident is looked for, next to the report."""
+PERFETTO_NAME = "trace.perfetto.json"
+"""The incident's Perfetto (Chrome trace JSON) export, written next to the report and linked from it."""
 
 
 def _optional(path, kind: str) -> dict | None:
@@ -52,17 +52,15 @@ def load_records(snapshot_path, diagnosis_path=None, plan_path=None, comparison_
     )
 
 
-def _timeline(snapshot: dict, diagnosis: dict | None, store_root, raw_events: int) -> dict:
+def _tables(snapshot: dict, store_root):
     from ..snapshot import load_tables
 
-    return timeline.build(load_tables(snapshot, store_root), diagnosis, raw_total=raw_events)
+    return load_tables(snapshot, store_root)
 
 
-def _perfetto_href(out_path) -> str | None:
-    for name in PERFETTO_NAMES:
-        if (Path(out_path).parent / name).is_file():
-            return name
-    return None
+def _page(recs: Records, incident, perfetto_href: str | None, raw_events: int) -> str:
+    tl = timeline.build(incident, recs.diagnosis, raw_total=raw_events)
+    return html.page(model.build(recs, tl, perfetto_href=perfetto_href))
 
 
 def build_report(recs: Records, store_root: str | os.PathLike, *, perfetto_href: str | None = None,
@@ -71,8 +69,7 @@ def build_report(recs: Records, store_root: str | os.PathLike, *, perfetto_href:
 
     raw_events: how many timeline events may be inlined exactly; the rest are drawn decimated.
     """
-    tl = _timeline(recs.snapshot, recs.diagnosis, store_root, raw_events)
-    return html.page(model.build(recs, tl, perfetto_href=perfetto_href))
+    return _page(recs, _tables(recs.snapshot, store_root), perfetto_href, raw_events)
 
 
 def summary_text(recs: Records) -> str:
@@ -80,11 +77,19 @@ def summary_text(recs: Records) -> str:
     return text.render(model.build(recs, None))
 
 
-def write_report_files(snapshot_path, diagnosis_path, plan_path, comparison_path, store_root, out_path) -> Path:
-    """Rule entry: read the records, build the page, write it atomically to out_path."""
+def write_report_files(snapshot_path, diagnosis_path, plan_path, comparison_path, store_root, out_path,
+                       *, perfetto: bool = True) -> Path:
+    """Rule entry: read the records, write the page atomically to out_path and (perfetto=True) the
+    incident's Perfetto trace next to it as trace.perfetto.json, linked from the page."""
     recs = load_records(snapshot_path, diagnosis_path, plan_path, comparison_path)
     if recs.diagnosis is not None and recs.diagnosis["incident_id"] != recs.snapshot["incident_id"]:
         raise StallcaseError(diagnosis_path, f"diagnosis is of incident {recs.diagnosis['incident_id']!r}, "
                                              f"the snapshot of {recs.snapshot['incident_id']!r}")
-    page = build_report(recs, store_root, perfetto_href=_perfetto_href(out_path))
-    return atomic.write_text(out_path, page)
+    incident = _tables(recs.snapshot, store_root)
+    trace = Path(out_path).parent / PERFETTO_NAME
+    if perfetto:
+        from ..perfetto import export_perfetto
+
+        export_perfetto(incident, recs.diagnosis, trace)
+    href = PERFETTO_NAME if trace.is_file() else None
+    return atomic.write_text(out_path, _page(recs, incident, href, timeline.RAW_TOTAL_BUDGET))

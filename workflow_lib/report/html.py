@@ -102,9 +102,12 @@ def timeline_section(m: dict) -> str:
         return ('<section id="timeline-section"><h2>Timeline</h2>' + _missing("the snapshot's tables were not available")
                 + '<p id="render-status" class="muted"></p></section>')
     perfetto = m.get("perfetto_href")
-    link = (f'<a href="{esc(perfetto)}">open the full trace in Perfetto (ui.perfetto.dev, drag the file in)</a>' if perfetto else
-            '<span class="muted">Perfetto trace: not exported for this report; produce it with '
-            f'<code>stallcase export {esc(m["incident_id"])}</code> and open it at ui.perfetto.dev.</span>')
+    iid = esc(m["incident_id"])
+    link = (f'Every event, unabridged: <a id="perfetto-link" href="{esc(perfetto)}">{esc(perfetto)}</a> '
+            '(open it at ui.perfetto.dev or chrome://tracing).' if perfetto else
+            '<span class="muted">Perfetto trace: not exported next to this report; produce it with '
+            f'<code>stallcase export incidents/{iid} -o trace.perfetto.json --diagnosis results/{iid}/diagnosis.json</code> '
+            'and open it at ui.perfetto.dev.</span>')
     return ('<section id="timeline-section"><h2>Timeline</h2>'
             '<div class="controls"><button id="tl-in" type="button">zoom in</button><button id="tl-out" type="button">zoom out</button>'
             '<button id="tl-reset" type="button">whole window</button><span id="tl-range" class="mono muted"></span></div>'
