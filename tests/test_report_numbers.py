@@ -193,6 +193,11 @@ def test_collective_wait_is_the_last_ranks_arrival(rich):
     # rank 1 is starved in step 3 and arrives late: rank 0 waits exactly the difference there
     assert r0["wait"] == np.clip(s1 - s0, 0, None).tolist()
     assert r0["wait"][3] == 6 * RC.MS and sum(r0["wait"]) == 6 * RC.MS and max(r1["wait"]) == 0
+    # the shading agrees with the diagnosis' own cross-rank finding for that step
+    diag = records.read_record(rich["paths"]["diagnosis"], "diagnosis")
+    waits = [(st["rank"], st["step_id"], f["explains_ns"]) for st in diag["steps"] for f in st["findings"]
+             if f["check"] == "collective_wait" and f["verdict"] == "attributed"]
+    assert waits == [(0, 3, 6 * RC.MS)]
 
 
 def test_not_observed_sources_are_named_never_drawn(tmp_path):
