@@ -167,7 +167,13 @@ class FlightRecorder:
 
     # ---- hot path ----------------------------------------------------------------------
     def span(self, name: str):
-        """`with rec.span("fwd"):` or `@rec.span("fwd")`."""
+        """`with rec.span("fwd"):` or `@rec.span("fwd")`.
+
+        With the host source on, this method is replaced per instance by the host
+        source's lookup (one call less). The object returned for `with` belongs to the
+        calling thread (it holds that thread's id and open start time): look it up where it
+        is used, as `with rec.span(name):` does. A decorated function may run on any thread.
+        """
         if self.host is None:
             return _NULL_SPAN
         return self.host.span(name)
