@@ -9,6 +9,8 @@ rule report:
         comparison=f"{RESULTS}/{{incident}}/comparison.json",
     output:
         report(f"{RESULTS}/{{incident}}/report.html", category="incident", caption="../docs/report_caption.rst"),
+        # Written by write_report_files next to the page, which links it (every event, for ui.perfetto.dev).
+        trace=f"{RESULTS}/{{incident}}/trace.perfetto.json",
     log:
         f"{RESULTS}/{{incident}}/logs/report.log",
     run:

@@ -1,0 +1,40 @@
+"""`stallcase show INCIDENT [--results-dir DIR] [--html [-o FILE]]`: an incident at a glance."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..errors import StallcaseError
+from ..incident import check_incident_id
+
+NAME = "show"
+HELP = "summarize an incident's records in the terminal, or write its HTML report (--html)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("incident", help="incident id (directory name under --results-dir)")
+    p.add_argument("--results-dir", default="results", help="where results live (default: results/, as snakemake writes; the store is in it)")
+    p.add_argument("--html", action="store_true", help="write the self-contained HTML report and print its path")
+    p.add_argument("-o", "--output", default=None, help="with --html: where to write it (default: <results-dir>/<incident>/report.html)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import report
+
+    incident = check_incident_id(args.incident, "INCIDENT")
+    base = Path(args.results_dir) / incident
+    snapshot = base / "snapshot.json"
+    if not snapshot.is_file():
+        raise StallcaseError(snapshot, f"no snapshot for incident {incident!r}: run the workflow "
+                                       f"(snakemake --config incident={incident}) or pass --results-dir")
+    if args.output and not args.html:
+        raise StallcaseError("-o", "only with --html")
+    paths = dict(diagnosis_path=base / "diagnosis.json", plan_path=base / "plan.json", comparison_path=base / "comparison.json")
+    if args.html:
+        out = Path(args.output) if args.output else base / "report.html"
+        written = report.write_report_files(snapshot, *paths.values(), args.results_dir, out)
+        print(written)
+        return 0
+    print(report.summary_text(report.load_records(snapshot, **paths)), end="")
+    return 0

@@ -1,0 +1,95 @@
+"""Report stage: one self-contained HTML page per incident, and a plain-text summary.
+
+    write_report_files(snapshot, diagnosis, plan, comparison, store_root, out_path)  # the rule
+    build_report(...) -> str                                                          # the page
+    load_records(results_dir) -> Records                                              # for `stallcase show`
+
+preflight/<block>.json and execution/<block>.json are read from the directory holding
+plan.json (results/<incident>/). The snapshot's tables are read back from the store
+(digest-verified) for the timeline.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .. import atomic, records
+from ..errors import StallcaseError
+from . import html, model, text, timeline
+from .model import Records
+
+__all__ = ["write_report_files", "build_report", "load_records", "summary_text", "Records"]
+
+PERFETTO_NAME = "trace.perfetto.json"
+"""The incident's Perfetto (Chrome trace JSON) export, written next to the report and linked from it."""
+
+
+def _optional(path, kind: str) -> dict | None:
+    if path is None or not Path(path).is_file():
+        return None
+    return records.read_record(path, kind)
+
+
+def _per_block(directory: Path, kind: str) -> dict[str, dict]:
+    out = {}
+    for p in sorted(directory.glob("b*.json")):
+        out[p.stem] = records.read_record(p, kind)
+    return out
+
+
+def load_records(snapshot_path, diagnosis_path=None, plan_path=None, comparison_path=None) -> Records:
+    """Read the records (validated); preflight/ and execution/ sit next to plan.json."""
+    snapshot = records.read_record(snapshot_path, "snapshot")
+    base = Path(plan_path).parent if plan_path is not None else Path(snapshot_path).parent
+    return Records(
+        snapshot=snapshot,
+        diagnosis=_optional(diagnosis_path, "diagnosis"),
+        plan=_optional(plan_path, "plan"),
+        preflights=_per_block(base / "preflight", "preflight"),
+        executions=_per_block(base / "execution", "execution"),
+        comparison=_optional(comparison_path, "comparison"),
+    )
+
+
+def _tables(snapshot: dict, store_root):
+    from ..snapshot import load_tables
+
+    return load_tables(snapshot, store_root)
+
+
+def _page(recs: Records, incident, perfetto_href: str | None, raw_events: int) -> str:
+    tl = timeline.build(incident, recs.diagnosis, raw_total=raw_events)
+    return html.page(model.build(recs, tl, perfetto_href=perfetto_href))
+
+
+def build_report(recs: Records, store_root: str | os.PathLike, *, perfetto_href: str | None = None,
+                 raw_events: int = timeline.RAW_TOTAL_BUDGET) -> str:
+    """The page for these records (the snapshot's tables are read from the store at store_root).
+
+    raw_events: how many timeline events may be inlined exactly; the rest are drawn decimated.
+    """
+    return _page(recs, _tables(recs.snapshot, store_root), perfetto_href, raw_events)
+
+
+def summary_text(recs: Records) -> str:
+    """The plain-text summary for terminals (no timeline: it needs no tables)."""
+    return text.render(model.build(recs, None))
+
+
+def write_report_files(snapshot_path, diagnosis_path, plan_path, comparison_path, store_root, out_path,
+                       *, perfetto: bool = True) -> Path:
+    """Rule entry: read the records, write the page atomically to out_path and (perfetto=True) the
+    incident's Perfetto trace next to it as trace.perfetto.json, linked from the page."""
+    recs = load_records(snapshot_path, diagnosis_path, plan_path, comparison_path)
+    if recs.diagnosis is not None and recs.diagnosis["incident_id"] != recs.snapshot["incident_id"]:
+        raise StallcaseError(diagnosis_path, f"diagnosis is of incident {recs.diagnosis['incident_id']!r}, "
+                                             f"the snapshot of {recs.snapshot['incident_id']!r}")
+    incident = _tables(recs.snapshot, store_root)
+    trace = Path(out_path).parent / PERFETTO_NAME
+    if perfetto:
+        from ..perfetto import export_perfetto
+
+        export_perfetto(incident, recs.diagnosis, trace)
+    href = PERFETTO_NAME if trace.is_file() else None
+    return atomic.write_text(out_path, _page(recs, incident, href, timeline.RAW_TOTAL_BUDGET))
