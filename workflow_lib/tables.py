@@ -153,3 +153,26 @@ def _check_intervals(name: str, table: pa.Table, where) -> None:
         keys = table.select(["rank", "step_id"]).group_by(["rank", "step_id"]).aggregate([])
         if keys.num_rows != table.num_rows:
             raise InputError(where, "table 'steps' has duplicate step_id values within a rank")
+    if name == "steps" and table.num_rows > 1:
+        _check_step_clock(table, where)
+    for col in ("ts_ns", "ts_host_ns", "uncertainty_ns"):
+        if col in table.column_names and table.num_rows:
+            neg = pc.sum(pc.less(table[col], 0)).as_py() or 0
+            if neg:
+                raise InputError(where, f"table '{name}' has {neg} row(s) with negative {col}")
+
+
+def _check_step_clock(table: pa.Table, where) -> None:
+    """One thread runs its steps one after another: sorted by step id, each starts no earlier
+    than the previous one ended. Otherwise the host clock went backwards (or the ids lie)."""
+    import numpy as np
+
+    rank = table["rank"].fill_null(-1).to_numpy()
+    order = np.lexsort((table["step_id"].to_numpy(), table["thread_id"].to_numpy(), rank))
+    tid, rk = table["thread_id"].to_numpy()[order], rank[order]
+    start, end = table["start_ns"].to_numpy()[order], table["end_ns"].to_numpy()[order]
+    same = (tid[1:] == tid[:-1]) & (rk[1:] == rk[:-1])
+    back = int(np.count_nonzero(same & (start[1:] < end[:-1])))
+    if back:
+        raise InputError(where, f"table 'steps' has {back} step(s) starting before the previous step of the same thread "
+                                "ended: the clock went backwards or steps overlap")
