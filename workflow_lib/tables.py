@@ -122,13 +122,35 @@ def conform(name: str, table: pa.Table, where: str | os.PathLike = "<table>") ->
 def write_table(path: str | os.PathLike, name: str, table: pa.Table) -> Path:
     """Conform and write a table as Parquet, atomically."""
     table = conform(name, table, path)
-    return atomic.write_with(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+    return atomic.write_with(path, lambda tmp: _write_parquet(table, tmp))
+
+
+def _utf8_path(path: str | os.PathLike) -> bool:
+    # Arrow takes paths as UTF-8 strings; a file name with non-UTF-8 bytes (surrogate-escaped
+    # by Python) must go through an open Python file instead.
+    try:
+        os.fspath(path).encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def _write_parquet(table: pa.Table, dest: Path) -> None:
+    if _utf8_path(dest):
+        pq.write_table(table, dest, compression="zstd")
+    else:
+        with open(dest, "wb") as fh:
+            pq.write_table(table, fh, compression="zstd")
 
 
 def read_table(path: str | os.PathLike, name: str) -> pa.Table:
     """Read a Parquet table and check it against the contract; one-line InputError on any problem."""
     try:
-        table = pq.read_table(path)
+        if _utf8_path(path):
+            table = pq.read_table(path)
+        else:
+            with open(path, "rb") as fh:
+                table = pq.read_table(fh)
     except FileNotFoundError:
         raise InputError(path, "table file not found") from None
     except (pa.ArrowException, OSError, ValueError) as exc:
