@@ -75,11 +75,15 @@ def write_incident(
     directory is never taken for a complete incident.
     """
     path = Path(path)
-    (path / "tables").mkdir(parents=True, exist_ok=True)
-    entries = {}
+    # Check every table before writing any: a refused import or capture leaves no
+    # directory of tables that a reader would only refuse later.
     for name, table in table_data.items():
         if name not in tables.TABLES:
             raise StallcaseError(path, f"unknown table '{name}'")
+        tables.check_table(name, table, path / f"tables/{name}.parquet")
+    (path / "tables").mkdir(parents=True, exist_ok=True)
+    entries = {}
+    for name, table in table_data.items():
         rel = f"tables/{name}.parquet"
         tables.write_table(path / rel, name, table)
         entries[name] = {"path": rel, "rows": table.num_rows, "digest": hash_file(path / rel)}

@@ -119,6 +119,13 @@ def conform(name: str, table: pa.Table, where: str | os.PathLike = "<table>") ->
     return pa.Table.from_arrays(cols, schema=schema)
 
 
+def check_table(name: str, table: pa.Table, where: str | os.PathLike = "<table>") -> pa.Table:
+    """Conform a table and check what readers check (intervals, steps); returns the conformed table."""
+    table = conform(name, table, where)
+    _check_intervals(name, table, where)
+    return table
+
+
 def write_table(path: str | os.PathLike, name: str, table: pa.Table) -> Path:
     """Conform and write a table as Parquet, atomically."""
     table = conform(name, table, path)
