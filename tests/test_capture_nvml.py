@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 from types import SimpleNamespace
 
-import pytest
 
 from workflow_lib.capture.sources import nvml as nvml_mod
 from workflow_lib.incident import read_incident

@@ -162,3 +162,69 @@ def test_unknown_source_and_bad_id_refused(tmp_path):
 
     with pytest.raises(StallcaseError):
         FlightRecorder(incident_id="../x")
+
+
+def test_over_cpu_target_samplers_back_off_and_say_so(tmp_path):
+    from workflow_lib.capture import Budget
+
+    # A target no sampler can meet: the tracker must back off and record it.
+    rec = recorder(tmp_path, sources=("host", "sched"), budget=Budget(retained_bytes=1 << 20, cpu_share_target=1e-9))
+    with rec:
+        time.sleep(2.6)
+        path = rec.snapshot("manual")
+    targets = read_incident(path).manifest["recorder"]["targets"]
+    assert targets["over_cpu_target_events"] >= 1
+    assert targets["recorder_threads_cpu_ns"] > 0
+    assert any("sched period ->" in a for a in targets["actions"])
+    assert rec.sched.period_s > rec.sched.base_period_s
+    assert any("over CPU target" in u for u in rec.unusual_events())
+
+
+def test_forked_child_records_its_own_thread_id(tmp_path):
+    import os
+
+    rec = recorder(tmp_path, sources=("host",))
+    with rec.span("parent"):
+        pass
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: record one span and report the tid it was stored under
+        try:
+            with rec.span("child"):
+                pass
+            c = rec.host.spans.copy()
+            tid = int(c.columns["code"][-1] >> 20)
+            os.write(w, f"{tid} {os.getpid()}".encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    got = os.read(r, 100).decode().split()
+    os.waitpid(pid, 0)
+    assert got[0] == got[1]  # main thread of the child: tid == its pid
+
+
+def test_rank_from_environment_tags_rows(tmp_path, monkeypatch):
+    monkeypatch.setenv("RANK", "3")
+    rec = recorder(tmp_path, sources=("host",))
+    with rec:
+        with rec.step(0):
+            with rec.span("x"):
+                pass
+        path = rec.snapshot("manual")
+    inc = read_incident(path)
+    assert inc.manifest["ranks"] == [3]
+    assert inc.table("spans")["rank"].to_pylist() == [3]
+    assert inc.table("steps")["rank"].to_pylist() == [3]
+
+
+def test_repeated_step_ids_keep_latest_and_are_counted(tmp_path):
+    rec = recorder(tmp_path, sources=("host",))
+    with rec:
+        for loop in range(2):
+            for i in range(3):
+                with rec.step(i):
+                    pass
+        path = rec.snapshot("manual")
+    inc = read_incident(path)
+    assert inc.table("steps").num_rows == 3
+    assert inc.manifest["sources"]["host"]["detail"]["steps_repeated_ids_dropped"] == 3

@@ -22,9 +22,10 @@ NOT_OBSERVED = "not_observed"
 GPU_FIELDS = (
     "gpu_count", "gpu_names", "gpu_uuids", "driver_version", "cuda_driver_version",
     "cuda_runtime_version", "nvcc_version", "app_sm_clock_mhz", "app_mem_clock_mhz",
-    "max_sm_clock_mhz", "max_mem_clock_mhz", "clock_event_reasons_idle", "persistence_mode",
+    "max_sm_clock_mhz", "max_mem_clock_mhz", "clock_event_reasons_setting", "persistence_mode",
     "ecc_mode", "mig_mode", "compute_mode", "power_limit_mw",
 )
+SETTING_REASON_BITS = 0x2 | 0x100
 HOST_FIELDS = ("cpu_model", "cpu_count", "kernel_release", "python_version", "machine")
 
 
@@ -116,8 +117,10 @@ def _nvml(fp: dict, why: dict, nvml: Any = None) -> None:
         per_dev("max_sm_clock_mhz", lambda h: nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM))
         per_dev("max_mem_clock_mhz", lambda h: nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_MEM))
         getter = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
-        # Only the idle bit pattern is stable; a busy GPU's reasons are a reading, not setup.
-        per_dev("clock_event_reasons_idle", lambda h: int(getter(h)) if int(getter(h)) in (0, 1) else "busy")
+        # Only the reasons that come from configuration are setup: applications-clocks
+        # setting (0x2) and display clock (0x100). Idle (0x1), power/thermal caps and
+        # slowdowns are transient readings that change with load, not with the node.
+        per_dev("clock_event_reasons_setting", lambda h: int(getter(h)) & SETTING_REASON_BITS)
         per_dev("persistence_mode", nvml.nvmlDeviceGetPersistenceMode)
         per_dev("ecc_mode", lambda h: list(nvml.nvmlDeviceGetEccMode(h)))
         per_dev("mig_mode", lambda h: list(nvml.nvmlDeviceGetMigMode(h)))

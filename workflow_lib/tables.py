@@ -7,7 +7,7 @@ GPU timestamps are already mapped onto that timeline; the mapping's uncertainty 
 `rank` is the distributed rank (null for single-process work).
 
 Version history (bump TABLES_VERSION when a column changes meaning or type):
-  1 - first version.
+  1 - first version. (Additive, same version: nullable collectives.gpu_duration_ns.)
 """
 
 from __future__ import annotations
@@ -82,6 +82,8 @@ TABLES: dict[str, pa.Schema] = {
         ("uncertainty_ns", _i64, False), ("rank", _i32, True),
     ),
     # Collective operations per rank (torch.distributed / NCCL flight recorder / Kineto).
+    # gpu_duration_ns: GPU time between the op's start and end CUDA events on its stream
+    # (the flight recorder's duration_ms), known even when absolute GPU times are not.
     "collectives": _schema(
         ("rank", _i32, False), ("pg_id", _str, False), ("pg_name", _str, True),
         ("comm_hash", _str, True), ("seq_id", _i64, False), ("p2p_seq_id", _i64, True),
@@ -89,6 +91,7 @@ TABLES: dict[str, pa.Schema] = {
         ("dtypes", _str, True), ("group_size", _i32, True), ("group_ranks", _str, True),
         ("enqueue_ns", _i64, True), ("gpu_start_ns", _i64, True), ("gpu_end_ns", _i64, True),
         ("state", _str, True), ("thread_id", _i64, True), ("record_id", _i64, True),
+        ("gpu_duration_ns", _i64, True),
     ),
 }
 

@@ -26,12 +26,14 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from .. import atomic
 from ..incident import check_incident_id, source
 from . import provenance
 from .budget import Budget, TargetTracker
 from .clock import HOST_CLOCK, now_ns, unix_minus_host_ns
+from .sources.cupti import CuptiSource
 from .sources.host import HostSource
 from .sources.nvml import NvmlSampler
 from .sources.sched import SchedSampler
@@ -92,6 +94,9 @@ class FlightRecorder:
         self.requested = tuple(dict.fromkeys(sources))
         self.trigger = trigger
         self.enabled = os.environ.get(RECORDER_ENV, "on").strip().lower() not in ("off", "0", "false", "no")
+        # torchrun and most launchers export RANK; every row then carries it.
+        rank = os.environ.get("RANK", "")
+        self.rank = int(rank) if rank.isdigit() else None
         self.unix_minus_host_ns, self.unix_uncertainty_ns = unix_minus_host_ns()
         self.errors: list[str] = []
         self.unusual: list[str] = []
@@ -104,22 +109,27 @@ class FlightRecorder:
         self._running = False
         self._lock = threading.Lock()
         # Per-step durations for the trial runner: preallocated, bounded.
-        self._durations = array.array("q", bytes(8 * self.budget.max_step_durations))
+        self._durations = array.array("q", [0]) * self.budget.max_step_durations
         self._dur_ctr = itertools.count()
         self._steps_seen = 0
         self._reused_step_ids = 0
-        rings = tuple(r for r in ("spans", "steps", "sched", "nvml") if self.enabled and (
-            r in ("spans", "steps") and "host" in self.requested or r in self.requested))
-        self.host = self.sched = self.nvml = None
+        owner = {"spans": "host", "steps": "host", "sched": "sched", "nvml": "nvml",
+                 "kernels": "cupti", "runtime_api": "cupti", "memcpy": "cupti"}
+        rings = tuple(r for r, o in owner.items() if o in self.requested)
+        self.host = self.sched = self.nvml = self.cupti = None
         if not self.enabled:
             return
         cap = lambda ring, row: self.budget.capacity(ring, row, rings or ("spans",))
         if "host" in self.requested:
             self.host = HostSource(cap("spans", 32), cap("steps", 40))
+            # Bound straight to the host source: one call less on the hot path.
+            self.span = self.host.span
         if "sched" in self.requested:
-            self.sched = SchedSampler(cap("sched", 56))
+            self.sched = SchedSampler(cap("sched", 56), pid=self._target_pid())
         if "nvml" in self.requested:
             self.nvml = NvmlSampler(cap("nvml", 48), self.unix_minus_host_ns)
+        if "cupti" in self.requested:
+            self.cupti = CuptiSource(cap("kernels", 104), cap("runtime_api", 56), cap("memcpy", 64))
         self.tracker = TargetTracker(self.budget)
         self.writer = SnapshotWriter(self.budget.max_concurrent_writes, housekeeping=self._housekeeping)
 
@@ -129,7 +139,7 @@ class FlightRecorder:
             return self
         self._running = True
         self.tracker.t0_ns = now_ns()
-        for name, src in (("sched", self.sched), ("nvml", self.nvml)):
+        for name, src in (("sched", self.sched), ("nvml", self.nvml), ("cupti", self.cupti)):
             if src is not None:
                 self._guard(f"starting {name}", src.start)
         self._guard("starting writer", self.writer.start)
@@ -143,6 +153,8 @@ class FlightRecorder:
                 if src is not None:
                     self._guard(f"stopping {name}", src.stop)
             self._guard("stopping writer", self.writer.stop)
+            if self.cupti is not None:
+                self._guard("stopping cupti", self.cupti.stop)
         self._write_steps_out()
 
     def __enter__(self) -> "FlightRecorder":
@@ -163,7 +175,7 @@ class FlightRecorder:
         """`with rec.step(i):` marks one workload step (and feeds the trigger)."""
         return _Step(self, step_id)
 
-    def _end_step(self, step_id: int, t0: int, t1: int) -> None:
+    def _end_step(self, step_id: int, t0: int, t1: int, thread_id: int | None = None) -> None:
         k = next(self._dur_ctr)
         if k < len(self._durations):
             self._durations[k] = t1 - t0
@@ -171,7 +183,7 @@ class FlightRecorder:
         if self.host is None:
             return
         try:
-            self.host.record_step(int(step_id), t0, t1)
+            self.host.record_step(int(step_id), t0, t1, thread_id)
             if self.trigger is not None and self.trigger.observe(step_id, t1 - t0):
                 self.auto_snapshots += 1
                 self.snapshot("latency_change", wait=False, automatic=True)
@@ -206,12 +218,14 @@ class FlightRecorder:
         if automatic:
             return base / f"{self.incident_id}.{reason}-{n}"
         path = base / self.incident_id
-        if (path / "manifest.json").exists() or n > 1:
+        if (path / "manifest.json").exists():
             path = base / f"{self.incident_id}.{n}"
         return path
 
     def _snapshot(self, reason: str, wait: bool, automatic: bool) -> Path | None:
-        if not self.writer.try_reserve():
+        # Automatic triggers never wait (excess is dropped and counted); an explicit
+        # snapshot that the caller waits for may wait its turn for a write slot.
+        if not self.writer.try_reserve(0.0 if (automatic or not wait) else SNAPSHOT_WAIT_S):
             self.dropped_snapshots += 1
             return None
         until = now_ns()
@@ -256,18 +270,26 @@ class FlightRecorder:
             sources["nvml"] = self.nvml.manifest_entry(copies["nvml"])
         else:
             sources["nvml"] = source("not_observed", self._why_not("nvml"))
-        sources.setdefault("cupti", source("not_observed", self._why_not("cupti")))
+        if self.cupti is not None:
+            # Flush here, on the writer thread: records of work before `until` arrive now.
+            self.cupti.flush()
+            cc = self.cupti.copies()
+            tables.update(self.cupti.tables(cc, since, until))
+            sources["cupti"] = self.cupti.manifest_entry(cc)
+        else:
+            sources["cupti"] = source("not_observed", self._why_not("cupti"))
         for name, t in tables.items():
             if t.num_rows == 0:
                 continue
-            col = "ts_ns" if "ts_ns" in t.column_names else "start_ns"
+            col = next((c for c in ("ts_ns", "start_ns") if c in t.column_names), None)
+            if col is None:  # clock_sync rows are calibrations, not observations of the window
+                continue
             a = int(np.min(t[col].to_numpy()))
             lo = a if lo is None else min(lo, a)
-        prov, artifacts, perrors = provenance.collect(
-            argv=list(sys.argv), cwd=os.getcwd(), executable=sys.executable, sources=list(self._sources),
-            inputs=list(self._inputs), in_process=True)
-        for e in perrors:
-            self._error(f"provenance: {e}")
+        if self.rank is not None:
+            tables = {n: t.append_column("rank", pa.array(np.full(t.num_rows, self.rank, np.int32), pa.int32()))
+                      for n, t in tables.items()}
+        prov, artifacts, workload = self._provenance()
         manifest = {
             "incident_id": path.name,
             "reason": reason,
@@ -276,13 +298,31 @@ class FlightRecorder:
             "clock": {"host": HOST_CLOCK, "unix_minus_host_ns": self.unix_minus_host_ns},
             "window": {"start_ns": max(0, lo if lo is not None else since), "end_ns": until},
             "sources": sources,
+            "ranks": [self.rank] if self.rank is not None else [],
             "provenance": prov,
             "artifacts": artifacts,
-            "workload": {"argv": [sys.executable, *sys.argv] if sys.argv and sys.argv[0] else [sys.executable],
-                         "cwd": os.getcwd(), "env": provenance.allowed_env()},
+            "workload": workload,
             "recorder": self.report(),
         }
+        if self.producer != "recorder":
+            manifest["producer"] = self.producer
         return path, manifest, tables
+
+    # ---- what is recorded about the workload (the sidecar overrides these) ---------------
+    producer = "recorder"
+
+    def _target_pid(self) -> int:
+        return os.getpid()
+
+    def _provenance(self) -> tuple[dict, list[dict], dict]:
+        """(provenance, artifacts, workload) of this process; runs on the writer thread."""
+        prov, artifacts, perrors = provenance.collect(
+            argv=list(sys.argv), cwd=os.getcwd(), executable=sys.executable, sources=list(self._sources),
+            inputs=list(self._inputs), in_process=True)
+        for e in perrors:
+            self._error(f"provenance: {e}")
+        argv = [sys.executable, *sys.argv] if sys.argv and sys.argv[0] else [sys.executable]
+        return prov, artifacts, {"argv": argv, "cwd": os.getcwd(), "env": provenance.allowed_env()}
 
     def _why_not(self, name: str) -> str:
         if name not in self.requested:
@@ -294,14 +334,14 @@ class FlightRecorder:
                 "spans_capacity": self.host.spans.capacity, "steps_written": copies["steps"].written,
                 "steps_overwritten": copies["steps"].overwritten, "steps_capacity": self.host.steps.capacity,
                 "span_names_over_budget": self.host.names_over_budget,
-                "steps_repeated_ids_dropped": copies["steps"].rows - tables["steps"].num_rows if copies["steps"].rows else 0,
+                "steps_repeated_ids_dropped": self.host.last_repeated_step_ids,
                 "depth": "derived from nesting among retained spans of a thread",
                 "thread_id": "Linux tid"}
 
     # ---- budgets, targets, errors ------------------------------------------------------
     def retained_bytes(self) -> int:
         """Bytes of preallocated ring storage (never grows)."""
-        return sum(s.nbytes for s in (self.host, self.sched, self.nvml) if s is not None)
+        return sum(s.nbytes for s in (self.host, self.sched, self.nvml, self.cupti) if s is not None)
 
     def _housekeeping(self) -> None:
         threads = [self.writer.native_id] + [s.native_id for s in (self.sched, self.nvml) if s is not None]
@@ -359,7 +399,7 @@ class FlightRecorder:
             rep = self.tracker.report()
             if rep["over_cpu_target_events"]:
                 out.append(f"recorder over CPU target {rep['over_cpu_target_events']} time(s): {rep['actions'][-1:] }")
-            for name, src in (("sched", self.sched), ("nvml", self.nvml)):
+            for name, src in (("sched", self.sched), ("nvml", self.nvml), ("cupti", self.cupti)):
                 if src is not None and src.errors:
                     out.append(f"{name} source errors ({len(src.errors)}): {src.errors[0]}")
             for e in list(self.errors) + list(self.writer.errors):

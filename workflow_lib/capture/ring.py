@@ -3,10 +3,10 @@
 A ring holds parallel typed columns (`array.array`, int64 `q` or float64 `d`) plus a
 `seq` column; capacity is a power of two so a slot is `k & mask`. Writers take `k =
 next(ring.ctr)` (atomic under the GIL), write their columns, and write `seq[slot] = k`
-last: that is the commit mark. A reader takes one index before copying and one after;
-only rows whose seq lies in `[after - capacity, before)` are complete and not being
-overwritten, so a reader never sees a torn row. The indices the reader takes are holes
-(never written); they are counted so `written` stays exact.
+last: that is the commit mark. A reader peeks at the next index before copying and
+after; only rows whose seq lies in `[after - capacity, before)` are complete and were not
+being overwritten, so a reader never sees a torn row. Peeking reads the counter's repr
+(`count(N)`), which takes no index, so readers leave no holes.
 
 Hot-path writers (host spans) write the arrays directly; other sources use `append`
 or the vectorized `extend`.
@@ -53,11 +53,10 @@ class Ring:
         self.capacity = capacity
         self.mask = capacity - 1
         self.ctr = itertools.count()
-        self._holes = 0
         self._lock = threading.Lock()  # readers and bulk writers only; never the hot path
-        zeros = bytes(8 * capacity)
-        self.cols = {c: array.array(t, zeros) for c, t in columns.items()}
-        self.cols["seq"] = array.array("q", zeros)
+        # array * n allocates once, zero-filled, with no temporary of the same size.
+        self.cols = {c: array.array(t, [0]) * capacity for c, t in columns.items()}
+        self.cols["seq"] = array.array("q", [0]) * capacity
         # seq starts at -capacity-1 so an unwritten slot never looks complete.
         np.frombuffer(self.cols["seq"], dtype=np.int64)[:] = -capacity - 1
         self.seq = self.cols["seq"]
@@ -71,14 +70,12 @@ class Ring:
         return sum(a.itemsize for a in self.cols.values())
 
     def _peek(self) -> int:
-        k = next(self.ctr)
-        self._holes += 1
-        return k
+        # repr is "count(N)": the next index, read without taking it.
+        return int(repr(self.ctr)[6:-1])
 
     @property
     def written(self) -> int:
-        with self._lock:
-            return self._peek() - (self._holes - 1)
+        return self._peek()
 
     def append(self, *values) -> None:
         """One row, values in column order (without seq). For low-rate sources."""
@@ -112,10 +109,9 @@ class Ring:
             before = self._peek()
             raw = {c: np.frombuffer(a, dtype=_DTYPES[a.typecode]).copy() for c, a in self.cols.items()}
             after = self._peek()
-            holes = self._holes
         seq = raw["seq"]
         ok = (seq >= after - self.capacity) & (seq < before)
         order = np.argsort(seq[ok], kind="stable")
         cols = {c: v[ok][order] for c, v in raw.items()}
-        written = before - (holes - 2)
+        written = before
         return RingCopy(columns=cols, written=written, overwritten=max(0, written - self.capacity))

@@ -39,6 +39,7 @@ class SnapshotWriter:
         self._q: queue.Queue = queue.Queue()
         self._in_flight = 0
         self._lock = threading.Lock()
+        self._slot = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.errors: list[str] = []
@@ -50,17 +51,24 @@ class SnapshotWriter:
         self._thread = threading.Thread(target=self._run, name="stallcase-writer", daemon=True)
         self._thread.start()
 
-    def try_reserve(self) -> bool:
-        """Claim a write slot; False when max_concurrent writes are already in flight."""
-        with self._lock:
+    def try_reserve(self, timeout_s: float = 0.0) -> bool:
+        """Claim a write slot; False when max_concurrent writes stay in flight for timeout_s.
+
+        Automatic triggers pass 0 (drop at once); an explicit snapshot may wait its turn,
+        which still never puts more than max_concurrent incidents in flight.
+        """
+        with self._slot:
+            if self._in_flight >= self.max_concurrent and timeout_s > 0:
+                self._slot.wait_for(lambda: self._in_flight < self.max_concurrent, timeout=timeout_s)
             if self._in_flight >= self.max_concurrent:
                 return False
             self._in_flight += 1
             return True
 
     def release(self) -> None:
-        with self._lock:
+        with self._slot:
             self._in_flight -= 1
+            self._slot.notify_all()
 
     def submit(self, job: Job) -> None:
         """Enqueue a job whose slot was reserved with try_reserve()."""

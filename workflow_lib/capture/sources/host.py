@@ -1,6 +1,7 @@
 """Host spans and steps: the hot path.
 
-A span costs one small object, two clock reads and four array stores. Thread ids are
+A span costs two clock reads, a push and pop on a per-thread stack and four array
+stores; the span object itself is cached per name. Thread ids are
 Linux tids (the ids /proc and the sched table use), cached in a `threading.local`
 because `threading.get_native_id()` is a syscall (~0.3 us); a dict keyed by
 `threading.get_ident()` would be wrong, as idents are reused after a thread ends.
@@ -11,6 +12,7 @@ tracked on the hot path; it is derived from nesting when the snapshot is taken.
 from __future__ import annotations
 
 import functools
+import os
 import threading
 
 import numpy as np
@@ -26,6 +28,15 @@ OVERFLOW_NAME = "<span names over budget>"
 _TLS = threading.local()
 
 
+def _reset_after_fork() -> None:
+    # A forked child inherits the parent's thread-local values: its thread ids differ.
+    global _TLS
+    _TLS = threading.local()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
+
 def current_tid_shifted() -> int:
     try:
         return _TLS.t
@@ -35,54 +46,45 @@ def current_tid_shifted() -> int:
 
 
 class _Span:
-    """Context manager (and, through HostSource.span, decorator) for one named region."""
+    """One per span name, shared by every thread: `with` and `@decorator` both work.
 
-    __slots__ = ("ring", "code", "t0")
+    The start time lives on a per-thread stack, not on this object, so one object serves
+    nested, recursive and concurrent uses without an allocation per span.
+    """
+
+    __slots__ = ("ring", "code")
 
     def __init__(self, ring: Ring, code: int):
         self.ring = ring
         self.code = code
 
     def __enter__(self):
-        self.t0 = now_ns()
+        try:
+            _TLS.stack.append(now_ns())
+        except AttributeError:
+            current_tid_shifted()
+            _TLS.stack = [now_ns()]
         return self
 
     def __exit__(self, et, ev, tb):
         t1 = now_ns()
-        try:
-            t = _TLS.t
-        except AttributeError:
-            t = current_tid_shifted()
+        tls = _TLS
+        t0 = tls.stack.pop()
         r = self.ring
         k = next(r.ctr)
         j = k & r.mask
-        r.st[j] = self.t0
+        r.st[j] = t0
         r.en[j] = t1
-        r.cd[j] = t | self.code
+        r.cd[j] = tls.t | self.code
         r.seq[j] = k
         return False
 
-
-class SpanHandle:
-    """What `FlightRecorder.span(name)` returns: usable as `with` or as `@decorator`."""
-
-    __slots__ = ("_span",)
-
-    def __init__(self, span: _Span):
-        self._span = span
-
-    def __enter__(self):
-        return self._span.__enter__()
-
-    def __exit__(self, et, ev, tb):
-        return self._span.__exit__(et, ev, tb)
-
     def __call__(self, fn):
-        ring, code = self._span.ring, self._span.code
+        span = self
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with _Span(ring, code):
+            with span:
                 return fn(*args, **kwargs)
 
         return wrapper
@@ -100,6 +102,8 @@ class HostSource:
         self._name_list: list[str] = []
         self._names_lock = threading.Lock()
         self.names_over_budget = 0
+        self.last_repeated_step_ids = 0
+        self._span_cache: dict[str, _Span] = {}
 
     @property
     def nbytes(self) -> int:
@@ -129,20 +133,26 @@ class HostSource:
             self._names[OVERFLOW_NAME] = i
         return i
 
-    def span(self, name: str) -> SpanHandle:
-        return SpanHandle(_Span(self.spans, self.name_id(name)))
+    def span(self, name: str) -> _Span:
+        s = self._span_cache.get(name)
+        if s is None:
+            s = _Span(self.spans, self.name_id(name))
+            if len(self._span_cache) < MAX_NAMES:
+                self._span_cache[name] = s
+        return s
 
-    def new_span(self, name: str) -> _Span:
-        return _Span(self.spans, self.name_id(name))
-
-    def record_step(self, step_id: int, start_ns: int, end_ns: int) -> None:
-        self.steps.append(step_id, current_tid_shifted() >> NAME_BITS, start_ns, end_ns)
+    def record_step(self, step_id: int, start_ns: int, end_ns: int, thread_id: int | None = None) -> None:
+        tid = current_tid_shifted() >> NAME_BITS if thread_id is None else thread_id
+        self.steps.append(step_id, tid, start_ns, end_ns)
 
     def add_spans(self, names, thread_ids, start_ns, end_ns) -> None:
-        """Vectorized bulk insert of complete spans (tests, importers of host annotations)."""
-        names = np.asarray(names, dtype=object)
-        uniq, inv = np.unique(names, return_inverse=True)
-        ids = np.array([self.name_id(str(u)) for u in uniq], dtype=np.int64)[inv]
+        """Vectorized bulk insert of complete spans (tests, importers of host annotations).
+        `names` is one name for all, or one per span."""
+        if isinstance(names, str):
+            ids = np.int64(self.name_id(names))
+        else:
+            uniq, inv = np.unique(np.asarray(names, dtype=object), return_inverse=True)
+            ids = np.array([self.name_id(str(u)) for u in uniq], dtype=np.int64)[inv]
         code = (np.asarray(thread_ids, dtype=np.int64) << NAME_BITS) | ids
         self.spans.extend(start_ns=np.asarray(start_ns, np.int64), end_ns=np.asarray(end_ns, np.int64), code=code)
 
@@ -171,6 +181,7 @@ class HostSource:
         # the latest occurrence is kept and the repeat count is reported by the caller.
         _, last = np.unique(ids[::-1], return_index=True)
         sel = np.sort(len(ids) - 1 - last)
+        self.last_repeated_step_ids = int(len(ids) - len(sel))
         return pa.table({
             "step_id": pa.array(ids[sel], pa.int64()),
             "thread_id": pa.array(tid[sel], pa.int64()),

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Run the demo pipeline with real Snakemake on a GPU machine (the device tool's H200).
+# Usage (repo root, wheels carried in .whl/): bash examples/gpu/h200_demo_pipeline.sh MODE
+#   MODE=ab : capture the demo on the GPU, diagnose, plan, preflight, 6 blocks of A/B/A', compare
+#   MODE=aa : the same plan inputs with candidate=baseline (A/A), into results-aa/
+# Everything worth keeping is packed into $OUT.
+set -euo pipefail
+MODE=${1:-ab}
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv | tee $OUT/nvidia-smi-$MODE.csv
+python3 -m workflow_lib.environment > $OUT/environment-$MODE.json
+if [ "$MODE" = ab ]; then
+  rm -rf results incidents results-aa
+  python3 -m snakemake --cores 8 --configfile examples/demo/h200.yaml --config incident=demo \
+    -- results/demo/comparison.json results/demo/diagnosis.json 2>&1 | tail -40 | tee $OUT/snakemake-ab.log || true
+  tar czf $OUT/h200-demo-ab.tgz results/demo/*.json results/demo/preflight results/demo/execution results/demo/logs incidents/demo
+else
+  python3 -m snakemake --cores 8 --configfile examples/demo/h200.yaml --config incident=demo candidate=baseline results_dir=results-aa \
+    -- results-aa/demo/comparison.json 2>&1 | tail -40 | tee $OUT/snakemake-aa.log || true
+  tar czf $OUT/h200-demo-aa.tgz results-aa/demo/*.json results-aa/demo/preflight results-aa/demo/execution results-aa/demo/logs
+fi
+python3 - <<'PY'
+import json, glob
+for c in glob.glob("results*/demo/comparison.json"):
+    r = json.load(open(c))
+    print(c, r["verdict"], r["estimate"].get("ratio"), r["estimate"].get("ratio_low"), r["estimate"].get("ratio_high"), "floor%", r["noise_floor"].get("pct"), "mde%", r["mde"].get("pct"))
+    print("  ", r["reasons"])
+PY

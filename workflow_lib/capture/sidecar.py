@@ -1,0 +1,243 @@
+"""Sidecar: record around any program (any language) without touching its code.
+
+    stallcase record --incident ID [--step-pattern REGEX] [--trigger ...] -- CMD ARGS...
+
+The command runs as an argv list (never through a shell). Around it the sidecar samples
+NVML and the child's threads' scheduler state, reads its provenance from /proc (argv,
+cwd, executable, mapped libraries), and forwards its stdout/stderr unchanged. Snapshots
+are taken on exit, on SIGUSR1 to the sidecar, and when a step-time line (the pattern)
+is slower than the latency trigger allows. A step line's end is the moment the line
+was read; its start is that minus the printed duration.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import StallcaseError
+from . import provenance
+from .budget import Budget
+from .clock import now_ns
+from .recorder import FlightRecorder
+from .trigger import LatencyTrigger
+
+DURATION_GROUPS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+TRIGGERS = ("exit", "sigusr1", "latency")
+MAPS_RESAMPLE_S = 2.0
+
+
+def compile_step_pattern(pattern: str, where: str = "--step-pattern") -> tuple[re.Pattern, str]:
+    """The regex and its duration group name (one of ns, us, ms, s)."""
+    try:
+        rx = re.compile(pattern)
+    except re.error as exc:
+        raise StallcaseError(where, f"not a valid regular expression: {exc}") from None
+    units = [g for g in DURATION_GROUPS if g in rx.groupindex]
+    if len(units) != 1:
+        raise StallcaseError(where, "needs exactly one named duration group: (?P<ms>...), (?P<s>...), (?P<us>...) or (?P<ns>...); "
+                                    "optionally (?P<step>...) for the step id")
+    return rx, units[0]
+
+
+def parse_triggers(specs: list[str] | None, where: str = "--trigger") -> tuple[set[str], LatencyTrigger]:
+    """`exit`, `sigusr1`, `latency[:k=2,warmup=20,window=64,cooldown=100]`; default all three."""
+    kinds, trig = set(), LatencyTrigger()
+    for spec in specs or list(TRIGGERS):
+        for part in [spec.strip()]:  # one trigger per --trigger (latency options hold commas)
+            name, _, args = part.partition(":")
+            if name not in TRIGGERS:
+                raise StallcaseError(where, f"unknown trigger {name!r}; use {', '.join(TRIGGERS)}")
+            kinds.add(name)
+            if name == "latency" and args:
+                kw = {}
+                for item in args.split(","):
+                    key, _, val = item.partition("=")
+                    field = {"k": "k", "warmup": "warmup_steps", "window": "window_steps", "cooldown": "cooldown_steps"}.get(key.strip())
+                    if field is None:
+                        raise StallcaseError(where, f"latency option {key!r} unknown; use k, warmup, window, cooldown")
+                    try:
+                        kw[field] = float(val) if field == "k" else int(val)
+                    except ValueError:
+                        raise StallcaseError(where, f"latency option {key}={val!r} is not a number") from None
+                try:
+                    trig = LatencyTrigger(**kw)
+                except ValueError as exc:
+                    raise StallcaseError(where, str(exc)) from None
+    return kinds, trig
+
+
+class SidecarRecorder(FlightRecorder):
+    """A FlightRecorder whose workload is a child process."""
+
+    producer = "sidecar"
+
+    def __init__(self, argv: list[str], **kw):
+        self.child_argv = list(argv)
+        self.child_pid: int | None = None
+        self.child_cwd = os.getcwd()
+        self.child_exe: str | None = None
+        self.child_libs: list[str] = []
+        super().__init__(**kw)
+
+    def _target_pid(self) -> int:
+        return self.child_pid or os.getpid()
+
+    def attach(self, pid: int) -> None:
+        self.child_pid = pid
+        if self.sched is not None:
+            self.sched.pid = pid
+        self.refresh_child_view()
+
+    def refresh_child_view(self) -> None:
+        """Read what only a live child can tell: executable and mapped libraries."""
+        pid = self.child_pid
+        if pid is None:
+            return
+        try:
+            self.child_exe = os.readlink(f"/proc/{pid}/exe")
+        except OSError:
+            pass
+        libs = provenance.mapped_libraries(pid)
+        if libs:
+            self.child_libs = libs
+
+    def _provenance(self):
+        errors: list[str] = []
+        exe = self.child_exe or self.child_argv[0]
+        prov, artifacts, perr = provenance.collect(
+            argv=self.child_argv, cwd=self.child_cwd, executable=exe, pid=os.getpid(), sources=list(self._sources),
+            inputs=list(self._inputs), in_process=False, hash_libraries=False)
+        errors += perr
+        prov["pid"] = self.child_pid or 0
+        prov["libraries"] = len(self.child_libs)
+        prov["recorded_by"] = {"argv": list(sys.argv), "python_version": sys.version.split()[0]}
+        for lib in self.child_libs:
+            try:
+                digest, size = provenance.digest_file(lib)
+            except OSError as exc:
+                errors.append(f"library {lib}: {exc.strerror or exc}")
+                continue
+            artifacts.append({"role": "library", "path": lib, "relpath": None, "digest": digest, "size": size})
+        for e in errors:
+            self._error(f"provenance: {e}")
+        return prov, artifacts, {"argv": self.child_argv, "cwd": self.child_cwd, "env": provenance.allowed_env()}
+
+
+@dataclass
+class SidecarResult:
+    returncode: int
+    incidents: list[Path]
+    steps: int
+
+
+def _forward(stream, sink, on_line) -> None:
+    for line in iter(stream.readline, b""):
+        try:
+            sink.write(line)
+            sink.flush()
+        except (OSError, ValueError):
+            pass
+        on_line(line)
+    stream.close()
+
+
+def record_command(argv: list[str], *, incident_id: str, incidents_dir: str = "incidents",
+                   step_pattern: str | None = None, triggers: list[str] | None = None,
+                   budget: Budget | None = None, stdout=None, stderr=None) -> SidecarResult:
+    """Run `argv`, record around it, snapshot on the chosen triggers; returns the child's status."""
+    if not argv:
+        raise StallcaseError("record", "no command given after --")
+    rx_unit = compile_step_pattern(step_pattern) if step_pattern else None
+    kinds, trig = parse_triggers(triggers)
+    rec = SidecarRecorder(argv, incident_id=incident_id, incidents_dir=incidents_dir, budget=budget,
+                          sources=("host", "nvml", "sched"), trigger=trig if "latency" in kinds and rx_unit else None)
+    out_sink = stdout or sys.stdout.buffer
+    err_sink = stderr or sys.stderr.buffer
+    incidents: list[Path] = []
+    step_counter = [0]
+    lock = threading.Lock()
+
+    def on_line(line: bytes) -> None:
+        if rx_unit is None:
+            return
+        rx, unit = rx_unit
+        m = rx.search(line.decode("utf-8", "replace"))
+        if m is None:
+            return
+        t1 = now_ns()
+        try:
+            dur = int(float(m.group(unit)) * DURATION_GROUPS[unit])
+            step = int(m.group("step")) if "step" in rx.groupindex and m.group("step") is not None else step_counter[0]
+        except (TypeError, ValueError):
+            return
+        with lock:
+            step_counter[0] = step + 1
+            rec._end_step(step, t1 - max(dur, 0), t1, thread_id=rec.child_pid)
+
+    try:
+        child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=None)
+    except OSError as exc:
+        raise StallcaseError(argv[0], f"cannot run: {exc.strerror or exc}") from None
+    rec.attach(child.pid)
+    rec.start()
+    usr1 = threading.Event()
+    previous = {}
+
+    def on_usr1(signum, frame):
+        usr1.set()
+
+    def forward_signal(signum, frame):
+        try:
+            child.send_signal(signum)
+        except OSError:
+            pass
+
+    in_main = threading.current_thread() is threading.main_thread()
+    if in_main:
+        previous[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, on_usr1 if "sigusr1" in kinds else signal.SIG_IGN)
+        for s in (signal.SIGINT, signal.SIGTERM):
+            previous[s] = signal.signal(s, forward_signal)
+    readers = [threading.Thread(target=_forward, args=(child.stdout, out_sink, on_line), daemon=True),
+               threading.Thread(target=_forward, args=(child.stderr, err_sink, on_line), daemon=True)]
+    for t in readers:
+        t.start()
+    try:
+        # Libraries are mapped as the child starts: look early and often, then every 2 s.
+        maps_every_s = 0.05
+        next_maps = now_ns() + int(maps_every_s * 1e9)
+        while True:
+            try:
+                rc = child.wait(timeout=0.05)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if usr1.is_set():
+                usr1.clear()
+                p = rec.snapshot("sigusr1", wait=False, automatic=True)
+                if p is not None:
+                    incidents.append(p)
+            if now_ns() >= next_maps:
+                rec.refresh_child_view()
+                maps_every_s = min(maps_every_s * 2, MAPS_RESAMPLE_S)
+                next_maps = now_ns() + int(maps_every_s * 1e9)
+        for t in readers:
+            t.join(timeout=10)
+        if "exit" in kinds:
+            p = rec.snapshot("exit", wait=True)
+            if p is not None:
+                incidents.append(p)
+    finally:
+        if in_main:
+            for s, h in previous.items():
+                signal.signal(s, h)
+        rec.stop()
+    auto = sorted(Path(incidents_dir).glob(f"{incident_id}.latency_change-*"))
+    found = sorted({p for p in incidents + auto if (p / "manifest.json").exists()})
+    return SidecarResult(returncode=rc if rc >= 0 else 128 - rc, incidents=found, steps=step_counter[0])

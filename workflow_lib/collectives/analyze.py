@@ -1,0 +1,110 @@
+"""load -> match -> attribute -> transport, assembled into the `collectives` record."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..incident import Incident
+from .attribute import attribute
+from .clocks import domains
+from .load import load
+from .match import KEY, match
+from .transport import transport
+from .types import ATTRIBUTED, SCHEMA_VERSION, STATUSES, UNRESOLVED, Options
+
+
+def _int(v) -> int | None:
+    return None if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA else int(v)
+
+
+def _per_rank(ident: pd.DataFrame) -> dict[tuple, dict]:
+    """(comm, seq_id, sub) -> {rank: times of that rank's record}, each on its own incident's timeline."""
+    out: dict[tuple, dict] = {}
+    cols = ["comm", "seq_id", "sub", "rank", "incident", "enqueue_ns", "gpu_start_ns", "gpu_duration_ns", "state"]
+    for row in ident[cols].itertuples(index=False):
+        out.setdefault((row.comm, int(row.seq_id), int(row.sub)), {})[str(int(row.rank))] = {
+            "incident": row.incident, "enqueue_ns": _int(row.enqueue_ns), "gpu_start_ns": _int(row.gpu_start_ns),
+            "gpu_duration_ns": _int(row.gpu_duration_ns), "state": None if pd.isna(row.state) else str(row.state)}
+    return out
+
+
+def _unidentified(df: pd.DataFrame) -> list[dict]:
+    k = df[df["identity"] == "kernel_order"]
+    if k.empty:
+        return []
+    agg = k.groupby(["incident", "rank", "comm"]).agg(kernels=("seq_id", "size"), first_ns=("gpu_start_ns", "min"),
+                                                     last_ns=("gpu_start_ns", "max")).reset_index()
+    return [{"incident": r.incident, "rank": int(r.rank), "stream": r.comm, "kernels": int(r.kernels),
+             "first_ns": int(r.first_ns), "last_ns": int(r.last_ns),
+             "reason": "NCCL kernels without communicator or sequence identity (import the flight-recorder dumps too)"}
+            for r in agg.itertuples()]
+
+
+def _window(df: pd.DataFrame) -> dict[str, tuple[int, int]]:
+    t = df.assign(t=df["enqueue_ns"].fillna(df["gpu_start_ns"]))
+    g = t.groupby("incident")["t"].agg(["min", "max"]).dropna()
+    return {inc: (int(r["min"]), int(r["max"])) for inc, r in g.iterrows()}
+
+
+def analyze_collectives(incidents: list[Incident], options: Options | None = None) -> dict:
+    """The collectives record (schemas/collectives.schema.json) for one or several incidents."""
+    opts = options or Options()
+    df, sources = load(incidents)
+    ops, comms, ident = match(df, sources)
+    doms = domains(incidents, opts)
+    atts = attribute(ops, ident, sources, doms, incidents, opts) if len(ops) else []
+    per_rank = _per_rank(ident)
+    op_records = []
+    for i, op in enumerate(ops.itertuples(index=False)):
+        key = (op.comm, int(op.seq_id), int(op.sub))
+        op_records.append({
+            "comm": op.comm, "pg_id": op.pg_id, "pg_name": None if pd.isna(op.pg_name) else op.pg_name,
+            "seq_id": int(op.seq_id), "sub": int(op.sub), "op_type": op.op_type, "status": op.status,
+            "expected_ranks": list(op.expected_ranks), "present_ranks": list(op.present_ranks),
+            "missing_dump_ranks": list(op.missing_dump_ranks), "evicted_ranks": list(op.evicted_ranks),
+            "not_joined_ranks": list(op.not_joined_ranks), "mismatches": _jsonable(op.mismatches),
+            "per_rank": per_rank.get(key, {}), "attribution": _jsonable(atts[i]) if atts else None,
+        })
+    status_counts = {s: int((ops["status"] == s).sum()) for s in STATUSES} if len(ops) else {s: 0 for s in STATUSES}
+    verdicts = [a["verdict"] for a in atts if a]
+    ident_all = df[df["identity"] == "seq"]
+    record = {
+        "schema_version": SCHEMA_VERSION, "kind": "collectives",
+        "incidents": [{"path": str(i.path), "incident_id": i.manifest["incident_id"], "clock_host": i.manifest["clock"]["host"],
+                       "ranks": sorted(r for r, s in sources.items() if s.incident == str(i.path))} for i in incidents],
+        "options": opts.to_json(),
+        "ranks": {str(r): _jsonable(s.to_json()) for r, s in sorted(sources.items())},
+        "clock_domains": [_jsonable(d.to_json()) for d in doms.values()],
+        "summary": {
+            "ops": int(len(ops)), **status_counts,
+            "attributed": verdicts.count(ATTRIBUTED), "unresolved": verdicts.count(UNRESOLVED),
+            "not_attributed": len(verdicts) - verdicts.count(ATTRIBUTED) - verdicts.count(UNRESOLVED),
+            "p2p_skipped": int(ident_all["op_type"].isin(["send", "recv", "coalesced_p2p"]).sum()),
+        },
+        "communicators": _jsonable(comms),
+        "ops": op_records,
+        "unidentified": _unidentified(df),
+        "transport": transport(incidents, _window(df) if len(df) else None),
+    }
+    # Validated where it is persisted (records.write_record); validating 10k ops here too
+    # would double the analysis time.
+    return record
+
+
+def _jsonable(v):
+    """numpy/pandas scalars -> plain Python, recursively (records are JSON)."""
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, np.bool_):
+        return bool(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.floating):
+        return None if np.isnan(v) else float(v)
+    return v
+
+
+__all__ = ["analyze_collectives", "KEY"]

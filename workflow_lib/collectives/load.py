@@ -1,0 +1,163 @@
+"""Collective records of every rank, from one or several incidents, as one DataFrame.
+
+Sources: the `collectives` table (flight-recorder imports, the recorder) and NCCL kernels
+in the `kernels` table (Kineto imports, CUPTI). A kernel names its op family but not its
+communicator or sequence number, so kernels only lend GPU start/end to a rank's recorded
+ops (linked in order, per op family); a rank with kernels and no records yields
+`kernel_order` rows that matching reports as unidentified, never matches.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ..errors import StallcaseError
+from ..incident import Incident
+from .types import RankSource
+
+NCCL_KERNEL = re.compile(r"nccl", re.IGNORECASE)
+# ncclDevKernel_AllReduce_Sum_f32_RING_LL(...), ncclKernel_AllGather_RING_LL_Sum_int8_t(...)
+_KERNEL_FAMILY = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)")
+_FAMILY_TO_OPS = {
+    "AllReduce": {"all_reduce", "allreduce_coalesced", "all_reduce_barrier", "barrier"},
+    "AllGather": {"all_gather", "_all_gather_base", "all_gather_into_tensor_coalesced", "ALLGATHER_coalesced", "all_gather_single"},
+    "ReduceScatter": {"reduce_scatter", "_reduce_scatter_base", "reduce_scatter_tensor_coalesced", "REDUCE_SCATTER_coalesced", "reduce_scatter_single"},
+    "Broadcast": {"broadcast", "_broadcast_oop"},
+    "Reduce": {"reduce", "_reduce_oop"},
+    "SendRecv": {"send", "recv", "all_to_all", "all_to_all_single", "gather", "scatter"},
+}
+_OP_TO_FAMILY = {op: fam for fam, ops in _FAMILY_TO_OPS.items() for op in ops}
+
+# Nanosecond columns stay exact Int64: realtime ns (~1.8e18) do not fit a float64 mantissa.
+NS_COLUMNS = ["enqueue_ns", "gpu_start_ns", "gpu_end_ns", "gpu_duration_ns", "record_id"]
+
+
+def _types(t: pa.DataType):
+    return {pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int32Dtype()}.get(t)
+
+
+def to_pandas(table: pa.Table) -> pd.DataFrame:
+    """Arrow -> pandas keeping nullable integers exact (no float64 detour)."""
+    return table.to_pandas(types_mapper=_types)
+
+
+COLUMNS = ["incident", "rank", "comm", "pg_id", "pg_name", "group_ranks", "seq_id", "op_type", "input_sizes",
+           "output_sizes", "dtypes", "enqueue_ns", "gpu_start_ns", "gpu_end_ns", "gpu_duration_ns", "state",
+           "record_id", "identity"]
+
+
+def kernel_family(names: pd.Series) -> pd.Series:
+    fam = names.str.extract(_KERNEL_FAMILY, expand=False)
+    return fam.replace({"Send": "SendRecv", "Recv": "SendRecv"})
+
+
+def _records(inc: Incident) -> pd.DataFrame:
+    df = to_pandas(inc.table("collectives"))
+    df["incident"] = str(inc.path)
+    df["comm"] = df["pg_id"] + "|" + df["group_ranks"].fillna("?")
+    df["identity"] = "seq"
+    # Durations from start/end where only those are known (CUPTI-linked or recorder rows).
+    both = df["gpu_duration_ns"].isna() & df["gpu_start_ns"].notna() & df["gpu_end_ns"].notna()
+    df.loc[both, "gpu_duration_ns"] = df.loc[both, "gpu_end_ns"] - df.loc[both, "gpu_start_ns"]
+    return df
+
+
+def _nccl_kernels(inc: Incident) -> pd.DataFrame:
+    k = to_pandas(inc.table("kernels"))
+    k = k[k["name"].str.contains(NCCL_KERNEL)].copy()
+    if k["rank"].isna().any():
+        ranks = inc.manifest.get("ranks") or []
+        if len(ranks) == 1:
+            k["rank"] = k["rank"].fillna(ranks[0])
+        else:
+            k = k[k["rank"].notna()]  # cannot tell whose kernel it is
+    k["family"] = kernel_family(k["name"])
+    return k
+
+
+def _link_kernels(rec: pd.DataFrame, kern: pd.DataFrame) -> pd.DataFrame:
+    """Give recorded ops without GPU times the start/end of their NCCL kernel.
+
+    Per (rank, op family): ops in enqueue order take the first kernel starting at or after
+    their enqueue. Where two ops would take the same kernel the link is ambiguous and both
+    stay unlinked.
+    """
+    rec = rec.copy()
+    rec["family"] = rec["op_type"].map(_OP_TO_FAMILY)
+    todo = rec["gpu_start_ns"].isna() & rec["family"].notna() & rec["enqueue_ns"].notna()
+    for (rank, fam), ops in rec[todo].groupby(["rank", "family"]):
+        ks = kern[(kern["rank"] == rank) & (kern["family"] == fam)].sort_values("start_ns")
+        if ks.empty:
+            continue
+        ops = ops.sort_values("enqueue_ns")
+        starts = ks["start_ns"].to_numpy(dtype="int64")
+        idx = np.searchsorted(starts, ops["enqueue_ns"].to_numpy(dtype="int64"), side="left")
+        ok = idx < len(ks)
+        dup = pd.Series(idx).duplicated(keep=False).to_numpy()
+        ok &= ~dup
+        sel = ops.index[ok]
+        rec.loc[sel, "gpu_start_ns"] = starts[idx[ok]]
+        rec.loc[sel, "gpu_end_ns"] = ks["end_ns"].to_numpy(dtype="int64")[idx[ok]]
+        nodur = sel[rec.loc[sel, "gpu_duration_ns"].isna()]
+        rec.loc[nodur, "gpu_duration_ns"] = rec.loc[nodur, "gpu_end_ns"] - rec.loc[nodur, "gpu_start_ns"]
+    return rec.drop(columns=["family"])
+
+
+def _kernel_only(inc: Incident, kern: pd.DataFrame) -> pd.DataFrame:
+    k = kern.sort_values("start_ns").copy()
+    k["seq_id"] = k.groupby(["rank", "stream"]).cumcount() + 1
+    return pd.DataFrame({
+        "incident": str(inc.path), "rank": k["rank"].astype("int64"), "comm": "stream:" + k["stream"].astype(str),
+        "pg_id": "stream:" + k["stream"].astype(str), "pg_name": None, "group_ranks": None, "seq_id": k["seq_id"],
+        "op_type": k["family"].fillna("nccl_kernel"), "input_sizes": None, "output_sizes": None, "dtypes": None,
+        "enqueue_ns": pd.array([pd.NA] * len(k), dtype="Int64"), "gpu_start_ns": k["start_ns"], "gpu_end_ns": k["end_ns"],
+        "gpu_duration_ns": k["end_ns"] - k["start_ns"], "state": "completed",
+        "record_id": pd.array([pd.NA] * len(k), dtype="Int64"), "identity": "kernel_order",
+    }, index=k.index)
+
+
+def load(incidents: list[Incident]) -> tuple[pd.DataFrame, dict[int, RankSource]]:
+    """All ranks' records (COLUMNS) and, per rank, where its dump came from.
+
+    A rank found in two incidents is refused: the two dumps would be two different
+    moments of that rank, and matching them against other ranks would pair the wrong ops.
+    """
+    frames: list[pd.DataFrame] = []
+    sources: dict[int, RankSource] = {}
+    for inc in incidents:
+        rec = _records(inc)
+        kern = _nccl_kernels(inc)
+        if not kern.empty and not rec.empty:
+            rec = _link_kernels(rec, kern)
+        orphan = kern[~kern["rank"].isin(rec["rank"].unique())] if not kern.empty else kern
+        detail = inc.manifest.get("sources", {}).get("torch_fr", {}).get("detail", {}).get("dumps", {})
+        # A rank "has a dump" only where collectives were observed for it: its rows, its FR
+        # dump (possibly empty), or a recorder that declares the `collectives` source
+        # observed for the incident's ranks. A rank merely listed in the manifest (say, by a
+        # recorder that did not trace collectives) must not read as "never joined".
+        ranks = set(int(r) for r in detail) | set(int(r) for r in rec["rank"].unique())
+        if inc.observed("collectives"):
+            ranks |= set(int(r) for r in inc.manifest.get("ranks") or [])
+        ranks |= set(int(r) for r in orphan["rank"].unique()) if not orphan.empty else set()
+        for r in sorted(ranks):
+            if r in sources:
+                raise StallcaseError(inc.path, f"rank {r} is also in incident {sources[r].incident}; give each rank's dump once")
+            mine = rec[rec["rank"] == r]
+            first = mine["record_id"].min() if not mine.empty else None
+            wrapped = bool(detail.get(str(r), {}).get("wrapped", False)) or (first is not None and pd.notna(first) and first > 0)
+            sources[r] = RankSource(rank=r, incident=str(inc.path), wrapped=bool(wrapped), records=int(len(mine)),
+                                    kernel_only=mine.empty and not orphan.empty and bool((orphan["rank"] == r).any()))
+        frames.append(rec)
+        if not orphan.empty:
+            frames.append(_kernel_only(inc, orphan))
+    frames = [f.reindex(columns=COLUMNS).astype({c: "Int64" for c in NS_COLUMNS}) for f in frames if not f.empty]
+    if not frames:
+        return pd.DataFrame(columns=COLUMNS), sources
+    df = pd.concat(frames, ignore_index=True)
+    df["rank"] = df["rank"].astype("int64")
+    df["seq_id"] = df["seq_id"].astype("int64")
+    return df, sources
