@@ -51,7 +51,7 @@ def argv_for(entry: dict, inp: Path, out: Path) -> list[str]:
     if c == "verify_incidents":
         return ["verify", str(inp.parent / "results"), "--incidents-dir", str(inp)]
     fmt = {"import_kineto": "kineto", "import_torch_fr": "torch-fr"}[c]
-    incident = ["--incident", "corpus"] if "--incident" not in extra else []
+    incident = [] if any(a.startswith("--incident") and not a.startswith("--incidents-dir") for a in extra) else ["--incident", "corpus"]
     return ["import", fmt, str(inp), *incident, *extra, "--incidents-dir", str(out / "incidents")]
 
 

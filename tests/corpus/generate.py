@@ -619,7 +619,7 @@ def kineto() -> None:
     good.write_bytes(j(_trace(_good_events())))
     for label, iid in {"dotdot": "..", "escape": "../../etc", "slash": "a/b", "abs": "/tmp/x", "dot": ".", "dash": "-rf",
                        "empty": "", "long": "x" * 200, "newline": "a\nb", "nonutf8": "inc\udcff"}.items():
-        add(cat, f"incident-id-{label}", "import_kineto", "incident", "invalid incident id", input_rel=rel(good), args=["--incident", iid])
+        add(cat, f"incident-id-{label}", "import_kineto", "incident", "invalid incident id", input_rel=rel(good), args=[f"--incident={iid}"])
 
 
 # ---------------------------------------------------------------- pickles
@@ -766,6 +766,11 @@ def main(argv: list[str]) -> int:
     for gen in (parquet_truncated, parquet_corrupted, manifest_schema, wrong_digest, path_escape,
                 duplicate_steps, timestamps, clocks_backwards, kineto, pickles, nonutf8_names):
         gen()
+    # `stallcase diagnose` reads incident directories with the same reader: every ingest
+    # entry except those only ingest checks (the directory name, artifacts by digest).
+    for e in list(ENTRIES):
+        if e["consumer"] == "ingest" and "/artifact-" not in e["id"] and e["id"] != "nonutf8_names/incident-dir-name":
+            ENTRIES.append(dict(e, id=e["id"] + "#diagnose", consumer="diagnose"))
     ids = [e["id"] for e in ENTRIES]
     assert len(ids) == len(set(ids)), "duplicate corpus entry ids"
     (OUT / "expected.json").write_text(json.dumps({"entries": ENTRIES}, indent=1, ensure_ascii=True) + "\n")
