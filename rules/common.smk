@@ -10,6 +10,7 @@ import workflow_lib.demo
 import workflow_lib.diagnose
 import workflow_lib.plan
 import workflow_lib.preflight
+import workflow_lib.rulelog
 #import workflow_lib.report
 import workflow_lib.snapshot
 import workflow_lib.trials

@@ -6,5 +6,7 @@ rule diagnose:
         f"{RESULTS}/{{incident}}/snapshot.json",
     output:
         f"{RESULTS}/{{incident}}/diagnosis.json",
+    log:
+        f"{RESULTS}/{{incident}}/logs/diagnose.log",
     run:
-        workflow_lib.diagnose.diagnose_snapshot_file(input[0], STORE, output[0])
+        workflow_lib.rulelog.logged(log[0], workflow_lib.diagnose.diagnose_snapshot_file, input[0], STORE, output[0])

@@ -10,5 +10,7 @@ rule plan:
         design=config["trials"],
         candidate=config.get("candidate", "baseline"),
         experiment=config.get("experiment"),
+    log:
+        f"{RESULTS}/{{incident}}/logs/plan.log",
     run:
-        workflow_lib.plan.plan_from_snapshot_file(input[0], STORE, output[0], design=params.design, candidate=params.candidate, experiment=params.experiment)
+        workflow_lib.rulelog.logged(log[0], workflow_lib.plan.plan_from_snapshot_file, input[0], STORE, output[0], design=params.design, candidate=params.candidate, experiment=params.experiment)

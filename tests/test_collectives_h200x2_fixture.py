@@ -67,11 +67,25 @@ def test_injected_late_steps_attributed_to_the_right_rank(analysis, truth):
         assert f[(late, step)]["verdict"] != "attributed"
 
 
-def test_no_other_step_is_attributed(analysis, truth):
+def test_no_other_step_is_attributed_beyond_real_jitter(analysis, truth):
+    """No other step gets an injected-size wait. Real runs also have small real late arrivals
+    (seen: rank 0's step 3 ran 1.4 ms long, so rank 1 waited 1.34 ms at step 4's first
+    collective). Such an attribution is allowed only when it is small (< 10% of the smallest
+    injected delay) AND true: the blamed rank's previous step really ran longer than the
+    waiter's by about the wait (within 0.5 ms)."""
     injected = {(1 - i["rank"], i["step_id"]) for i in truth["injected"]}
+    smallest = min(i["delay_ns"] for i in truth["injected"])
+    dur = {(int(r), s["step_id"]): s["end_ns"] - s["start_ns"] for r, g in truth["ranks"].items() for s in g["steps"]}
     f = collective_wait_findings(analysis, _steps(truth))
-    extra = [(x["rank"], x["step_id"], x["explains_ns"]) for x in f if x["verdict"] == "attributed" and (x["rank"], x["step_id"]) not in injected]
-    assert extra == []
+    extra = [x for x in f if x["verdict"] == "attributed" and (x["rank"], x["step_id"]) not in injected]
+    for x in extra:
+        waiter, step, wait = x["rank"], x["step_id"], x["explains_ns"]
+        late = {e["late_rank"] for e in x["evidence"] if e.get("role") == "waited"}
+        assert late == {1 - waiter}, x
+        assert wait < 0.10 * smallest, (step, wait)
+        longer = dur[(1 - waiter, step - 1)] - dur[(waiter, step - 1)]
+        assert abs(longer - wait) < 500_000, (step, wait, longer)
+    assert len(extra) <= 2
 
 
 def test_json_dumps_agree_with_pickles(analysis, tmp_path_factory):
@@ -81,3 +95,23 @@ def test_json_dumps_agree_with_pickles(analysis, tmp_path_factory):
     key = lambda a: [(o["comm"], o["seq_id"], o["sub"], o["status"], (o["attribution"] or {}).get("verdict"),
                       (o["attribution"] or {}).get("late_rank")) for o in a["ops"]]
     assert key(other) == key(analysis)
+
+
+def test_recorder_capture_of_the_same_run_attributes_exactly_the_injected_steps(truth):
+    """stallcase's own recorder ran in both ranks (source "collectives" read PyTorch's NCCL
+    flight recorder at snapshot time, steps from rec.step): on its capture, every injected
+    late step is attributed to the right rank within 10% and no other step is."""
+    from workflow_lib.collectives import steps_from_incidents
+
+    incs = [read_incident(FIXTURE / "recorder" / f"rank{r}") for r in (0, 1)]
+    assert all(i.observed("collectives") and i.table("collectives").num_rows > 70 for i in incs)
+    analysis = analyze_collectives(incs)
+    records.validate(analysis, "collectives")
+    found = {(x["rank"], x["step_id"]): x for x in collective_wait_findings(analysis, steps_from_incidents(incs))
+             if x["verdict"] == "attributed"}
+    expected = {(1 - i["rank"], i["step_id"]): i for i in truth["injected"]}
+    assert set(found) == set(expected)
+    for key, inj in expected.items():
+        got = found[key]
+        assert abs(got["explains_ns"] - inj["delay_ns"]) <= 0.10 * inj["delay_ns"]
+        assert {e["late_rank"] for e in got["evidence"] if e.get("role") == "waited"} == {inj["rank"]}

@@ -101,6 +101,13 @@ def preflight(plan: dict, plan_digest: str, block: str, store_root: str | os.Pat
     art_diffs, missing = check_artifacts(plan, cas)
     diffs += art_diffs
     experiment = plan.get("experiment")
+    if experiment:
+        # A named experiment runs on this node's interpreter and libraries: those that are
+        # absent here are differences to list, not a reason to stop. Sources and inputs
+        # are what the workload computes on: without them nothing can be rebuilt.
+        for m in [m for m in missing if m["role"] in ("binary", "library")]:
+            missing.remove(m)
+            diffs.append({"field": f"artifact.{m['role']}:{m['path']}", "planned": m["expected_digest"], "observed": "missing"})
     status = "pass"
     if diffs or missing:
         status = "blocked"

@@ -75,18 +75,30 @@ class Producer(threading.Thread):
 
 
 class TorchBackend:
-    def __init__(self, width: int = 2048, batch: int = 512):
+    """A GPU-bound MLP step (about 2 ms of bf16 matmuls on an H200) fed from pinned batches.
+
+    The input batches come from a small pool made once, so the producer is never the
+    bottleneck unless a delay is injected: a cause must show only where it was injected.
+    (A producer that pins a fresh tensor per batch spends ~25 ms in cudaHostAlloc and starves
+    every step, which hides every other cause.)
+    """
+
+    def __init__(self, width_in: int = 1024, width: int = 4096, batch: int = 4096, pool: int = QUEUE_MAX + 4):
         import torch
 
         self.torch = torch
         self.dev = torch.device("cuda")
         torch.manual_seed(0)
-        self.layers = [torch.nn.Linear(width, width, device=self.dev, dtype=torch.bfloat16) for _ in range(4)]
+        dims = [width_in] + [width] * 4
+        self.layers = [torch.nn.Linear(dims[k], dims[k + 1], device=self.dev, dtype=torch.bfloat16) for k in range(4)]
         self.params = [p for layer in self.layers for p in layer.parameters()]
-        self.width, self.batch = width, batch
+        self.pool = [torch.randn(batch, width_in, dtype=torch.bfloat16).pin_memory() for _ in range(pool)]
+        self._next = 0
 
     def make_batch(self):
-        return self.torch.randn(self.batch, self.width, dtype=self.torch.bfloat16).pin_memory()
+        x = self.pool[self._next % len(self.pool)]
+        self._next += 1
+        return x
 
     def forward(self, x, rec, sync_each_layer: bool):
         x = x.to(self.dev, non_blocking=True)
@@ -161,7 +173,7 @@ def _phase(args) -> int:
     inject = _parse_steps(args.inject)
     sources = ("host", "nvml", "sched", "cupti") if args.phase == "cupti" else ("host", "nvml", "sched")
     incident_id = args.scenario.replace("_", "-") + ("" if args.phase == "cupti" else "-kineto")
-    budget = Budget(retained_bytes=8 << 20, window_ns=120 * 10**9)
+    budget = Budget(retained_bytes=64 << 20, window_ns=120 * 10**9)
     backend = TorchBackend()
     for _ in range(10):  # warm-up outside the recording: allocator, cuBLAS handles
         backend.backward(backend.forward(backend.make_batch(), _NullRec(), False))

@@ -22,6 +22,7 @@ Output ($OUT/h200x2_collectives/, flat, so the device tool brings every file bac
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import gzip
 import json
@@ -100,6 +101,15 @@ def worker() -> int:
 
     from torch.profiler import ProfilerActivity, profile, record_function
 
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from workflow_lib.capture import FlightRecorder
+
+    # stallcase's own recorder beside PyTorch's: it reads the same NCCL flight recorder at
+    # snapshot time (source "collectives") and adds steps, spans and scheduler evidence.
+    rec = FlightRecorder(incident_id=f"rank{rank}", incidents_dir=str(out / "recorder"),
+                         sources=("host", "sched", "nvml", "collectives"))
+    rec.start()
+
     def step(sid: int, inject: dict) -> dict:
         t0 = time.time_ns()
         slept = None
@@ -108,7 +118,7 @@ def worker() -> int:
             s0 = time.time_ns()
             time.sleep(delay_ms / 1000)
             slept = time.time_ns() - s0
-        with record_function(f"ProfilerStep#{sid}"):  # a no-op unless the profiler runs
+        with rec.step(sid) if sid >= 0 else contextlib.nullcontext(), record_function(f"ProfilerStep#{sid}"):
             x = a
             for _ in range(8):
                 x = x @ b
@@ -142,6 +152,8 @@ def worker() -> int:
     torch.cuda.synchronize()
     time.sleep(3)  # the watchdog retires completed work (and stores duration_ms) on its own cadence
     _dump_fr(torch, out, rank)
+    rec.snapshot("workload_boundary")
+    rec.stop()
 
     mine = {"rank": rank, "steps": steps, "hostname": socket.gethostname(), "pid": os.getpid()}
     gathered = [None] * world

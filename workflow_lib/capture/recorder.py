@@ -33,6 +33,7 @@ from ..incident import check_incident_id, source
 from . import provenance
 from .budget import Budget, TargetTracker
 from .clock import HOST_CLOCK, now_ns, unix_minus_host_ns
+from .sources import collectives as collectives_source
 from .sources.cupti import CuptiSource
 from .sources.host import HostSource
 from .sources.nvml import NvmlSampler
@@ -40,7 +41,7 @@ from .sources.sched import SchedSampler
 from .trigger import LatencyTrigger
 from .writer import Job, SnapshotWriter
 
-KNOWN_SOURCES = ("host", "nvml", "sched", "cupti")
+KNOWN_SOURCES = ("host", "nvml", "sched", "cupti", "collectives")
 STEPS_OUT_ENV = "STALLCASE_STEPS_OUT"
 RECORDER_ENV = "STALLCASE_RECORDER"
 SNAPSHOT_WAIT_S = 120.0
@@ -82,7 +83,7 @@ class _Step:
 
 class FlightRecorder:
     def __init__(self, incident_id: str | None = None, incidents_dir: str = "incidents", budget: Budget | None = None,
-                 sources: tuple[str, ...] = ("host", "nvml", "sched"), trigger: LatencyTrigger | None = None):
+                 sources: tuple[str, ...] = ("host", "nvml", "sched", "collectives"), trigger: LatencyTrigger | None = None):
         if incident_id is not None:
             check_incident_id(incident_id, "FlightRecorder(incident_id)")
         unknown = [s for s in sources if s not in KNOWN_SOURCES]
@@ -276,8 +277,17 @@ class FlightRecorder:
             cc = self.cupti.copies()
             tables.update(self.cupti.tables(cc, since, until))
             sources["cupti"] = self.cupti.manifest_entry(cc)
+            if "runtime_api" in tables:
+                tables["runtime_api"], mapped = _native_thread_ids(tables["runtime_api"])
+                sources["cupti"]["detail"]["thread_ids"] = mapped
         else:
             sources["cupti"] = source("not_observed", self._why_not("cupti"))
+        if "collectives" in self.requested and self.enabled:
+            ctable, sources["collectives"] = collectives_source.collect(self.rank, self.unix_minus_host_ns)
+            if ctable is not None:
+                tables["collectives"] = ctable
+        else:
+            sources["collectives"] = source("not_observed", self._why_not("collectives"))
         for name, t in tables.items():
             if t.num_rows == 0:
                 continue
@@ -287,7 +297,8 @@ class FlightRecorder:
             a = int(np.min(t[col].to_numpy()))
             lo = a if lo is None else min(lo, a)
         if self.rank is not None:
-            tables = {n: t.append_column("rank", pa.array(np.full(t.num_rows, self.rank, np.int32), pa.int32()))
+            tables = {n: t if "rank" in t.column_names else
+                      t.append_column("rank", pa.array(np.full(t.num_rows, self.rank, np.int32), pa.int32()))
                       for n, t in tables.items()}
         prov, artifacts, workload = self._provenance()
         manifest = {
@@ -418,3 +429,27 @@ class FlightRecorder:
         except OSError as exc:
             # The trial runner sees the file missing; we must still not raise into the workload.
             self._error(f"writing {STEPS_OUT_ENV}={dest}: {exc.strerror or exc}")
+
+
+def _native_thread_ids(table: pa.Table) -> tuple[pa.Table, dict]:
+    """CUPTI names a thread by its pthread id; spans, steps and sched use Linux tids.
+
+    Python's `Thread.ident` is the pthread id and `native_id` the tid, so threads alive at
+    snapshot time are mapped; others (threads that ended, or non-Python threads such as
+    NCCL's) keep CUPTI's id, and the detail says how many were mapped.
+    """
+    ident_to_tid = {t.ident: t.native_id for t in threading.enumerate() if t.ident is not None and t.native_id is not None}
+    tids = table["thread_id"].to_numpy()
+    uniq = np.unique(tids)
+    mapped = {int(u): ident_to_tid[int(u)] for u in uniq if int(u) in ident_to_tid}
+    if mapped:
+        keys = np.fromiter(mapped.keys(), np.int64)
+        vals = np.fromiter(mapped.values(), np.int64)
+        order = np.argsort(keys)
+        pos = np.searchsorted(keys[order], tids).clip(0, len(keys) - 1)
+        hit = keys[order][pos] == tids
+        tids = np.where(hit, vals[order][pos], tids)
+        table = table.set_column(table.column_names.index("thread_id"), "thread_id", pa.array(tids, pa.int64()))
+    return table, {"cupti_thread_ids": int(uniq.size), "mapped_to_linux_tid": len(mapped),
+                   "rule": "pthread id (Thread.ident) -> Linux tid (Thread.native_id) for threads alive at snapshot"}
+

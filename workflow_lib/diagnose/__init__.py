@@ -22,7 +22,7 @@ from . import measures, next_experiments, timeline
 from .checks import CHECKS, NAMES
 from .checks.base import CheckInput, make_base
 from .steps import step_table
-from .types import DiagnoseOptions, StepWindow
+from .types import DiagnoseOptions, Finding, Intervals, StepWindow
 
 __all__ = ["diagnose", "diagnose_dir", "DiagnoseOptions", "NAMES"]
 
@@ -55,8 +55,10 @@ def _window_record(ev, lo: int, hi: int, src, origin: int, opts: DiagnoseOptions
     return rec
 
 
-def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, options: DiagnoseOptions | None = None) -> dict:
-    """Diagnose every step of every rank; returns a diagnosis record (validated)."""
+def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, options: DiagnoseOptions | None = None,
+             validate: bool = True) -> dict:
+    """Diagnose every step of every rank; returns a diagnosis record (validated unless the
+    caller writes it with records.write_record, which validates anyway)."""
     opts = options or DiagnoseOptions()
     src = evidence_mod.sources_of(incident)
     steps = step_table(incident, opts.step_pattern)
@@ -64,6 +66,7 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
     wait_re = opts.wait_regex()
     rank_keys = steps["rank_key"].to_numpy()
     step_records, windows = [], []
+    coll = _collective_findings(incident)
     for rk in np.unique(rank_keys):  # ranks are few
         sel = np.flatnonzero(rank_keys == rk)
         ev = evidence_mod.build(incident, int(rk), origin, wait_re)
@@ -75,7 +78,7 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
         windows.append(_window_record(ev, int(starts.min()), int(ends.max()), src, origin, opts))
         for i in range(sel.size):  # steps, not events
             sw = StepWindow(int(ids[i]), ev.rank, int(tids[i]), int(starts[i]), int(ends[i]))
-            step_records.append(_step_record(sw, ev, src, opts, m, i, origin))
+            step_records.append(_step_record(sw, ev, src, opts, m, i, origin, coll.get((ev.rank, int(ids[i])))))
     record = {
         "schema_version": 1,
         "kind": "diagnosis",
@@ -89,14 +92,61 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
         "summary": _summary(step_records, windows),
         "next_experiments": next_experiments.rank(step_records),
     }
-    records.validate(record, "diagnosis")
+    if validate:
+        records.validate(record, "diagnosis")
     return record
 
 
-def _step_record(sw: StepWindow, ev, src, opts, m: dict, i: int, origin: int) -> dict:
+def _collective_findings(incident: Incident) -> dict:
+    """(rank, step_id) -> the cross-rank analysis's collective_wait finding, when collectives of
+    two or more ranks are in the incident; empty otherwise (the check then says why not)."""
+    coll = incident.table("collectives")
+    if coll.num_rows == 0 or len(set(coll["rank"].to_pylist())) < 2:
+        return {}
+    from ..collectives import analyze_collectives, collective_wait_findings, steps_from_incidents
+
+    analysis = analyze_collectives([incident])
+    return {(f["rank"], f["step_id"]): f for f in collective_wait_findings(analysis, steps_from_incidents([incident]))}
+
+
+def _collective_claim(f: dict, sw: StepWindow, ev) -> Finding:
+    """The analysis's finding as a claim on this step's timeline.
+
+    A peer's late arrival keeps this rank's NCCL kernel spinning: the wait is the first
+    `wait_ns` of the step's NCCL kernel time, where NCCL kernels were observed. Without
+    them the wait cannot be placed, so it is credited last, to time no other check took.
+    """
+    if f["verdict"] != "attributed":
+        return Finding("collective_wait", f["verdict"], measures.empty(), {"ops": f["evidence"]}, tuple(f["missing"]))
+    wait = int(f["explains_ns"])
+    nccl = measures.clip(ev.nccl_union, sw.start_ns, sw.end_ns)
+    evidence = {"wait_ns": wait, "ops": f["evidence"]}
+    if nccl.total_ns == 0:
+        evidence["placement"] = "not placed: no NCCL kernels observed; credited only with time no other check explained"
+        return Finding("collective_wait", "attributed", measures.empty(), evidence, ())
+    lengths = nccl.end_ns - nccl.start_ns
+    before = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    take = np.clip(wait - before, 0, lengths)
+    keep = take > 0
+    evidence["placement"] = "first wait_ns of the step's NCCL kernel time"
+    return Finding("collective_wait", "attributed", Intervals(nccl.start_ns[keep], nccl.start_ns[keep] + take[keep]), evidence, ())
+
+
+def _step_record(sw: StepWindow, ev, src, opts, m: dict, i: int, origin: int, coll: dict | None = None) -> dict:
     base = make_base(sw, ev, opts.min_gap_ns)
     ci = CheckInput(sw, base, ev, src, opts)
-    findings, explained = timeline.resolve(sw, [c.check(ci) for c in CHECKS])
+    found = [c.check(ci) for c in CHECKS]
+    if coll is not None:
+        # A wait matched across ranks by communicator and sequence number names the cause of
+        # the time a sync or a busy GPU also shows: it is credited first.
+        k = NAMES.index("collective_wait")
+        found.pop(k)
+        found.insert(0, _collective_claim(coll, sw, ev))
+    findings, explained = timeline.resolve(sw, found)
+    if coll is not None and coll["verdict"] == "attributed" and findings[0]["explains_ns"] == 0 and "not placed" in findings[0]["evidence"].get("placement", ""):
+        findings[0]["explains_ns"] = int(min(coll["explains_ns"], sw.wall_ns - explained))
+        explained += findings[0]["explains_ns"]
+    findings.sort(key=lambda f: NAMES.index(f["check"]))
     rec = {k: _at(v, i) for k, v in m.items()}
     g = base.idle if src.kernels else measures.empty()
     rec.update(
@@ -136,7 +186,8 @@ def diagnose_dir(incident_dir: str | os.PathLike, *, options: DiagnoseOptions | 
                  out_path: str | os.PathLike | None = None) -> dict:
     """Read an incident directory, diagnose it, and (if out_path) write the record atomically."""
     inc = read_incident(incident_dir)
-    record = diagnose(inc, incident_id=inc.manifest["incident_id"], snapshot_digest=manifest_digest(incident_dir), options=options)
+    record = diagnose(inc, incident_id=inc.manifest["incident_id"], snapshot_digest=manifest_digest(incident_dir), options=options,
+                      validate=out_path is None)
     if out_path is not None:
         records.write_record(out_path, record, "diagnosis")
     return record

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from ..incident import Incident
 from . import measures
+from .index import IntervalIndex
 from .types import Intervals
 
 # Runtime/driver calls that enqueue GPU work: what a launch-bound host spends its time in.
@@ -23,13 +24,35 @@ LAUNCH_RE = re.compile(r"(LaunchKernel|cuLaunch|LaunchCooperative|cudaGraphLaunc
 NCCL_RE = re.compile(r"nccl", re.IGNORECASE)
 
 
-def _rank_key(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+def rank_key(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """Ranks as int64 with -1 for null (single-process work)."""
     return pc.fill_null(col.cast(pa.int64()), -1).to_numpy()
 
 
 def _i64(col) -> np.ndarray:
     return np.asarray(col.to_numpy(zero_copy_only=False), np.int64)
+
+
+class Names:
+    """A string column as dictionary codes: names repeat (a few hundred distinct kernel names
+    over a million launches), so regexes run per distinct name and no per-row str exists."""
+
+    def __init__(self, col):
+        if len(col) == 0:
+            self.codes, self.dictionary = np.zeros(0, np.int32), np.zeros(0, object)
+            return
+        enc = pc.dictionary_encode(col)
+        if isinstance(enc, pa.ChunkedArray):
+            enc = enc.combine_chunks()
+        self.codes = enc.indices.to_numpy(zero_copy_only=False)
+        self.dictionary = np.asarray(enc.dictionary.to_pylist(), object)
+
+    def __getitem__(self, idx) -> np.ndarray:
+        return self.dictionary[self.codes[idx]]
+
+    def matches(self, rx: re.Pattern) -> np.ndarray:
+        hits = np.array([bool(rx.search(str(n))) for n in self.dictionary], bool)
+        return hits[self.codes] if hits.size else np.zeros(self.codes.size, bool)
 
 
 @dataclass(frozen=True)
@@ -55,21 +78,26 @@ class RankEvidence:
     k_nccl: np.ndarray  # bool
     gpu_start_sorted: np.ndarray  # starts of all GPU activity (kernels+memcpy), ascending
     gpu_corr_sorted: np.ndarray  # their correlation ids in the same order
-    rt_name: np.ndarray  # object
+    rt_name: Names
     rt_start: np.ndarray
     rt_end: np.ndarray
     rt_thread: np.ndarray
     rt_corr: np.ndarray
     rt_sync: np.ndarray
     rt_launch: np.ndarray
+    rt_index: IntervalIndex  # runtime calls by time (rows sorted by start)
+    rt_corr_order: np.ndarray  # row indices sorted by correlation id
+    rt_corr_sorted: np.ndarray  # rt_corr[rt_corr_order]
     api_union: Intervals
     sync_union: Intervals
-    span_name: np.ndarray  # object
+    span_name: Names
     span_thread: np.ndarray
     span_depth: np.ndarray
     span_start: np.ndarray
     span_end: np.ndarray
+    span_index: IntervalIndex
     wait_union: Intervals
+    nccl_union: Intervals
     sched: dict[int, Sched]
     nvml: dict[str, tuple[np.ndarray, np.ndarray]]  # metric -> (ts_ns, value), all devices of the rank
     clock_uncertainty_ns: int | None  # None: not measured
@@ -89,16 +117,17 @@ class Sources:
     ranks: int
 
 
-def _table_for_rank(t: pa.Table, rank_key: int) -> pa.Table:
+def _table_for_rank(t: pa.Table, rk: int) -> pa.Table:
     if t.num_rows == 0:
         return t
-    return t.filter(pa.array(_rank_key(t["rank"]) == rank_key))
+    mine = rank_key(t["rank"]) == rk
+    return t if mine.all() else t.filter(pa.array(mine))  # one rank: no copy
 
 
 def sources_of(inc: Incident) -> Sources:
     producer = str(inc.manifest.get("producer", ""))
-    steps_ranks = set(_rank_key(inc.table("steps")["rank"]).tolist())
-    k_ranks = set(_rank_key(inc.table("kernels")["rank"]).tolist())
+    steps_ranks = set(rank_key(inc.table("steps")["rank"]).tolist())
+    k_ranks = set(rank_key(inc.table("kernels")["rank"]).tolist())
 
     def seen(name: str) -> bool:
         src = inc.manifest["sources"].get(name)
@@ -121,64 +150,66 @@ def origin_of(inc: Incident) -> int:
     return int(pc.min(steps["start_ns"]).as_py())
 
 
-def build(inc: Incident, rank_key: int, origin_ns: int, wait_re: re.Pattern) -> RankEvidence:
-    k = _table_for_rank(inc.table("kernels"), rank_key)
-    m = _table_for_rank(inc.table("memcpy"), rank_key)
+def build(inc: Incident, rk: int, origin_ns: int, wait_re: re.Pattern) -> RankEvidence:
+    k = _sorted(_table_for_rank(inc.table("kernels"), rk))
+    m = _table_for_rank(inc.table("memcpy"), rk)
     k_start = _i64(k["start_ns"]) - origin_ns
     k_end = _i64(k["end_ns"]) - origin_ns
     k_corr = pc.fill_null(k["correlation_id"], -1).to_numpy() if k.num_rows else np.zeros(0, np.int64)
-    k_names = k["name"].to_numpy(zero_copy_only=False) if k.num_rows else np.zeros(0, object)
-    # Classify distinct names, not events: kernel names repeat thousands of times.
-    uniq, inv = np.unique(k_names, return_inverse=True) if k_names.size else (np.zeros(0, object), np.zeros(0, np.int64))
-    k_nccl = np.array([bool(NCCL_RE.search(str(n))) for n in uniq], bool)[inv] if uniq.size else np.zeros(0, bool)
+    k_nccl = Names(k["name"]).matches(NCCL_RE)
     m_start = _i64(m["start_ns"]) - origin_ns
     m_end = _i64(m["end_ns"]) - origin_ns
     m_corr = pc.fill_null(m["correlation_id"], -1).to_numpy() if m.num_rows else np.zeros(0, np.int64)
     g_start = np.concatenate([k_start, m_start])
     g_corr = np.concatenate([k_corr, m_corr]).astype(np.int64)
     order = np.argsort(g_start, kind="stable")
-    devices = sorted(set(k["device"].to_pylist()) | set(m["device"].to_pylist())) if (k.num_rows or m.num_rows) else []
+    devices = sorted(set(pc.unique(k["device"]).to_pylist()) | set(pc.unique(m["device"]).to_pylist()))
 
-    r = _table_for_rank(inc.table("runtime_api"), rank_key)
+    r = _sorted(_table_for_rank(inc.table("runtime_api"), rk))
     rt_start = _i64(r["start_ns"]) - origin_ns
     rt_end = _i64(r["end_ns"]) - origin_ns
     rt_sync = r["is_sync"].to_numpy(zero_copy_only=False).astype(bool) if r.num_rows else np.zeros(0, bool)
-    rt_names = r["name"].to_numpy(zero_copy_only=False) if r.num_rows else np.zeros(0, object)
-    if rt_names.size:
-        ru, rinv = np.unique(rt_names, return_inverse=True)
-        rt_launch = np.array([bool(LAUNCH_RE.search(str(n))) for n in ru], bool)[rinv]
-    else:
-        rt_launch = np.zeros(0, bool)
+    rt_names = Names(r["name"])
+    rt_launch = rt_names.matches(LAUNCH_RE)
 
-    s = _table_for_rank(inc.table("spans"), rank_key)
-    span_name = s["name"].to_numpy(zero_copy_only=False) if s.num_rows else np.zeros(0, object)
+    rt_corr = np.asarray(pc.fill_null(r["correlation_id"], -1).to_numpy(), np.int64) if r.num_rows else np.zeros(0, np.int64)
+    corr_order = np.argsort(rt_corr, kind="stable")
+
+    s = _sorted(_table_for_rank(inc.table("spans"), rk))
+    span_name = Names(s["name"])
     span_start = _i64(s["start_ns"]) - origin_ns
     span_end = _i64(s["end_ns"]) - origin_ns
-    if span_name.size:
-        su, sinv = np.unique(span_name, return_inverse=True)
-        is_wait = np.array([bool(wait_re.search(str(n))) for n in su], bool)[sinv]
-    else:
-        is_wait = np.zeros(0, bool)
+    is_wait = span_name.matches(wait_re)
 
     return RankEvidence(
-        rank=None if rank_key < 0 else int(rank_key),
+        rank=None if rk < 0 else int(rk),
         devices=tuple(int(d) for d in devices),
         busy=measures.union(g_start, np.concatenate([k_end, m_end])),
         k_start=k_start, k_end=k_end, k_corr=np.asarray(k_corr, np.int64), k_nccl=k_nccl,
         gpu_start_sorted=g_start[order], gpu_corr_sorted=g_corr[order],
         rt_name=rt_names, rt_start=rt_start, rt_end=rt_end, rt_thread=_i64(r["thread_id"]),
-        rt_corr=np.asarray(pc.fill_null(r["correlation_id"], -1).to_numpy(), np.int64) if r.num_rows else np.zeros(0, np.int64),
-        rt_sync=rt_sync, rt_launch=rt_launch,
+        rt_corr=rt_corr,
+        rt_sync=rt_sync, rt_launch=rt_launch, rt_index=IntervalIndex(rt_start, rt_end),
+        rt_corr_order=corr_order, rt_corr_sorted=rt_corr[corr_order],
         api_union=measures.union(rt_start, rt_end),
         sync_union=measures.union(rt_start[rt_sync], rt_end[rt_sync]),
         span_name=span_name, span_thread=_i64(s["thread_id"]),
         span_depth=np.asarray(s["depth"].to_numpy(zero_copy_only=False), np.int64) if s.num_rows else np.zeros(0, np.int64),
-        span_start=span_start, span_end=span_end,
+        span_start=span_start, span_end=span_end, span_index=IntervalIndex(span_start, span_end),
         wait_union=measures.union(span_start[is_wait], span_end[is_wait]),
-        sched=_sched(_table_for_rank(inc.table("sched"), rank_key), origin_ns),
-        nvml=_nvml(_table_for_rank(inc.table("nvml"), rank_key), origin_ns),
-        clock_uncertainty_ns=_clock(_table_for_rank(inc.table("clock_sync"), rank_key)),
+        nccl_union=measures.union(k_start[k_nccl], k_end[k_nccl]),
+        sched=_sched(_table_for_rank(inc.table("sched"), rk), origin_ns),
+        nvml=_nvml(_table_for_rank(inc.table("nvml"), rk), origin_ns),
+        clock_uncertainty_ns=_clock(_table_for_rank(inc.table("clock_sync"), rk)),
     )
+
+
+def _sorted(t: pa.Table) -> pa.Table:
+    """Rows by start time: every per-step lookup is then a binary search. Importers write
+    tables sorted already; then this is a check, not a copy."""
+    if t.num_rows == 0 or bool(np.all(np.diff(_i64(t["start_ns"])) >= 0)):
+        return t
+    return t.sort_by([("start_ns", "ascending")])
 
 
 def _sched(t: pa.Table, origin_ns: int) -> dict[int, Sched]:
@@ -213,3 +244,14 @@ def _clock(t: pa.Table) -> int | None:
     if t.num_rows == 0:
         return None
     return int(pc.max(t["uncertainty_ns"]).as_py())
+
+
+def launch_rows(ev: RankEvidence, corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For correlation ids: (runtime row per id, whether it matched). Binary search, no join table."""
+    corr = np.asarray(corr, np.int64)
+    if ev.rt_corr_order.size == 0:
+        return np.zeros(corr.size, np.int64), np.zeros(corr.size, bool)
+    sorted_corr = ev.rt_corr_sorted
+    pos = np.minimum(np.searchsorted(sorted_corr, corr), sorted_corr.size - 1)
+    rows = ev.rt_corr_order[pos]
+    return rows, (corr >= 0) & (sorted_corr[pos] == corr)

@@ -6,11 +6,10 @@ import re
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import InputError
 from ..incident import Incident
-from .evidence import _rank_key
+from .evidence import rank_key
 
 
 def step_table(inc: Incident, step_pattern: str | None) -> pa.Table:
@@ -25,7 +24,7 @@ def step_table(inc: Incident, step_pattern: str | None) -> pa.Table:
     return pa.table({
         "step_id": t["step_id"].cast(pa.int64()), "thread_id": t["thread_id"].cast(pa.int64()),
         "start_ns": t["start_ns"].cast(pa.int64()), "end_ns": t["end_ns"].cast(pa.int64()),
-        "rank_key": pa.array(_rank_key(t["rank"])),
+        "rank_key": pa.array(rank_key(t["rank"])),
     }).sort_by([("rank_key", "ascending"), ("start_ns", "ascending")])
 
 
@@ -48,7 +47,7 @@ def _from_spans(inc: Incident, pattern: str) -> pa.Table:
     t = spans.filter(pa.array(keep)).append_column("step_id", pa.array(step_of[keep]))
     # A step name can repeat on nested spans (e.g. a profiler wrapper): keep the outermost.
     t = t.sort_by([("rank", "ascending"), ("step_id", "ascending"), ("depth", "ascending"), ("start_ns", "ascending")])
-    rk = _rank_key(t["rank"]) if t.num_rows else np.zeros(0, np.int64)
+    rk = rank_key(t["rank"]) if t.num_rows else np.zeros(0, np.int64)
     sid = t["step_id"].to_numpy() if t.num_rows else np.zeros(0, np.int64)
     first = np.ones(sid.size, bool)
     first[1:] = (sid[1:] != sid[:-1]) | (rk[1:] != rk[:-1])

@@ -50,11 +50,6 @@ def attributed(check: str, claimed: Intervals, **evidence) -> Finding:
     return Finding(check, "attributed", claimed, evidence, ())
 
 
-def in_step(start: np.ndarray, end: np.ndarray, step: StepWindow) -> np.ndarray:
-    """Mask of intervals overlapping the step."""
-    return (end > step.start_ns) & (start < step.end_ns)
-
-
 def top_names(names: np.ndarray, weights: np.ndarray, limit: int = 5) -> dict[str, int]:
     """Largest total weight per distinct name (for evidence), largest first."""
     if names.size == 0:

@@ -17,7 +17,7 @@ NAME = "collective_wait"
 
 def check(ci: CheckInput) -> Finding:
     ev, step = ci.ev, ci.step
-    nccl = measures.clip(measures.union(ev.k_start[ev.k_nccl], ev.k_end[ev.k_nccl]), step.start_ns, step.end_ns)
+    nccl = measures.clip(ev.nccl_union, step.start_ns, step.end_ns)
     if ci.src.ranks <= 1:
         return unresolved(NAME, ["other ranks' traces: a collective wait is only attributable by comparing arrival across ranks"],
                           ranks=ci.src.ranks, nccl_kernel_ns=nccl.total_ns)

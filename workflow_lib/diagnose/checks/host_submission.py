@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import measures
-from ..evidence import RankEvidence
+from ..evidence import RankEvidence, launch_rows
 from ..types import Finding, Intervals
 from .base import CheckInput, attributed, not_applicable, unresolved
 
@@ -32,17 +32,13 @@ _EXAMPLES = 5
 def _queued(ev: RankEvidence, gap_start: np.ndarray, gap_end: np.ndarray) -> np.ndarray:
     """Per gap: 1 work was queued, 0 nothing queued, -1 unknown (no correlation to a launch)."""
     out = np.full(gap_start.size, -1, np.int64)
-    if ev.gpu_start_sorted.size == 0 or ev.rt_corr.size == 0:
+    if ev.gpu_start_sorted.size == 0:
         return out
     j = np.searchsorted(ev.gpu_start_sorted, gap_end, side="left")
     has_next = j < ev.gpu_start_sorted.size
     corr = np.where(has_next, ev.gpu_corr_sorted[np.minimum(j, ev.gpu_start_sorted.size - 1)], -1)
-    order = np.argsort(ev.rt_corr, kind="stable")
-    rc = ev.rt_corr[order]
-    pos = np.minimum(np.searchsorted(rc, corr), rc.size - 1)
-    known = (corr >= 0) & (rc[pos] == corr)
-    launch_start = ev.rt_start[order][pos]
-    out[known] = (launch_start[known] < gap_start[known]).astype(np.int64)
+    rows, known = launch_rows(ev, corr)
+    out[known] = (ev.rt_start[rows[known]] < gap_start[known]).astype(np.int64)
     # No GPU activity after the gap within the trace: nothing was queued.
     out[~has_next] = 0
     return out
@@ -52,17 +48,16 @@ def _submitting_thread(ev: RankEvidence, gap_start: np.ndarray, fallback: int) -
     """The thread of the last runtime call that began before each gap; the step's thread if none."""
     if ev.rt_start.size == 0:
         return np.full(gap_start.size, fallback, np.int64)
-    order = np.argsort(ev.rt_start, kind="stable")
-    i = np.searchsorted(ev.rt_start[order], gap_start, side="right") - 1
-    return np.where(i >= 0, ev.rt_thread[order][np.maximum(i, 0)], fallback)
+    i = np.searchsorted(ev.rt_start, gap_start, side="right") - 1  # rows are sorted by start
+    return np.where(i >= 0, ev.rt_thread[np.maximum(i, 0)], fallback)
 
 
 def _span_at(ev: RankEvidence, tid: int, t: int) -> str | None:
     """Deepest host span of thread `tid` containing time t."""
-    sel = (ev.span_thread == tid) & (ev.span_start <= t) & (ev.span_end > t)
-    if not sel.any():
+    idx = ev.span_index.containing(t)
+    idx = idx[ev.span_thread[idx] == tid]
+    if idx.size == 0:
         return None
-    idx = np.flatnonzero(sel)
     return str(ev.span_name[idx[np.argmax(ev.span_depth[idx])]])
 
 
@@ -95,7 +90,8 @@ def check(ci: CheckInput) -> Finding:
     ev, step, src, opts = ci.ev, ci.step, ci.src, ci.opts
     if not src.kernels:
         return unresolved(NAME, ["GPU activity (kernels not observed)"])
-    cand = measures.subtract(measures.subtract(ci.base.idle_long, ev.sync_union), ev.wait_union)
+    lo, hi = step.start_ns, step.end_ns
+    cand = measures.subtract(measures.subtract(ci.base.idle_long, measures.clip(ev.sync_union, lo, hi)), measures.clip(ev.wait_union, lo, hi))
     lengths = cand.end_ns - cand.start_ns
     keep = lengths >= opts.min_gap_ns
     cand = Intervals(cand.start_ns[keep], cand.end_ns[keep])
@@ -107,7 +103,7 @@ def check(ci: CheckInput) -> Finding:
     queued = _queued(ev, cand.start_ns, cand.end_ns)
     free = queued != 1
     queued_ns = int((cand.end_ns - cand.start_ns)[queued == 1].sum())
-    gs, ge = cand.start_ns[free], cand.end_ns[free]
+    gs, ge, q = cand.start_ns[free], cand.end_ns[free], queued[free]
     if gs.size == 0:
         return not_applicable(NAME, candidate_gaps=len(cand), idle_with_work_queued_ns=queued_ns)
     tids = _submitting_thread(ev, gs, step.thread_id)
@@ -123,7 +119,7 @@ def check(ci: CheckInput) -> Finding:
         length = b - a
         span = _span_at(ev, tid, (a + b) // 2)
         why = []
-        if queued[free][i] == -1:
+        if q[i] == -1:
             why.append("correlation ids to tell whether work was queued")
         if not src.sched:
             why.append("scheduler samples (sched not observed)")

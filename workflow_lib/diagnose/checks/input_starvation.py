@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .. import measures
 from ..types import Finding
-from .base import CheckInput, attributed, in_step, not_applicable, top_names, unresolved
+from .base import CheckInput, attributed, not_applicable, top_names, unresolved
 
 NAME = "input_starvation"
 
@@ -29,7 +29,7 @@ def check(ci: CheckInput) -> Finding:
         return not_applicable(NAME, wait_ns=0, patterns=list(ci.opts.wait_patterns))
     claimed = measures.intersect(ci.base.idle, wait)
     regex = ci.opts.wait_regex()
-    sel = in_step(ev.span_start, ev.span_end, step)
+    sel = ev.span_index.overlapping(step.start_ns, step.end_ns)
     names = ev.span_name[sel]
     is_wait = [bool(regex.search(str(n))) for n in names]  # spans of one step: a handful
     evidence = {

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import measures
+from ..evidence import launch_rows
 from ..types import Finding, Intervals
 from .base import CheckInput, attributed, not_applicable, unresolved
 
@@ -25,29 +26,24 @@ def check(ci: CheckInput) -> Finding:
     if missing:
         return unresolved(NAME, missing)
     ev, step, opts = ci.ev, ci.step, ci.opts
-    ksel = (ev.k_start >= step.start_ns) & (ev.k_start < step.end_ns)
-    n = int(ksel.sum())
+    i, j = np.searchsorted(ev.k_start, [step.start_ns, step.end_ns], side="left")
+    n = int(j - i)
     if n < opts.launch_bound_min_kernels:
         return not_applicable(NAME, kernels=n, min_kernels=opts.launch_bound_min_kernels)
-    kcorr = ev.k_corr[ksel]
-    launches = np.flatnonzero(ev.rt_corr >= 0)
-    if launches.size == 0 or (kcorr < 0).all():
-        return unresolved(NAME, ["correlation ids joining kernels to their launch calls"], kernels=n)
-    order = launches[np.argsort(ev.rt_corr[launches], kind="stable")]
-    pos = np.searchsorted(ev.rt_corr[order], kcorr)
-    pos = np.minimum(pos, order.size - 1)
-    matched = ev.rt_corr[order][pos] == kcorr
+    kcorr = ev.k_corr[i:j]
+    rows, matched = launch_rows(ev, kcorr)
     if not matched.any():
-        return unresolved(NAME, ["launch calls for this step's kernels (no correlation id matched)"], kernels=n)
-    rt = order[pos[matched]]
-    kdur = (ev.k_end[ksel] - ev.k_start[ksel])[matched]
+        return unresolved(NAME, ["correlation ids joining kernels to their launch calls"], kernels=n)
+    rt = rows[matched]
+    kdur = (ev.k_end[i:j] - ev.k_start[i:j])[matched]
     ldur = ev.rt_end[rt] - ev.rt_start[rt]
     short_frac = float((kdur < ldur).mean())
     # The submitting thread: the one that issued most of this step's launches.
     threads, counts = np.unique(ev.rt_thread[rt], return_counts=True)
     tid = int(threads[np.argmax(counts)])
-    lsel = ev.rt_launch & (ev.rt_thread == tid)
-    in_launch = measures.clip(measures.union(ev.rt_start[lsel], ev.rt_end[lsel]), step.start_ns, step.end_ns)
+    near = ev.rt_index.overlapping(step.start_ns, step.end_ns)
+    near = near[ev.rt_launch[near] & (ev.rt_thread[near] == tid)]
+    in_launch = measures.clip(measures.union(ev.rt_start[near], ev.rt_end[near]), step.start_ns, step.end_ns)
     launch_frac = in_launch.total_ns / step.wall_ns if step.wall_ns else 0.0
     evidence = {
         "kernels": n,
@@ -60,6 +56,6 @@ def check(ci: CheckInput) -> Finding:
     }
     if short_frac < opts.launch_bound_min_short_fraction or launch_frac < opts.launch_bound_min_host_launch_fraction:
         return not_applicable(NAME, **evidence)
-    span = Intervals(np.array([ev.rt_start[rt].min()]), np.array([ev.rt_end[rt].max()])) if rt.size else measures.empty()
-    claimed = measures.intersect(ci.base.idle, measures.clip(span, step.start_ns, step.end_ns))
+    hull = Intervals(np.array([ev.rt_start[rt].min()]), np.array([ev.rt_end[rt].max()]))
+    claimed = measures.intersect(ci.base.idle, measures.clip(hull, step.start_ns, step.end_ns))
     return attributed(NAME, claimed, **evidence)

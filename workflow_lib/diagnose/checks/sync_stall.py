@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import measures
 from ..types import Finding
-from .base import CheckInput, attributed, in_step, not_applicable, top_names, unresolved
+from .base import CheckInput, attributed, not_applicable, top_names, unresolved
 
 NAME = "sync_stall"
 
@@ -26,8 +26,9 @@ def check(ci: CheckInput) -> Finding:
     if missing:
         return unresolved(NAME, missing)
     ev, step = ci.ev, ci.step
-    sel = ev.rt_sync & in_step(ev.rt_start, ev.rt_end, step)
-    if not sel.any():
+    rows = ev.rt_index.overlapping(step.start_ns, step.end_ns)
+    sel = rows[ev.rt_sync[rows]]
+    if sel.size == 0:
         return not_applicable(NAME, sync_calls=0)
     s, e = ev.rt_start[sel], ev.rt_end[sel]
     blocked = measures.clip(measures.union(s, e), step.start_ns, step.end_ns)
@@ -39,7 +40,7 @@ def check(ci: CheckInput) -> Finding:
     claimed = measures.intersect(ci.base.idle, measures.clip(windows, step.start_ns, step.end_ns))
     after = measures.intersect(ci.base.idle, measures.clip(measures.union(e, nxt), step.start_ns, step.end_ns))
     evidence = {
-        "sync_calls": int(sel.sum()),
+        "sync_calls": int(sel.size),
         "blocked_ns": blocked.total_ns,
         "gpu_idle_after_sync_ns": after.total_ns,
         "gpu_idle_during_and_after_sync_ns": claimed.total_ns,

@@ -1,0 +1,286 @@
+"""`stallcase import kineto`: PyTorch profiler (Kineto) traces -> an incident directory.
+
+One trace file per rank (rank = distributedInfo.rank when present, else the file's position).
+Times: Kineto `ts`/`dur` are microseconds; absolute ns = baseTimeNanoseconds + ts*1000 when the
+trace has baseTimeNanoseconds (it then matches time.time_ns() in the workload), else ts is
+already Unix microseconds (older Kineto). The host timeline is therefore "realtime".
+GPU and host times share CUPTI's corrected timebase, so no clock_sync rows exist; the
+diagnosis treats that as one timebase (see diagnose/checks/host_submission.py).
+
+Kineto has no scheduler samples, no NVML and no per-collective sequence numbers: those sources
+are written as not_observed with the reason. NCCL kernels land in `kernels` like any kernel.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import blake3
+
+from ..errors import InputError, StallcaseError
+from ..incident import MANIFEST, incident_dir, source, write_incident
+from . import kineto_events as ke
+from .json_stream import read_trace
+
+DEFAULT_STEP_PATTERN = r"ProfilerStep#(\d+)"
+
+# Calls that block the calling host thread until the GPU (or a stream/event) catches up.
+# cudaMemcpy (not Async) synchronizes with the device; .item() appears as cudaMemcpyAsync
+# followed by cudaStreamSynchronize, which the second name catches.
+SYNC_RE = re.compile(
+    r"^(cudaStreamSynchronize|cudaDeviceSynchronize|cudaEventSynchronize|cudaThreadSynchronize"
+    r"|cudaMemcpy|cudaMemcpy2D|cudaMemcpy3D|cudaMemcpyFromSymbol|cudaMemcpyToSymbol|cudaMemcpyPeer"
+    r"|cuStreamSynchronize|cuCtxSynchronize|cuEventSynchronize|cuMemcpy|cuMemcpy_v2"
+    r"|cuMemcpyDtoH|cuMemcpyDtoH_v2|cuMemcpyHtoD|cuMemcpyHtoD_v2|cuMemcpyDtoD|cuMemcpyDtoD_v2)$"
+)
+_COPY_KIND = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|PtoP)\b")
+
+
+def _hash_streaming(path: Path) -> str:
+    """blake3 of the input read in 1 MiB blocks (cas.hash_file mmaps large files, which
+    would count the whole trace in the importer's resident memory)."""
+    h = blake3.blake3()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _read_one(path: Path) -> tuple[dict[str, list[pa.Table]], dict]:
+    """Stream one trace: each piece is split into per-table columns at once, so only the
+    final columns of earlier pieces stay in memory (times still in Kineto us)."""
+    parts: dict[str, list[pa.Table]] = {}
+
+    def on_piece(arr: pa.StructArray) -> None:
+        for name, t in _split(arr).items():
+            if t.num_rows:
+                parts.setdefault(name, []).append(t)
+
+    meta = read_trace(path, on_piece, parse=ke.parse_piece)
+    return parts, meta
+
+
+def _codes(names, rx: re.Pattern) -> np.ndarray:
+    """rx.search per distinct name, broadcast to events (names repeat thousands of times)."""
+    if len(names) == 0:
+        return np.zeros(0, bool)
+    enc = pc.dictionary_encode(names)
+    if isinstance(enc, pa.ChunkedArray):
+        enc = enc.combine_chunks()
+    hits = np.array([bool(rx.search(n)) for n in enc.dictionary.to_pylist()], bool)
+    return hits[enc.indices.to_numpy(zero_copy_only=False)]
+
+
+def _depths(tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Nesting depth of host spans per thread. For properly nested spans sorted by (start,
+    -end), depth = spans earlier in that order that have not ended by this span's start."""
+    depth = np.zeros(start.size, np.int64)
+    order = np.lexsort((-end, start, tid))
+    t_sorted = tid[order]
+    bounds = np.flatnonzero(np.diff(t_sorted)) + 1
+    for lo, hi in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [order.size]])):  # threads are few
+        idx = order[lo:hi]
+        s, e = start[idx], end[idx]
+        ended = np.searchsorted(np.sort(e), s, side="right")
+        depth[idx] = np.maximum(np.arange(idx.size) - ended, 0)
+    return depth
+
+
+def _rank_of(meta: dict, position: int, path: Path) -> int:
+    info = meta.get("distributedInfo")
+    if isinstance(info, dict) and "rank" in info:
+        r = info["rank"]
+        if not isinstance(r, int) or isinstance(r, bool) or r < 0:
+            raise InputError(path, f"distributedInfo.rank is not a non-negative integer: {r!r}")
+        return r
+    return position
+
+
+def _split(arr: pa.StructArray) -> dict[str, pa.Table]:
+    """One piece of kept events -> per-table columns, times as Kineto us (ts_us, dur_us)."""
+    cat = pc.utf8_lower(arr.field("cat"))
+    args = arr.field("args")
+    ts, dur = arr.field("ts"), pc.fill_null(arr.field("dur"), 0.0)
+
+    def mask(cats):
+        return pc.fill_null(pc.is_in(cat, pa.array(cats)), False)
+
+    def dim(lists, i):
+        ok = pc.fill_null(pc.greater(pc.list_value_length(lists), i), False)
+        vals = pc.list_element(pc.if_else(ok, lists, pa.scalar([0, 0, 0], pa.list_(pa.int64()))), i)
+        return pc.if_else(ok, vals, pa.scalar(None, pa.int64()))
+
+    out = {}
+    m = mask(ke.KERNEL)
+    a = args.filter(m)
+    grid, block = a.field("grid"), a.field("block")
+    out["kernels"] = pa.table({
+        "name": arr.field("name").filter(m), "device": pc.coalesce(a.field("device"), arr.field("pid").filter(m), 0),
+        "stream": pc.coalesce(a.field("stream"), arr.field("tid").filter(m), 0), "correlation_id": a.field("correlation"),
+        "ts_us": ts.filter(m), "dur_us": dur.filter(m),
+        "grid_x": dim(grid, 0), "grid_y": dim(grid, 1), "grid_z": dim(grid, 2),
+        "block_x": dim(block, 0), "block_y": dim(block, 1), "block_z": dim(block, 2),
+    })
+    m = mask(ke.MEMCPY + ke.MEMSET)
+    a = args.filter(m)
+    out["memcpy"] = pa.table({
+        "name": arr.field("name").filter(m), "is_set": mask(ke.MEMSET).filter(m),
+        "device": pc.coalesce(a.field("device"), arr.field("pid").filter(m), 0),
+        "stream": pc.coalesce(a.field("stream"), arr.field("tid").filter(m), 0), "bytes": a.field("bytes"),
+        "correlation_id": a.field("correlation"), "ts_us": ts.filter(m), "dur_us": dur.filter(m),
+    })
+    m = mask(ke.RUNTIME)
+    out["runtime_api"] = pa.table({
+        "name": arr.field("name").filter(m), "thread_id": pc.fill_null(arr.field("tid").filter(m), 0),
+        "correlation_id": args.filter(m).field("correlation"), "ts_us": ts.filter(m), "dur_us": dur.filter(m),
+    })
+    m = mask(ke.HOST)
+    out["spans"] = pa.table({
+        "name": arr.field("name").filter(m), "thread_id": pc.fill_null(arr.field("tid").filter(m), 0),
+        "ts_us": ts.filter(m), "dur_us": dur.filter(m),
+    })
+    return out
+
+
+def _finish(parts: dict[str, list[pa.Table]], rank: int, base_ns: int, shift_us: float, step_rx: re.Pattern) -> dict[str, pa.Table]:
+    """Concatenate a rank's pieces (no copy), put times on the ns timeline, add derived columns."""
+    out = {}
+    for name in ("kernels", "memcpy", "runtime_api", "spans"):
+        pieces = parts.get(name)
+        t = pa.concat_tables(pieces) if pieces else _split(pa.array([], type=ke.EVENT))[name]
+        ts = t["ts_us"].to_numpy()
+        dur = np.maximum(t["dur_us"].to_numpy(), 0.0)
+        start = base_ns + np.rint((ts - shift_us) * 1000.0).astype(np.int64)
+        end = start + np.rint(dur * 1000.0).astype(np.int64)
+        t = t.drop_columns(["ts_us", "dur_us"]).append_column("start_ns", pa.array(start)).append_column("end_ns", pa.array(end))
+        t = t.append_column("rank", pa.array(np.full(t.num_rows, rank, np.int32)))
+        # Sorted by start on disk, so readers can binary-search without sorting a copy.
+        out[name] = t if t.num_rows == 0 or bool(np.all(np.diff(start) >= 0)) else t.sort_by([("start_ns", "ascending")])
+    m = out["memcpy"]
+    if m.num_rows:
+        enc = pc.dictionary_encode(m["name"]).combine_chunks()
+        kinds = [(mm.group(1) if (mm := _COPY_KIND.search(s)) else "unknown") for s in enc.dictionary.to_pylist()]
+        kind = pc.take(pa.array(kinds, pa.string()), enc.indices)
+        kind = pc.if_else(m["is_set"], "memset", kind)
+    else:
+        kind = pa.array([], pa.string())
+    out["memcpy"] = m.drop_columns(["name", "is_set"]).append_column("kind", kind)
+    r = out["runtime_api"]
+    out["runtime_api"] = r.append_column("is_sync", pa.array(_codes(r["name"], SYNC_RE)))
+    sp = out["spans"]
+    tid = sp["thread_id"].to_numpy()
+    depth = _depths(tid, sp["start_ns"].to_numpy(), sp["end_ns"].to_numpy()) if sp.num_rows else np.zeros(0, np.int64)
+    out["spans"] = sp.append_column("depth", pa.array(depth.astype(np.int32)))
+    out["steps"] = _steps(out["spans"], step_rx)
+    return out
+
+
+def _steps(spans: pa.Table, rx: re.Pattern) -> pa.Table:
+    names = spans["name"]
+    if spans.num_rows:
+        enc = pc.dictionary_encode(names).combine_chunks()
+        ids = []
+        for n in enc.dictionary.to_pylist():  # distinct names only
+            mm = rx.search(n)
+            ids.append(int(mm.group(1)) if mm and mm.group(1) and mm.group(1).isdigit() else -1)
+        sid = np.asarray(ids, np.int64)[enc.indices.to_numpy(zero_copy_only=False)]
+    else:
+        sid = np.zeros(0, np.int64)
+    keep = sid >= 0
+    t = spans.filter(pa.array(keep)).append_column("step_id", pa.array(sid[keep]))
+    # Keep the outermost, earliest span per step id (a step name can repeat on nested spans).
+    t = t.sort_by([("step_id", "ascending"), ("depth", "ascending"), ("start_ns", "ascending")])
+    s = t["step_id"].to_numpy()
+    first = np.ones(s.size, bool)
+    first[1:] = s[1:] != s[:-1]
+    t = t.filter(pa.array(first))
+    return pa.table({"step_id": t["step_id"], "thread_id": t["thread_id"], "start_ns": t["start_ns"],
+                     "end_ns": t["end_ns"], "rank": t["rank"]})
+
+
+def _base(meta: dict, parts: dict[str, list[pa.Table]], path: Path) -> tuple[int, float, bool]:
+    """(base_ns, shift_us, unix_known): absolute ns = base_ns + (ts - shift_us) * 1000."""
+    b = meta.get("baseTimeNanoseconds")
+    if b is not None:
+        if not isinstance(b, int) or isinstance(b, bool) or b < 0:
+            raise InputError(path, f"baseTimeNanoseconds is not a non-negative integer: {b!r}")
+        return b, 0.0, True
+    mins = [pc.min(t["ts_us"]).as_py() for ts in parts.values() for t in ts]
+    ts_min = min((m for m in mins if m is not None), default=0.0)
+    shift = float(np.floor(ts_min))
+    # Older Kineto wrote Unix microseconds directly (> year 2001 in us); anything else is relative.
+    return int(shift) * 1000, shift, shift > 1e15
+
+
+def import_kineto(files, *, incident_id: str, incidents_dir: str | os.PathLike = "incidents",
+                  step_pattern: str | None = None) -> Path:
+    """Import Kineto trace files (one per rank) into `<incidents_dir>/<incident_id>/`; returns that path."""
+    files = [Path(f) for f in files]
+    if not files:
+        raise InputError("kineto", "no trace files given")
+    out_dir = incident_dir(incidents_dir, incident_id)
+    if (out_dir / MANIFEST).exists():
+        raise StallcaseError(out_dir, "incident already exists: choose another --incident or remove it")
+    try:
+        step_rx = re.compile(step_pattern or DEFAULT_STEP_PATTERN)
+    except re.error as exc:
+        raise InputError("--step-pattern", f"not a valid regex: {exc}") from None
+    if step_rx.groups != 1:
+        raise InputError("--step-pattern", "the regex needs exactly one group capturing the step id")
+    parts: dict[str, list[pa.Table]] = {}
+    ranks, unix_known, artifacts = [], True, []
+    for i, path in enumerate(files):
+        pieces, meta = _read_one(path)
+        rank = _rank_of(meta, i, path)
+        if rank in ranks:
+            raise InputError(path, f"rank {rank} appears in more than one trace file")
+        ranks.append(rank)
+        base, shift, known = _base(meta, pieces, path)
+        unix_known &= known
+        for name, t in _finish(pieces, rank, base, shift, step_rx).items():
+            parts.setdefault(name, []).append(t)
+        artifacts.append({"role": "input", "path": str(path.resolve()), "relpath": None,
+                          "digest": _hash_streaming(path), "size": path.stat().st_size})
+        del pieces
+    data = {name: pa.concat_tables(ts, promote_options="permissive") for name, ts in parts.items()}
+    if data["steps"].num_rows == 0:
+        raise InputError(files[0], f"no step spans match {step_rx.pattern!r}: profile with schedule/step() or pass --step-pattern")
+    write_incident(out_dir, _manifest(incident_id, data, ranks, unix_known, artifacts, step_rx.pattern), data)
+    del data, parts
+    pa.default_memory_pool().release_unused()  # hand parse buffers back before the caller goes on
+    return out_dir
+
+
+def _manifest(incident_id: str, data: dict[str, pa.Table], ranks: list[int], unix_known: bool, artifacts: list, pattern: str) -> dict:
+    gpu = data["kernels"].num_rows + data["memcpy"].num_rows
+    not_in_kineto = "Kineto traces carry no {}"
+    starts = [pc.min(t["start_ns"]).as_py() for t in data.values() if t.num_rows]
+    ends = [pc.max(t["end_ns"]).as_py() for t in data.values() if t.num_rows]
+    return {
+        "incident_id": incident_id,
+        "reason": "import",
+        "producer": "kineto-import",
+        "clock": {"host": "realtime", "unix_minus_host_ns": 0 if unix_known else None},
+        "window": {"start_ns": min(starts), "end_ns": max(ends)} if starts else None,
+        "ranks": sorted(ranks),
+        "sources": {
+            "kernels": source("observed") if gpu else source("not_observed", "trace has no GPU activity (profiled without ProfilerActivity.CUDA?)"),
+            "memcpy": source("observed") if gpu else source("not_observed", "trace has no GPU activity"),
+            "runtime_api": source("observed") if data["runtime_api"].num_rows else source("not_observed", "trace has no cuda_runtime/cuda_driver events"),
+            "spans": source("observed") if data["spans"].num_rows else source("not_observed", "trace has no cpu_op/user_annotation events"),
+            "steps": source("observed", None, pattern=pattern),
+            "sched": source("not_observed", not_in_kineto.format("scheduler samples")),
+            "nvml": source("not_observed", not_in_kineto.format("NVML samples")),
+            "clock_sync": source("not_observed", "Kineto maps GPU times onto the host clock itself (CUPTI); no calibration rows"),
+            "collectives": source("not_observed", "Kineto has no per-collective sequence ids; NCCL kernels are in the kernels table"),
+        },
+        "artifacts": artifacts,
+        "trigger": None,
+        "workload": None,
+    }

@@ -1,0 +1,137 @@
+"""Kineto trace events -> Arrow columns, one chunk at a time.
+
+Fast path: a piece of the event array (bytes) is rewritten to newline-delimited JSON (raw
+newlines can only be whitespace in JSON, so they become spaces; "}, {" between events becomes
+"}\n{") and parsed by Arrow's multithreaded JSON reader against an explicit schema (unknown
+keys ignored). String-valued pid/tid (Kineto's "Spans" rows) are renamed out of the way first.
+If Arrow refuses the piece (a "}, {" that was not between events, an odd value type), the
+piece is parsed by json.loads and converted with `pa.array(..., type=EVENT)`; only the few
+events whose values do not fit the types go through a Python clean-up. Either way the result
+is filtered to the complete ('X') events of the categories stallcase uses.
+
+Category spellings, current and older Kineto:
+    kernel           kernel / Kernel
+    gpu_memcpy       gpu_memcpy / Memcpy
+    gpu_memset       gpu_memset / Memset
+    cuda_runtime     cuda_runtime / Runtime, cuda_driver / Driver
+    host spans       cpu_op / Operator, user_annotation, python_function
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import numbers
+import re
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from .json_stream import PieceRefused
+
+_i64 = pa.int64()
+ARGS = pa.struct([
+    ("device", _i64), ("stream", _i64), ("correlation", _i64), ("bytes", _i64),
+    ("grid", pa.list_(_i64)), ("block", pa.list_(_i64)),
+])
+EVENT = pa.struct([
+    ("ph", pa.string()), ("cat", pa.string()), ("name", pa.string()), ("pid", _i64), ("tid", _i64),
+    ("ts", pa.float64()), ("dur", pa.float64()), ("args", ARGS),
+])
+
+KERNEL = ("kernel",)
+MEMCPY = ("gpu_memcpy", "memcpy")
+MEMSET = ("gpu_memset", "memset")
+RUNTIME = ("cuda_runtime", "runtime", "cuda_driver", "driver")
+HOST = ("cpu_op", "operator", "user_annotation", "python_function")
+KEPT = KERNEL + MEMCPY + MEMSET + RUNTIME + HOST
+
+
+def _int(v):
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v if -(1 << 63) <= v < (1 << 63) else None
+    if isinstance(v, float) and v.is_integer() and abs(v) < 2**62:
+        return int(v)
+    return None
+
+
+def _num(v):
+    return float(v) if isinstance(v, numbers.Real) and not isinstance(v, bool) else None
+
+
+def _str(v):
+    return v if isinstance(v, str) else None
+
+
+def _ints(v):
+    return [x for x in map(_int, v) if x is not None] if isinstance(v, list) else None
+
+
+def _clean(e) -> dict | None:
+    if not isinstance(e, dict):
+        return None
+    a = e.get("args")
+    args = None
+    if isinstance(a, dict):
+        args = {k: _int(a.get(k)) for k in ("device", "stream", "correlation", "bytes")}
+        args.update(grid=_ints(a.get("grid")), block=_ints(a.get("block")))
+    return {"ph": _str(e.get("ph")), "cat": _str(e.get("cat")), "name": _str(e.get("name")), "pid": _int(e.get("pid")),
+            "tid": _int(e.get("tid")), "ts": _num(e.get("ts")), "dur": _num(e.get("dur")), "args": args}
+
+
+_CONVERT_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError, ValueError)
+_BETWEEN = re.compile(rb"\}\s*,\s*\{")
+_STR_IDS = re.compile(rb'"(pid|tid)"(\s*:\s*)"')
+_SCHEMA = pa.schema(list(EVENT))
+_PARSE = pj.ParseOptions(explicit_schema=_SCHEMA, unexpected_field_behavior="ignore")
+
+
+def _convert(events: list) -> pa.StructArray:
+    """Typed conversion; on a type error, split and clean only the offending events."""
+    try:
+        return pa.array(events, type=EVENT)
+    except _CONVERT_ERRORS:
+        if len(events) <= 64:
+            return pa.array([_clean(e) for e in events], type=EVENT)
+        mid = len(events) // 2
+        return pa.concat_arrays([_convert(events[:mid]), _convert(events[mid:])])
+
+
+def parse_piece(piece: bytes) -> pa.StructArray:
+    """Bytes of consecutive events -> the kept events (raises PieceRefused if not complete)."""
+    text = _BETWEEN.sub(b"}\n{", piece.replace(b"\n", b" ").replace(b"\r", b" "))
+    if b'id": "' in text or b'id":"' in text:  # cheap pre-check: string ids are rare
+        text = _STR_IDS.sub(rb'"\1_str"\2"', text)
+    try:
+        # The system allocator hands freed parse buffers back; mimalloc keeps them (higher peak RSS).
+        table = pj.read_json(io.BytesIO(text), read_options=pj.ReadOptions(block_size=1 << 20), parse_options=_PARSE,
+                             memory_pool=pa.system_memory_pool())
+        arr = pa.StructArray.from_arrays([table.column(f.name).combine_chunks() for f in EVENT], fields=list(EVENT))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        try:
+            events = json.loads(b"[" + piece + b"]")
+        except RecursionError:
+            from ..errors import InputError
+            raise InputError(None, "trace JSON is nested too deeply") from None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise PieceRefused() from None
+        arr = _convert(events)
+    return keep(arr)
+
+
+def to_struct(events: list) -> pa.StructArray:
+    """A list of event dicts -> the kept complete events as one StructArray."""
+    return keep(_convert(events))
+
+
+def keep(arr: pa.StructArray) -> pa.StructArray:
+    """Complete ('X') events of the categories stallcase uses, with a name and a timestamp."""
+    if len(arr) == 0:
+        return arr
+    cat = pc.utf8_lower(arr.field("cat"))
+    keep = pc.and_(pc.equal(arr.field("ph"), "X"), pc.is_in(cat, pa.array(KEPT)))
+    keep = pc.and_(keep, pc.and_(pc.is_valid(arr.field("ts")), pc.is_valid(arr.field("name"))))
+    return arr.filter(pc.fill_null(keep, False))

@@ -1,0 +1,122 @@
+"""Chrome/Perfetto trace JSON of an incident: opens in ui.perfetto.dev and chrome://tracing.
+
+Layout (Chrome trace event format, ts/dur in microseconds from the first step's start):
+  process "rank R host"   one thread track per host thread: steps, spans, CUDA API calls
+  process "rank R GPU D"  one track per stream: kernels, memcpy/memset; NVML counters
+  process "rank R diagnosis"  one track per check: each finding as a slice over its step,
+                          named "<check>: <verdict> <explains>", evidence in args
+Bulk rows are formatted by pandas' C JSON writer, not a Python loop per event. Written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import atomic
+from .incident import Incident
+
+_HOST, _GPU, _DIAG = 0, 100, 999  # pid offsets inside a rank's block of 1000
+
+
+def _rank_of(t: pa.Table) -> np.ndarray:
+    return pc.fill_null(t["rank"].cast(pa.int64()), 0).to_numpy() if t.num_rows else np.zeros(0, np.int64)
+
+
+def _slices(t: pa.Table, origin_ns: int, *, name, cat: str, pid: np.ndarray, tid: np.ndarray) -> str:
+    """X events for a table with start_ns/end_ns as a JSON fragment (no brackets)."""
+    if t.num_rows == 0:
+        return ""
+    start = t["start_ns"].to_numpy() - origin_ns
+    dur = t["end_ns"].to_numpy() - t["start_ns"].to_numpy()
+    df = pd.DataFrame({"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid,
+                       "ts": start / 1000.0, "dur": dur / 1000.0})
+    return df.to_json(orient="records", double_precision=3)[1:-1]
+
+
+def _counters(t: pa.Table, origin_ns: int) -> str:
+    if t.num_rows == 0:
+        return ""
+    ts = (t["ts_ns"].to_numpy() - origin_ns) / 1000.0
+    pid = _rank_of(t) * 1000 + _GPU + t["device"].to_numpy()
+    metric = t["metric"].to_numpy(zero_copy_only=False)
+    df = pd.DataFrame({"ph": "C", "name": metric, "pid": pid, "ts": ts,
+                       "args": [{"value": v} for v in t["value"].to_pylist()]})
+    return df.to_json(orient="records", double_precision=3)[1:-1]
+
+
+def _metadata(inc: Incident) -> list[dict]:
+    out, seen = [], set()
+    for name, off in (("steps", _HOST), ("spans", _HOST), ("runtime_api", _HOST), ("kernels", _GPU), ("memcpy", _GPU), ("nvml", _GPU)):
+        t = inc.table(name)
+        if t.num_rows == 0:
+            continue
+        ranks = _rank_of(t)
+        devs = t["device"].to_numpy() if "device" in t.column_names else np.zeros(t.num_rows, np.int64)
+        for r, d in set(zip(ranks.tolist(), devs.tolist())):  # distinct (rank, device) pairs
+            pid = r * 1000 + off + (d if off == _GPU else 0)
+            if pid not in seen:
+                seen.add(pid)
+                label = f"rank {r} GPU {d}" if off == _GPU else f"rank {r} host"
+                out.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": label}})
+    return out
+
+
+def _findings(diagnosis: dict, origin_ns: int) -> list[dict]:
+    out = []
+    checks = diagnosis.get("checks", [])
+    for st in diagnosis.get("steps", []):
+        pid = (st["rank"] or 0) * 1000 + _DIAG
+        for f in st["findings"]:
+            if f["verdict"] == "not_applicable":
+                continue
+            tid = checks.index(f["check"]) + 1 if f["check"] in checks else 0
+            label = f"{f['check']}: {f['verdict']}" + (f" {f['explains_ns'] / 1e6:.3f} ms" if f["explains_ns"] else "")
+            out.append({"ph": "X", "cat": "finding", "name": label, "pid": pid, "tid": tid,
+                        "ts": round((st["start_ns"] - origin_ns) / 1000.0, 3), "dur": round(st["wall_ns"] / 1000.0, 3),
+                        "args": {"step_id": st["step_id"], "explains_ns": f["explains_ns"], "missing": f["missing"],
+                                 "evidence": f["evidence"]}})
+    ranks = {(st["rank"] or 0) for st in diagnosis.get("steps", [])}
+    for r in ranks:
+        out.append({"ph": "M", "name": "process_name", "pid": r * 1000 + _DIAG, "tid": 0, "args": {"name": f"rank {r} diagnosis"}})
+        for i, c in enumerate(checks, 1):
+            out.append({"ph": "M", "name": "thread_name", "pid": r * 1000 + _DIAG, "tid": i, "args": {"name": c}})
+    return out
+
+
+def export_perfetto(incident: Incident, diagnosis: dict | None, out_path: str | os.PathLike) -> str:
+    """Write the incident (and the diagnosis's findings, if given) as Chrome trace JSON."""
+    steps = incident.table("steps")
+    starts = [pc.min(t["start_ns"]).as_py() for n, t in incident.tables.items() if "start_ns" in t.column_names and t.num_rows]
+    origin = int(pc.min(steps["start_ns"]).as_py()) if steps.num_rows else int(min(starts) if starts else 0)
+    parts = []
+    t = steps
+    if t.num_rows:
+        parts.append(_slices(t, origin, name=pc.binary_join_element_wise("step ", t["step_id"].cast(pa.string()), "").to_numpy(zero_copy_only=False),
+                             cat="step", pid=_rank_of(t) * 1000 + _HOST, tid=t["thread_id"].to_numpy()))
+    for name, cat in (("spans", "span"), ("runtime_api", "cuda_api")):
+        t = incident.table(name)
+        parts.append(_slices(t, origin, name=t["name"].to_numpy(zero_copy_only=False) if t.num_rows else [], cat=cat,
+                             pid=_rank_of(t) * 1000 + _HOST, tid=t["thread_id"].to_numpy() if t.num_rows else []))
+    t = incident.table("kernels")
+    parts.append(_slices(t, origin, name=t["name"].to_numpy(zero_copy_only=False) if t.num_rows else [], cat="kernel",
+                         pid=_rank_of(t) * 1000 + _GPU + (t["device"].to_numpy() if t.num_rows else 0),
+                         tid=t["stream"].to_numpy() if t.num_rows else []))
+    t = incident.table("memcpy")
+    parts.append(_slices(t, origin, name=t["kind"].to_numpy(zero_copy_only=False) if t.num_rows else [], cat="memcpy",
+                         pid=_rank_of(t) * 1000 + _GPU + (t["device"].to_numpy() if t.num_rows else 0),
+                         tid=t["stream"].to_numpy() if t.num_rows else []))
+    parts.append(_counters(incident.table("nvml"), origin))
+    small = _metadata(incident) + (_findings(diagnosis, origin) if diagnosis else [])
+    parts.extend(json.dumps(e, separators=(",", ":")) for e in small)
+    body = ",\n".join(p for p in parts if p)
+    meta = {"displayTimeUnit": "ns", "otherData": {"incident_id": incident.manifest.get("incident_id"),
+                                                   "origin_ns": origin, "clock": incident.manifest.get("clock")}}
+    head = json.dumps(meta)[:-1]
+    atomic.write_text(out_path, head + ',"traceEvents":[\n' + body + "\n]}\n")
+    return str(out_path)
