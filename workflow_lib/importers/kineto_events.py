@@ -110,6 +110,7 @@ def parse_piece(piece: bytes) -> pa.StructArray:
         table = pj.read_json(io.BytesIO(text), read_options=pj.ReadOptions(block_size=1 << 20), parse_options=_PARSE,
                              memory_pool=pa.system_memory_pool())
         arr = pa.StructArray.from_arrays([table.column(f.name).combine_chunks() for f in EVENT], fields=list(EVENT))
+        _check_utf8(arr)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         try:
             events = json.loads(b"[" + piece + b"]")
@@ -120,6 +121,17 @@ def parse_piece(piece: bytes) -> pa.StructArray:
             raise PieceRefused() from None
         arr = _convert(events)
     return keep(arr)
+
+
+def _check_utf8(arr: pa.StructArray) -> None:
+    # Arrow's JSON reader keeps invalid UTF-8 bytes in string columns as they are; the
+    # json.loads path refuses them. Refuse here too, before they reach a table on disk.
+    for name in ("ph", "cat", "name"):
+        try:
+            arr.field(name).validate(full=True)
+        except pa.ArrowInvalid:
+            from ..errors import InputError
+            raise InputError(None, "trace is not UTF-8 text") from None
 
 
 def to_struct(events: list) -> pa.StructArray:
