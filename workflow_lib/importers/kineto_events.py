@@ -106,6 +106,10 @@ def parse_piece(piece: bytes) -> pa.StructArray:
     if b'id": "' in text or b'id":"' in text:  # cheap pre-check: string ids are rare
         text = _STR_IDS.sub(rb'"\1_str"\2"', text)
     try:
+        if not text.lstrip().startswith(b"{"):
+            # pyarrow 26's JSON reader crashes the process (SIGSEGV) when the first row is
+            # `null`; events are objects, so anything else takes the json.loads path.
+            raise pa.ArrowInvalid("first element is not an object")
         # The system allocator hands freed parse buffers back; mimalloc keeps them (higher peak RSS).
         table = pj.read_json(io.BytesIO(text), read_options=pj.ReadOptions(block_size=1 << 20), parse_options=_PARSE,
                              memory_pool=pa.system_memory_pool())
