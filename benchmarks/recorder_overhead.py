@@ -2,6 +2,7 @@
 with no recorder / default recorder / CUPTI on / torch.profiler, interleaved.
 
     python benchmarks/recorder_overhead.py [--rounds 8] [--steps 200] [--json OUT.json]
+    python benchmarks/recorder_overhead.py --span-only      # (a) alone, seconds, no GPU needed
 
 (a) runs anywhere. (b) needs torch with CUDA; without it (b) prints
 "not observed: no GPU (<reason>)". Modes of (b) run in shuffled order within each round
@@ -24,6 +25,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
 
 from workflow_lib.capture import Budget, FlightRecorder  # noqa: E402
 
@@ -127,8 +130,21 @@ def _loops(torch):
     return {"compute_bound": compute_bound, "launch_bound": launch_bound}
 
 
-def _run_mode(torch, mode: str, body, steps: int, out_dir: Path) -> list[int]:
-    """Step times (ns) of `steps` steps of `body` under `mode`."""
+def _cupti_report(src) -> dict:
+    """What the CUPTI source kept in one run: lets a reader check that launches, syncs and
+    kernels arrived and which runtime calls were left out, and where."""
+    c = src.api.copy()
+    ids = np.unique(c.columns["name"]) if c.rows else np.zeros(0, np.int64)
+    names = [src.name_list[i] if 0 <= i < len(src.name_list) else "<unknown>" for i in ids.tolist()]
+    return {"kinds": list(src.enabled_kinds), "records": src.records, "errors": list(src.errors),
+            "kernels_written": src.kernels.written, "runtime_api_written": src.api.written,
+            "memcpy_written": src.memcpy.written, "runtime_calls_left_out_at": src.runtime_filter_at,
+            "runtime_calls_dropped_at_ingest": src.runtime_calls_dropped,
+            "runtime_filter_note": src.runtime_filter_note, "runtime_api_names": sorted(names)[:40]}
+
+
+def _run_mode(torch, mode: str, body, steps: int, out_dir: Path, info: dict | None = None) -> list[int]:
+    """Step times (ns) of `steps` steps of `body` under `mode`; CUPTI runs fill `info`."""
     times = []
     sync = torch.cuda.synchronize
     rec = prof = None
@@ -160,6 +176,8 @@ def _run_mode(torch, mode: str, body, steps: int, out_dir: Path) -> list[int]:
     finally:
         if rec is not None:
             rec.stop()
+            if mode == "cupti" and info is not None and rec.cupti is not None:
+                info.update(_cupti_report(rec.cupti))
         if prof is not None:
             prof.__exit__(None, None, None)
     return times
@@ -175,6 +193,7 @@ def gpu_overhead(rounds: int, steps: int, warmup: int, out_dir: Path) -> dict:
     modes = ["none", "default", "cupti", "torch_profiler"]
     results: dict = {}
     errors: dict = {}
+    cupti_info: dict = {}
     for name, body in loops.items():
         for _ in range(warmup):
             body()
@@ -187,7 +206,10 @@ def gpu_overhead(rounds: int, steps: int, warmup: int, out_dir: Path) -> dict:
                 if m in errors:
                     continue
                 try:
-                    ts = _run_mode(torch, m, body, steps, out_dir)
+                    info = {} if m == "cupti" else None
+                    ts = _run_mode(torch, m, body, steps, out_dir, info)
+                    if info:
+                        cupti_info[name] = info  # the last round's
                 except Exception as exc:  # a mode that cannot run is reported, not fatal
                     errors[m] = f"{type(exc).__name__}: {exc}"
                     continue
@@ -209,7 +231,8 @@ def gpu_overhead(rounds: int, steps: int, warmup: int, out_dir: Path) -> dict:
     import torch as _t
 
     return {"status": "observed", "device": _t.cuda.get_device_name(0), "torch": _t.__version__,
-            "rounds": rounds, "steps_per_round": steps, "loops": results, "errors": errors}
+            "rounds": rounds, "steps_per_round": steps, "loops": results, "errors": errors,
+            "cupti_runs": cupti_info}
 
 
 def main(argv=None) -> int:
@@ -218,6 +241,7 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=50)
     ap.add_argument("--span-rounds", type=int, default=15)
+    ap.add_argument("--span-only", action="store_true", help="measure (a) only: no GPU part")
     ap.add_argument("--json", default=None, help="write results here (default: $OUT/recorder_overhead.json when OUT is set)")
     args = ap.parse_args(argv)
     out_dir = Path(os.environ.get("OUT", "/tmp")) / "recorder_overhead_incidents"
@@ -230,7 +254,8 @@ def main(argv=None) -> int:
           f"{s['median_ns']['bare_pair_ns']:.0f} ns; added {s['span_added_ns']:.0f} ns "
           f"(target <= {SPAN_TARGET_NS} ns: {'met' if s['meets_target'] else 'NOT met'}); "
           f"decorator adds {s['decorator_added_ns']:.0f} ns per call")
-    res["gpu"] = gpu_overhead(args.rounds, args.steps, args.warmup, out_dir)
+    res["gpu"] = ({"status": "not_observed", "reason": "--span-only"} if args.span_only
+                  else gpu_overhead(args.rounds, args.steps, args.warmup, out_dir))
     g = res["gpu"]
     if g["status"] != "observed":
         print(f"(b) not observed: {g['reason']}")
@@ -242,6 +267,10 @@ def main(argv=None) -> int:
                           f"{100 * v['overhead_median']:+.2f}% [{100 * v['overhead_min']:+.2f}%, {100 * v['overhead_max']:+.2f}%]")
                 else:
                     print(f"(b) {loop:14s} {m:15s} not observed: {v['reason']}")
+        for loop, ci in g.get("cupti_runs", {}).items():
+            print(f"(b) {loop:14s} cupti kept: kernels {ci['kernels_written']}, runtime_api {ci['runtime_api_written']}, "
+                  f"query calls left out at {ci['runtime_calls_left_out_at']} "
+                  f"({ci['runtime_calls_dropped_at_ingest']} dropped at ingest); calls: {', '.join(ci['runtime_api_names'][:8])}")
     dest = args.json or (os.path.join(os.environ["OUT"], "recorder_overhead.json") if os.environ.get("OUT") else None)
     if dest:
         Path(dest).parent.mkdir(parents=True, exist_ok=True)

@@ -26,7 +26,10 @@ BLOCKS = [f"b{i:03d}" for i in range(config["trials"]["blocks"])]
 # they would share the GPU (or the CPU) and time each other. Unless the user said how
 # many GPUs this machine has (--resources gpu=N), allow one. Cluster executors place
 # each block on its own node, so there the limit would only serialize the fan-out.
-if workflow.local_exec and "gpu" not in workflow.global_resources:
+# `workflow.local_exec` cannot tell them apart here: the Snakefile is parsed before the
+# executor is attached, so it is always True. `nodes` (--jobs) is set only for cluster
+# executors, including the jobstep inside each SLURM job.
+if workflow.resource_settings.nodes is None and "gpu" not in workflow.global_resources:
     workflow.register_resource("gpu", 1)
 
 

@@ -10,5 +10,7 @@ rule preflight:
         f"{RESULTS}/{{incident}}/logs/preflight-{{block}}.json",
     group:
         "block"
+    resources:
+        gpu=1,  # reads the GPU: never while another block runs on it (one GPU per group job)
     run:
         workflow_lib.preflight.run_preflight(input[0], wildcards.block, STORE, output[0], results_dir=f"{RESULTS}/{wildcards.incident}", log_path=log[0])

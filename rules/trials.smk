@@ -13,5 +13,6 @@ rule trials:
         "block"
     resources:
         gpu=1,
+    priority: 1  # on one machine a block's runs follow its own preflight, not the next block's
     run:
         workflow_lib.trials.run_block_rule(input.plan, input.preflight, wildcards.block, STORE, f"{RESULTS}/{wildcards.incident}/work/{wildcards.block}", output[0], log_path=log[0])

@@ -18,7 +18,8 @@ def test_cupti_pthread_ids_become_linux_tids_for_live_threads():
     t.start()
     ready.wait(5)
     try:
-        table = pa.table({"thread_id": pa.array([threading.get_ident(), seen["ident"], 123456789], pa.int64())})
+        # CUPTI reports the low 32 bits of pthread_t (CUpti_ActivityAPI.threadId is uint32).
+        table = pa.table({"thread_id": pa.array([threading.get_ident(), seen["ident"] & 0xFFFFFFFF, 123456789], pa.int64())})
         out, detail = _native_thread_ids(table)
     finally:
         done.set()

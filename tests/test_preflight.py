@@ -61,7 +61,6 @@ def _pf(tmp_path, plan, env):
     ({"max_sm": 1755}, "environment.max_sm_clock_mhz"),
     ({"mig": [1, 1]}, "environment.mig_mode"),
     ({"name": "NVIDIA H100 80GB HBM3"}, "environment.gpu_names"),
-    ({"uuid": "GPU-9999"}, "environment.gpu_uuids"),
     ({"ecc": [0, 0]}, "environment.ecc_mode"),
     ({"power": 500000}, "environment.power_limit_mw"),
 ])
@@ -151,3 +150,36 @@ def test_run_preflight_blocked_keeps_log_writes_no_record(tmp_path):
     with pytest.raises(PreflightBlocked, match="environment.gpu_names"):
         PF.run_preflight(tmp_path / "plan.json", "b000", tmp_path / "results", out, results_dir=tmp_path / "results", log_path=log)
     assert not out.exists() and records.read_record(log, "preflight")["status"] == "blocked"
+
+
+def test_another_gpu_of_the_same_model_does_not_block(tmp_path):
+    plan = _plan(tmp_path, gpu_env(uuid="GPU-aaaa"))
+    rec = _pf(tmp_path, plan, gpu_env(uuid="GPU-bbbb"))
+    assert rec["status"] == "pass" and rec["environment"]["gpu_uuids"] == ["GPU-bbbb"]
+
+
+class TwoGpuNVML(FakeNVML):
+    """A node with two GPUs; the second is busy with another job and reports a power cap."""
+
+    def nvmlDeviceGetCount(self):
+        return 2
+
+    def nvmlDeviceGetUUID(self, h):
+        return f"GPU-{h}{h}{h}{h}"
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+        return 0x4 | 0x2 if h == 1 else self.v["reasons"]
+
+    def nvmlDeviceGetName(self, h):
+        return "NVIDIA H200"
+
+
+def test_only_the_jobs_visible_gpus_are_fingerprinted(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    one = environment.fingerprint(nvml=TwoGpuNVML(), with_nvcc=False)
+    assert one["gpu_count"] == 1 and one["gpu_uuids"] == ["GPU-0000"] and one["clock_event_reasons_setting"] == [0]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-1111")
+    other = environment.fingerprint(nvml=TwoGpuNVML(), with_nvcc=False)
+    assert other["gpu_uuids"] == ["GPU-1111"] and other["clock_event_reasons_setting"] == [0x2]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert environment.fingerprint(nvml=TwoGpuNVML(), with_nvcc=False)["gpu_count"] == 2

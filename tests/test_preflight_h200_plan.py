@@ -47,7 +47,7 @@ def test_h200_plan_with_named_experiment_proceeds_and_lists_every_difference(tmp
     records.validate(rec, "preflight")
     assert rec["status"] == "new_experiment" and rec["incident_id"] == "demo" and rec["experiment"] == "h200-plan-on-cpu"
     fields = {d["field"] for d in rec["differences"]}
-    assert {"environment.gpu_names", "environment.gpu_uuids", "environment.driver_version", "environment.power_limit_mw"} <= fields
+    assert {"environment.gpu_names", "environment.gpu_count", "environment.driver_version", "environment.power_limit_mw"} <= fields
     # the H200's interpreter and libraries are listed as differences, not silently dropped
     binaries = [a["path"] for a in plan["artifacts"] if a["role"] in ("binary", "library")]
     assert all(any(d["field"].endswith(":" + p) for d in rec["differences"]) or Path(p).is_file() for p in binaries)

@@ -55,3 +55,14 @@ def test_every_schema_is_valid_2020_12_and_versioned():
         assert schema["$schema"].endswith("2020-12/schema")
         if kind != "config":
             assert schema["properties"]["schema_version"]["const"] >= 1, kind
+
+
+def test_records_are_readable_by_others_per_umask(tmp_path):
+    import os
+    import stat
+
+    p = tmp_path / "r.json"
+    records.write_record(p, GOOD, "preflight")
+    from workflow_lib.atomic import _umask
+
+    assert stat.S_IMODE(os.stat(p).st_mode) == 0o666 & ~_umask()  # not mkstemp's 0600

@@ -30,6 +30,18 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _umask() -> int:
+    """The process umask, read without changing it (os.umask would race other threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
+
+
 @contextlib.contextmanager
 def atomic_path(dest: str | os.PathLike, *, overwrite: bool = True) -> Iterator[Path]:
     """Yield a temp path beside `dest`; on clean exit fsync it and rename onto `dest`.
@@ -47,6 +59,8 @@ def atomic_path(dest: str | os.PathLike, *, overwrite: bool = True) -> Iterator[
         yield tmp_path
         with open(tmp_path, "rb+") as fh:
             os.fsync(fh.fileno())
+        # mkstemp creates 0600; a results tree is shared with colleagues like any file.
+        os.chmod(tmp_path, 0o666 & ~_umask())
         if overwrite:
             os.replace(tmp_path, dest)
         else:

@@ -26,6 +26,10 @@ GPU_FIELDS = (
     "ecc_mode", "mig_mode", "compute_mode", "power_limit_mw",
 )
 SETTING_REASON_BITS = 0x2 | 0x100
+# Identity, not setup: which physical GPU a block got. Recorded, shown, never blocking,
+# because blocks fan out over different GPUs of the same model by design, and each block
+# pairs its A and B runs on its own GPU.
+INFO_FIELDS = ("gpu_uuids",)
 HOST_FIELDS = ("cpu_model", "cpu_count", "kernel_release", "python_version", "machine")
 
 
@@ -92,6 +96,8 @@ def _nvml(fp: dict, why: dict, nvml: Any = None) -> None:
     try:
         n = nvml.nvmlDeviceGetCount()
         handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(n)]
+        handles = _visible(nvml, handles, os.environ.get("CUDA_VISIBLE_DEVICES"))
+        n = len(handles)
 
         def per_dev(field: str, fn) -> None:
             vals = []
@@ -143,6 +149,32 @@ def import_pynvml():
     return pynvml
 
 
+def _visible(nvml, handles: list, visible: str | None) -> list:
+    """The GPUs this job may use: NVML sees every GPU of the node, CUDA only the listed ones.
+
+    CUDA_VISIBLE_DEVICES holds indices or UUIDs (full or prefix, 'GPU-...'). On a shared
+    node the other GPUs belong to other jobs; their state is not this block's environment.
+    """
+    if visible is None or visible.strip() == "":
+        return handles if visible is None else []
+    out = []
+    for item in (v.strip() for v in visible.split(",")):
+        if item.isdigit():
+            if int(item) < len(handles):
+                out.append(handles[int(item)])
+            continue
+        for h in handles:
+            try:
+                u = nvml.nvmlDeviceGetUUID(h)
+            except Exception:  # unreadable UUID: this entry cannot be matched by UUID
+                continue
+            u = u.decode() if isinstance(u, bytes) else u
+            if u.startswith(item):
+                out.append(h)
+                break
+    return out
+
+
 def fingerprint(*, nvml: Any = None, with_nvcc: bool = True) -> dict:
     """The environment fingerprint of this node. `nvml` substitutes the binding (tests)."""
     fp: dict[str, Any] = {}
@@ -168,7 +200,7 @@ def compare(planned: dict, observed: dict) -> list[dict]:
     """Field-by-field differences (fields starting with '_' are commentary, not compared)."""
     diffs = []
     for field in sorted(set(planned) | set(observed)):
-        if field.startswith("_"):
+        if field.startswith("_") or field in INFO_FIELDS:
             continue
         a, b = planned.get(field, NOT_OBSERVED), observed.get(field, NOT_OBSERVED)
         if a != b:

@@ -173,7 +173,9 @@ def _phase(args) -> int:
     inject = _parse_steps(args.inject)
     sources = ("host", "nvml", "sched", "cupti") if args.phase == "cupti" else ("host", "nvml", "sched")
     incident_id = args.scenario.replace("_", "-") + ("" if args.phase == "cupti" else "-kineto")
-    budget = Budget(retained_bytes=64 << 20, window_ns=120 * 10**9)
+    # 5 ms scheduler sampling: the 15 ms host gap is bracketed by samples (see Budget.sched_period_s);
+    # the CPU target is raised to match, so the sampler does not back off during the run.
+    budget = Budget(retained_bytes=64 << 20, window_ns=120 * 10**9, sched_period_s=0.005, cpu_share_target=0.05)
     backend = TorchBackend()
     for _ in range(10):  # warm-up outside the recording: allocator, cuBLAS handles
         backend.backward(backend.forward(backend.make_batch(), _NullRec(), False))

@@ -35,11 +35,17 @@ class Budget:
     max_step_durations: int = 1 << 18  # per-step durations kept for STALLCASE_STEPS_OUT; hard
     cpu_share_target: float = 0.005  # recorder threads' CPU time / wall time; target
     memory_target_bytes: int = 128 * MiB  # rings + tables being written; target
+    # Scheduler sampling period. A host gap is attributed only when two samples bracket it
+    # at most 2x its length apart, so 0.5 s resolves gaps of 250 ms and more; 10 ms resolves
+    # 5 ms gaps at about 1% of a core for a handful of threads.
+    sched_period_s: float = 0.5
     shares: dict = field(default_factory=lambda: dict(SHARES))
 
     def __post_init__(self):
         if self.retained_bytes < 64 * 1024:
             raise ValueError("Budget.retained_bytes must be at least 64 KiB")
+        if self.sched_period_s <= 0:
+            raise ValueError("Budget.sched_period_s must be positive")
         if self.window_ns <= 0 or self.max_concurrent_writes < 1 or self.max_step_durations < 1:
             raise ValueError("Budget: window_ns, max_concurrent_writes and max_step_durations must be positive")
 

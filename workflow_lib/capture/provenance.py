@@ -36,6 +36,8 @@ ENV_ALLOW = frozenset({
     "PYTORCH_CUDA_ALLOC_CONF", "LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONPATH",
 })
 ENV_ALLOW_PREFIXES = ("NCCL_", "TORCH_", "CUBLAS_", "CUDNN_", "NVIDIA_TF32_", "XLA_", "TF_")
+# Terraform's TF_CLI_* / TF_VAR_* share TensorFlow's prefix and say nothing about the workload.
+ENV_DENY_PREFIXES = ("TF_CLI_", "TF_VAR_", "TF_TOKEN_")
 GIT_TIMEOUT_S = 10.0
 
 _digest_cache: dict[tuple[str, int, int], str] = {}
@@ -45,7 +47,8 @@ _packages_cache: dict[str, str] | None = None
 
 def allowed_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     env = os.environ if environ is None else environ
-    return {k: v for k, v in sorted(env.items()) if k in ENV_ALLOW or k.startswith(ENV_ALLOW_PREFIXES)}
+    return {k: v for k, v in sorted(env.items())
+            if (k in ENV_ALLOW or k.startswith(ENV_ALLOW_PREFIXES)) and not k.startswith(ENV_DENY_PREFIXES)}
 
 
 def digest_file(path: str | os.PathLike) -> tuple[str, int]:

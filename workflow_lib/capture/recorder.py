@@ -126,7 +126,7 @@ class FlightRecorder:
             # Bound straight to the host source: one call less on the hot path.
             self.span = self.host.span
         if "sched" in self.requested:
-            self.sched = SchedSampler(cap("sched", 56), pid=self._target_pid())
+            self.sched = SchedSampler(cap("sched", 56), pid=self._target_pid(), period_s=self.budget.sched_period_s)
         if "nvml" in self.requested:
             self.nvml = NvmlSampler(cap("nvml", 48), self.unix_minus_host_ns)
         if "cupti" in self.requested:
@@ -167,7 +167,13 @@ class FlightRecorder:
 
     # ---- hot path ----------------------------------------------------------------------
     def span(self, name: str):
-        """`with rec.span("fwd"):` or `@rec.span("fwd")`."""
+        """`with rec.span("fwd"):` or `@rec.span("fwd")`.
+
+        With the host source on, this method is replaced per instance by the host
+        source's lookup (one call less). The object returned for `with` belongs to the
+        calling thread (it holds that thread's id and open start time): look it up where it
+        is used, as `with rec.span(name):` does. A decorated function may run on any thread.
+        """
         if self.host is None:
             return _NULL_SPAN
         return self.host.span(name)
@@ -277,7 +283,7 @@ class FlightRecorder:
             cc = self.cupti.copies()
             tables.update(self.cupti.tables(cc, since, until))
             sources["cupti"] = self.cupti.manifest_entry(cc)
-            if "runtime_api" in tables:
+            if "runtime_api" in tables and not self.cupti.thread_ids.startswith("system"):
                 tables["runtime_api"], mapped = _native_thread_ids(tables["runtime_api"])
                 sources["cupti"]["detail"]["thread_ids"] = mapped
         else:
@@ -438,7 +444,12 @@ def _native_thread_ids(table: pa.Table) -> tuple[pa.Table, dict]:
     snapshot time are mapped; others (threads that ended, or non-Python threads such as
     NCCL's) keep CUPTI's id, and the detail says how many were mapped.
     """
-    ident_to_tid = {t.ident: t.native_id for t in threading.enumerate() if t.ident is not None and t.native_id is not None}
+    ident_to_tid = {}
+    for t in threading.enumerate():
+        if t.ident is not None and t.native_id is not None:
+            # CUpti_ActivityAPI.threadId is 32 bits wide: CUPTI keeps the low half of pthread_t.
+            ident_to_tid[t.ident] = t.native_id
+            ident_to_tid.setdefault(t.ident & 0xFFFFFFFF, t.native_id)
     tids = table["thread_id"].to_numpy()
     uniq = np.unique(tids)
     mapped = {int(u): ident_to_tid[int(u)] for u in uniq if int(u) in ident_to_tid}

@@ -8,8 +8,13 @@ after; only rows whose seq lies in `[after - capacity, before)` are complete and
 being overwritten, so a reader never sees a torn row. Peeking reads the counter's repr
 (`count(N)`), which takes no index, so readers leave no holes.
 
-Hot-path writers (host spans) write the arrays directly; other sources use `append`
-or the vectorized `extend`.
+Hot-path writers (host spans) write the arrays directly and may keep references to the
+arrays and to `ctr`, which therefore never change after construction; other sources use
+`append` or the vectorized `extend`.
+
+ctypes int64 arrays store an item ~7 ns faster than `array.array` in isolation, but inside
+a span the difference was within run-to-run noise (benchmarks/span_cost.py, v3 vs v8), and
+ctypes wraps an out-of-range int silently where `array.array` raises: array.array stays.
 """
 
 from __future__ import annotations
@@ -91,8 +96,9 @@ class Ring:
         if n == 0:
             return
         with self._lock:
-            start = next(self.ctr)
-            self.ctr = itertools.count(start + n)
+            # Take n consecutive indices in one C call (islice skips n-1, returns the n-th):
+            # no other Python thread runs in between, and `ctr` stays the same object.
+            start = next(itertools.islice(self.ctr, n - 1, None)) - (n - 1)
         keep = min(n, self.capacity)
         ks = np.arange(start + n - keep, start + n, dtype=np.int64)
         slots = ks & self.mask

@@ -7,14 +7,20 @@ monotonic's 43.72 s), so every ring keeps raw CUPTI ns and the snapshot maps the
 brackets `cupti.get_timestamp()` between two `time.monotonic_ns()` reads; the tightest
 of a few brackets wins and its half-width is the uncertainty (a `clock_sync` row).
 
-Records arrive in `buffer_completed` on CUPTI's thread, a buffer at a time; each buffer
-becomes column arrays and one vectorized ring insert per table. `cupti` below is the
-one binding object; tests substitute it to inject failures or synthetic records.
+Records arrive in `buffer_completed` on CUPTI's thread, a buffer at a time, holding the
+GIL: each buffer becomes column arrays (C-level field reads, no bytecode per record) and
+one vectorized ring insert per table. Query-only runtime calls (DROPPED_RUNTIME_CALLS) are
+left out: CUPTI is asked not to record them where the binding allows, else ingest drops
+them. `cupti` below is the one binding object; tests substitute it to inject failures or
+synthetic records.
 """
 
 from __future__ import annotations
 
+import itertools
+import re
 import threading
+from operator import attrgetter, itemgetter
 
 import numpy as np
 import pyarrow as pa
@@ -34,6 +40,29 @@ MEMCPY_KINDS = {0: "unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "At
                 8: "DtoD", 9: "HtoH", 10: "PtoP"}
 # Runtime calls that block the calling host thread until the GPU reaches a point.
 SYNC_CALLS = ("Synchronize", "cudaMemcpy_v", "cudaMemcpy2D_v", "cudaFree_v")
+# Runtime calls left out of runtime_api: queries that return at once, neither enqueue GPU
+# work nor wait for it. PyTorch issues some per kernel launch (cudaGetLastError after each
+# launch, cudaGetDevice in device guards), doubling the records of a launch-bound loop.
+# What the diagnosis reads from runtime_api, and why these are not in it:
+#   launch_bound: launch calls (LAUNCH_RE: *LaunchKernel*, *GraphLaunch*, Memcpy/MemsetAsync)
+#     joined to kernels by correlation id, their durations and thread - kept;
+#   sync_stall and the host_sync_api_ns measure: calls with is_sync (SYNC_CALLS) and
+#     SYNCHRONIZATION records - kept;
+#   host_submission: "was the host in a sync" (is_sync rows - kept) and the submitting thread
+#     (the thread of the last call before a gap: launches are kept, so it is the thread that
+#     launched last rather than one that last queried a device attribute);
+#   the host_api_ns measure (time inside any runtime call) loses these queries' time,
+#     each well under a microsecond.
+# Every other call (event/stream queries and waits, allocations, copies, graph calls, ...)
+# is kept. The count left out is reported as `runtime_calls_dropped`.
+DROPPED_RUNTIME_CALLS = frozenset({
+    "cudaGetDevice", "cudaGetDeviceCount", "cudaGetLastError", "cudaPeekAtLastError", "cudaStreamIsCapturing",
+    "cudaGetDeviceProperties", "cudaDeviceGetAttribute", "cudaPointerGetAttributes", "cudaFuncGetAttributes",
+    "cudaDriverGetVersion", "cudaRuntimeGetVersion", "cudaGetErrorString", "cudaGetErrorName",
+    "cudaStreamGetCaptureInfo", "cudaThreadExchangeStreamCaptureMode",
+})
+_VERSION_SUFFIX = re.compile(r"(_v\d+)+$")
+RECENT_CALLS = 1 << 16  # runtime (corr, tid) pairs kept for sync records of later buffers
 
 
 def _err(exc: BaseException) -> str:
@@ -47,6 +76,7 @@ class CuptiSource:
         self.kernels = Ring("kernels", {"name": "q", "device": "q", "stream": "q", "corr": "q", "start": "q", "end": "q",
                                         "gx": "q", "gy": "q", "gz": "q", "bx": "q", "by": "q", "bz": "q"}, kernel_cap)
         self.api = Ring("runtime_api", {"name": "q", "tid": "q", "corr": "q", "start": "q", "end": "q", "sync": "q"}, api_cap)
+        self.thread_ids = "not set"
         self.memcpy = Ring("memcpy", {"kind": "q", "device": "q", "stream": "q", "bytes": "q", "corr": "q",
                                       "start": "q", "end": "q"}, memcpy_cap)
         self.names: dict[str, int] = {}
@@ -58,7 +88,14 @@ class CuptiSource:
         self.records = 0
         self.dropped_sync_without_api = 0
         self.enabled_kinds: list[str] = []
-        self._api_tid: dict[int, int] = {}  # correlation id -> thread id, for sync records
+        self.filter_runtime = True  # leave DROPPED_RUNTIME_CALLS out (see there)
+        self.runtime_calls_dropped = 0
+        self.runtime_filter_at = "ingest"  # or "cupti" when CUPTI itself stops recording them
+        self.runtime_filter_note: str | None = None
+        self._cbids: dict[int, tuple[int, int, bool]] = {}
+        self._recent_corr = np.zeros(RECENT_CALLS, np.int64)
+        self._recent_tid = np.zeros(RECENT_CALLS, np.int64)
+        self._recent_n = 0
         self._lock = threading.Lock()
         self.running = False
 
@@ -90,6 +127,7 @@ class CuptiSource:
             self.reason_absent = "cupti-python absent (pip install cupti-python; needs a matching nvidia-cuda-cupti)"
             return
         try:
+            self._system_thread_ids(cu)
             cu.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
             for k in self.KINDS:
                 kind = getattr(cu.ActivityKind, k, None)
@@ -97,12 +135,44 @@ class CuptiSource:
                     continue
                 cu.activity_enable(kind)
                 self.enabled_kinds.append(k)
+                if k == "RUNTIME":
+                    self._filter_runtime_at_source(cu)
             self.calibrate()
             self.running = True
         except Exception as exc:  # cuptiError and friends: recorded, never raised into the host
             self.reason_absent = f"CUPTI error: {_err(exc)}"
             self._error(self.reason_absent)
             self._disable()
+
+    def _system_thread_ids(self, cu) -> None:
+        """Ask CUPTI for Linux tids (gettid) instead of 32-bit-truncated pthread ids.
+
+        Spans, steps and scheduler samples name threads by tid; with SYSTEM ids every
+        thread matches, including C++ threads such as PyTorch's autograd device threads,
+        which no Python-side mapping can reach. If the call is unavailable, the recorder
+        maps the Python threads it can at snapshot time, and the detail says which applies.
+        """
+        try:
+            cu.set_thread_id_type(int(cu.ActivityThreadIdType.SYSTEM))
+            self.thread_ids = "system (Linux tid)"
+        except Exception as exc:  # older cupti-python without the call: keep pthread ids
+            self.thread_ids = f"pthread ids (set_thread_id_type failed: {_err(exc)})"
+
+    def _filter_runtime_at_source(self, cu) -> None:
+        """Ask CUPTI not to record DROPPED_RUNTIME_CALLS at all (cuptiActivityEnableRuntimeApi,
+        per cbid): no record is built, buffered or handed to Python for them. Where the
+        binding or CUPTI cannot, ingest leaves them out instead (same tables, more work)."""
+        fn = getattr(cu, "activity_enable_runtime_api", None)
+        enum = getattr(cu, "runtime_api_trace_cbid", None) or getattr(cu, "Runtime_api_trace_cbid", None)
+        if not self.filter_runtime or fn is None or enum is None:
+            return
+        try:
+            for member in enum:
+                if _base_api_name(member.name) in DROPPED_RUNTIME_CALLS:
+                    fn(int(member), 0)
+            self.runtime_filter_at = "cupti"
+        except Exception as exc:  # older CUPTI: not supported; ingest filters
+            self.runtime_filter_note = f"activity_enable_runtime_api: {_err(exc)}"
 
     def _disable(self) -> None:
         cu = cupti
@@ -159,48 +229,141 @@ class CuptiSource:
             self._error(f"buffer_completed: {_err(exc)}")
 
     def ingest(self, activities) -> None:
+        """One buffer of records -> one vectorized ring insert per table.
+
+        No Python bytecode runs per record: records are grouped by kind with NumPy, picked
+        out with `operator.itemgetter` and read with `operator.attrgetter` (C loops over the
+        binding's objects); names become ids per distinct name, runtime calls are named and
+        classified per distinct cbid. This runs on CUPTI's thread holding the GIL, so every
+        microsecond here is taken from the workload's launching thread.
+        """
         cu = cupti
+        acts = activities if isinstance(activities, (list, tuple)) else list(activities)
+        n = len(acts)
+        if n == 0:
+            return
         AK = cu.ActivityKind
         k_kernel, k_memcpy, k_memset = int(AK.CONCURRENT_KERNEL), int(AK.MEMCPY), int(AK.MEMSET)
         k_runtime = int(AK.RUNTIME)
         k_sync = int(getattr(AK, "SYNCHRONIZATION", -1))
-        kern, mem, api, syncs = [], [], [], []
-        for a in activities:
-            kind = int(a.kind)
-            if kind == k_kernel:
-                # Launch geometry is optional in the table: a record without it gets nulls (-1 here).
-                kern.append((self._name(str(a.name)), a.device_id, a.stream_id, a.correlation_id, a.start, a.end,
-                             *(getattr(a, f, -1) for f in _GEOMETRY)))
-            elif kind == k_memcpy:
-                mem.append((int(a.copy_kind), a.device_id, a.stream_id, a.bytes, a.correlation_id, a.start, a.end))
-            elif kind == k_memset:
-                mem.append((-1, a.device_id, a.stream_id, a.bytes, a.correlation_id, a.start, a.end))
-            elif kind == k_runtime:
-                name = _api_name(cu, a.cbid)
-                sync = any(s in name for s in SYNC_CALLS)
-                api.append((self._name(name), a.thread_id, a.correlation_id, a.start, a.end, int(sync)))
-                if len(self._api_tid) > 1 << 16:
-                    self._api_tid.clear()
-                self._api_tid[int(a.correlation_id)] = int(a.thread_id)
-            elif kind == k_sync:
-                syncs.append(a)
-        for a in syncs:
-            tid = self._api_tid.get(int(a.correlation_id))
-            if tid is None:
-                self.dropped_sync_without_api += 1
-                continue
-            api.append((self._name(f"cuda_sync:{_sync_type(cu, a)}"), tid, a.correlation_id, a.start, a.end, 1))
-        self.records += len(kern) + len(mem) + len(api)
-        if kern:
-            arr = np.array(kern, dtype=np.int64).T
-            self.kernels.extend(**dict(zip(("name", "device", "stream", "corr", "start", "end",
-                                             "gx", "gy", "gz", "bx", "by", "bz"), arr)))
+        kinds = np.fromiter(map(_KIND, acts), np.int64, n)
+        by_kind = {int(k): _pick(acts, kinds, k) for k in np.unique(kinds)}
+        api = None
+        if k_runtime in by_kind:
+            api = self._runtime_rows(cu, by_kind[k_runtime])
+        if k_sync not in by_kind and api is not None and api[0].size:
+            self._remember(api[2], api[1])
+        if k_sync in by_kind:
+            sync_rows = self._sync_rows(cu, by_kind[k_sync], api)
+            api = sync_rows if api is None else (sync_rows if api[0].size == 0 else
+                                                  tuple(np.concatenate(p) for p in zip(api, sync_rows)))
+        mem = [self._memcpy_rows(by_kind[k], memset=(k == k_memset)) for k in (k_memcpy, k_memset) if k in by_kind]
+        added = 0
+        if k_kernel in by_kind:
+            cols = self._kernel_cols(by_kind[k_kernel])
+            self.kernels.extend(**cols)
+            added += len(cols["corr"])
         if mem:
-            arr = np.array(mem, dtype=np.int64).T
-            self.memcpy.extend(**dict(zip(("kind", "device", "stream", "bytes", "corr", "start", "end"), arr)))
-        if api:
-            arr = np.array(api, dtype=np.int64).T
-            self.api.extend(**dict(zip(("name", "tid", "corr", "start", "end", "sync"), arr)))
+            arr = np.concatenate(mem) if len(mem) > 1 else mem[0]
+            self.memcpy.extend(**dict(zip(("kind", "device", "stream", "bytes", "corr", "start", "end"), arr.T)))
+            added += len(arr)
+        if api is not None and api[0].size:
+            self.api.extend(**dict(zip(("name", "tid", "corr", "start", "end", "sync"), api)))
+            added += int(api[0].size)
+        self.records += added
+
+    def _name_ids(self, names) -> np.ndarray:
+        """Ids of names, one dict lookup per record in C; new names added once each."""
+        ids = np.fromiter(map(self.names.get, names, itertools.repeat(-1)), np.int64, len(names))
+        if (ids < 0).any():
+            for s in sorted(set(names).difference(self.names)):  # distinct new names, set ops in C
+                self._name(s)
+            ids = np.fromiter(map(self.names.get, names, itertools.repeat(-1)), np.int64, len(names))
+            # A name refused by the name budget maps to the overflow entry.
+            ids[ids < 0] = self.names.get("<names over budget>", len(self.name_list))
+        return ids
+
+    def _kernel_cols(self, recs) -> dict:
+        base = _rows(_KERNEL_FIELDS, recs, 5)
+        try:
+            geo = _rows(_GEOMETRY_FIELDS, recs, 6)
+        except AttributeError:
+            # Launch geometry is optional in the table: a record without it gets nulls (-1 here).
+            geo = np.array([[getattr(a, f, -1) for f in _GEOMETRY] for a in recs], dtype=np.int64).reshape(-1, 6)
+        names = list(map(str, map(_NAME, recs)))
+        cols = {"name": self._name_ids(names)}
+        cols.update(zip(("device", "stream", "corr", "start", "end"), base.T))
+        cols.update(zip(("gx", "gy", "gz", "bx", "by", "bz"), geo.T))
+        return cols
+
+    def _memcpy_rows(self, recs, memset: bool) -> np.ndarray:
+        if memset:
+            rows = _rows(_MEMSET_FIELDS, recs, 6)
+            return np.column_stack([np.full(len(rows), -1, np.int64), rows])
+        rows = _rows(_MEMCPY_FIELDS, recs, 7)
+        # Copy kinds this table does not name are "unknown", never another kind's label.
+        rows[:, 0] = np.where((rows[:, 0] >= 0) & (rows[:, 0] < len(MEMCPY_KINDS)), rows[:, 0], 0)
+        return rows
+
+    def _runtime_rows(self, cu, recs) -> tuple[np.ndarray, ...]:
+        """(name id, tid, corr, start, end, sync) of the runtime calls the diagnosis reads;
+        calls in DROPPED_RUNTIME_CALLS are counted and left out (see that constant)."""
+        rows = _rows(_API_FIELDS, recs, 5)
+        cbid = rows[:, 0]
+        uniq, inv = np.unique(cbid, return_inverse=True)
+        info = [self._cbid_info(cu, int(c)) for c in uniq.tolist()]  # per distinct cbid
+        keep_u = np.array([not drop for _, _, drop in info], bool)
+        keep = keep_u[inv]
+        if not keep.all():
+            self.runtime_calls_dropped += int((~keep).sum())
+        name_u = np.array([i for i, _, _ in info], np.int64)
+        sync_u = np.array([s for _, s, _ in info], np.int64)
+        r = rows[keep]
+        return (name_u[inv][keep], r[:, 1], r[:, 2], r[:, 3], r[:, 4], sync_u[inv][keep])
+
+    def _cbid_info(self, cu, cbid: int) -> tuple[int, int, bool]:
+        """(name id, is_sync, dropped) of a runtime cbid; cached per cbid."""
+        got = self._cbids.get(cbid)
+        if got is None:
+            name = _api_name(cu, cbid)
+            got = self._cbids[cbid] = (self._name(name), int(any(s in name for s in SYNC_CALLS)),
+                                       self.filter_runtime and _base_api_name(name) in DROPPED_RUNTIME_CALLS)
+        return got
+
+    def _sync_rows(self, cu, recs, api) -> tuple[np.ndarray, ...]:
+        """Synchronization records as runtime rows on the thread of the call that waited.
+
+        The thread comes from the runtime record with the same correlation id: looked up in
+        this buffer's calls first, then in the recent calls kept from earlier buffers."""
+        rows = _rows(_SYNC_FIELDS, recs, 3)
+        corr = rows[:, 0]
+        tid = np.full(len(corr), -1, np.int64)
+        if api is not None and api[0].size:
+            _lookup_into(tid, corr, api[2], api[1])
+        miss = tid < 0
+        if miss.any() and self._recent_n:
+            m = min(self._recent_n, len(self._recent_corr))
+            _lookup_into(tid, corr, self._recent_corr[:m], self._recent_tid[:m])
+        if api is not None and api[0].size:
+            self._remember(api[2], api[1])
+        ok = tid >= 0
+        self.dropped_sync_without_api += int((~ok).sum())
+        # Few records (one per synchronizing call); one without a type field is named "None".
+        types = np.array([-1 if t is None else int(t) for t in map(_sync_type_of, recs)], np.int64)
+        tu, tinv = np.unique(types, return_inverse=True)
+        names = np.array([self._name(f"cuda_sync:{_sync_type(cu, None if t < 0 else t)}") for t in tu.tolist()],
+                         np.int64)[tinv]
+        r = rows[ok]
+        return (names[ok], tid[ok], r[:, 0], r[:, 1], r[:, 2], np.ones(int(ok.sum()), np.int64))
+
+    def _remember(self, corr: np.ndarray, tid: np.ndarray) -> None:
+        """Keep the newest runtime (corr, tid) pairs for sync records of later buffers."""
+        cap = len(self._recent_corr)
+        corr, tid = corr[-cap:], tid[-cap:]
+        pos = (self._recent_n + np.arange(len(corr))) % cap
+        self._recent_corr[pos] = corr
+        self._recent_tid[pos] = tid
+        self._recent_n += len(corr)
 
     # ---- snapshot ------------------------------------------------------------------
     def to_host(self, cupti_ns: np.ndarray) -> np.ndarray:
@@ -264,8 +427,19 @@ class CuptiSource:
         detail = {"kinds": list(self.enabled_kinds), "records": self.records, "error_count": self.error_count,
                   "errors": list(self.errors), "calibrations": len(self.calibrations),
                   "sync_records_without_api_call": self.dropped_sync_without_api,
+                  "thread_id_type": self.thread_ids,
+                  "runtime_calls_left_out": sorted(DROPPED_RUNTIME_CALLS) if self.filter_runtime else [],
+                  "runtime_calls_left_out_at": self.runtime_filter_at if self.filter_runtime else None,
+                  "runtime_calls_dropped_at_ingest": self.runtime_calls_dropped,
+                  **({"runtime_filter_note": self.runtime_filter_note} if self.runtime_filter_note else {}),
                   **{f"{n}_written": c.written for n, c in copies.items()},
                   **{f"{n}_overwritten": c.overwritten for n, c in copies.items()}}
+        if (self.runtime_filter_at == "cupti" and "RUNTIME" in self.enabled_kinds and self.kernels.written
+                and not self.api.written):
+            # Kernels without a single runtime call: the per-cbid filter may have switched
+            # off all runtime records on this CUPTI; say so where the reader looks.
+            detail["runtime_filter_note"] = ("no runtime API record arrived while kernels did: check that "
+                                             "activity_enable_runtime_api(cbid, 0) leaves other calls recorded")
         if self.calibrations:
             detail["clock_uncertainty_ns_max"] = max(x[3] for x in self.calibrations)
         if self.reason_absent:
@@ -276,7 +450,55 @@ class CuptiSource:
 
 
 _GEOMETRY = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
+# C-level field readers: one call per record reads every field the ring keeps.
+_KIND = attrgetter("kind")
+_NAME = attrgetter("name")
+_KERNEL_FIELDS = attrgetter("device_id", "stream_id", "correlation_id", "start", "end")
+_GEOMETRY_FIELDS = attrgetter(*_GEOMETRY)
+_MEMCPY_FIELDS = attrgetter("copy_kind", "device_id", "stream_id", "bytes", "correlation_id", "start", "end")
+_MEMSET_FIELDS = attrgetter("device_id", "stream_id", "bytes", "correlation_id", "start", "end")
+_API_FIELDS = attrgetter("cbid", "thread_id", "correlation_id", "start", "end")
+_SYNC_FIELDS = attrgetter("correlation_id", "start", "end")
+
+
+def _sync_type_of(a):
+    return getattr(a, "type", None)
+
+
 _API_NAMES: dict[int, str] = {}
+
+
+def _rows(getter, recs, width: int) -> np.ndarray:
+    """(len(recs), width) int64 of the getter's fields: one flat C-level pass, no tuple list
+    (np.array over a list of tuples costs ~2x more per record)."""
+    flat = np.fromiter(itertools.chain.from_iterable(map(getter, recs)), np.int64, len(recs) * width)
+    return flat.reshape(-1, width)
+
+
+def _pick(acts, kinds: np.ndarray, kind: int):
+    """The records of one kind, in buffer order, gathered in C."""
+    idx = np.flatnonzero(kinds == kind)
+    if idx.size == len(acts):
+        return acts
+    if idx.size == 1:
+        return [acts[int(idx[0])]]
+    return itemgetter(*idx.tolist())(acts)
+
+
+def _lookup_into(out: np.ndarray, keys: np.ndarray, table_keys: np.ndarray, table_vals: np.ndarray) -> None:
+    """out[i] = table_vals[j] where table_keys[j] == keys[i], for entries of out still < 0."""
+    if table_keys.size == 0:
+        return
+    order = np.argsort(table_keys, kind="stable")
+    sk = table_keys[order]
+    pos = np.minimum(np.searchsorted(sk, keys), sk.size - 1)
+    hit = (sk[pos] == keys) & (out < 0)
+    out[hit] = table_vals[order][pos[hit]]
+
+
+def _base_api_name(name: str) -> str:
+    """cudaGetDeviceProperties_v2_v12000 -> cudaGetDeviceProperties."""
+    return _VERSION_SUFFIX.sub("", name)
 
 
 def _api_name(cu, cbid: int) -> str:
@@ -293,8 +515,7 @@ def _api_name(cu, cbid: int) -> str:
     return name
 
 
-def _sync_type(cu, a) -> str:
-    t = getattr(a, "type", None)
+def _sync_type(cu, t) -> str:
     enum = getattr(cu, "ActivitySynchronizationType", None)
     if enum is not None and t is not None:
         try:

@@ -1,12 +1,18 @@
 """Host spans and steps: the hot path.
 
-A span costs two clock reads, a push and pop on a per-thread stack and four array
-stores; the span object itself is cached per name. Thread ids are
-Linux tids (the ids /proc and the sched table use), cached in a `threading.local`
-because `threading.get_native_id()` is a syscall (~0.3 us); a dict keyed by
-`threading.get_ident()` would be wrong, as idents are reused after a thread ends.
-Name and tid share one int64 (`tid << 20 | name_id`) to save a store. Depth is not
-tracked on the hot path; it is derived from nesting when the snapshot is taken.
+A span object exists per (thread, name): it holds the thread|name code precombined, its
+start time in a slot, and direct references to the ring's arrays and counter, so a span
+costs two clock reads, one `next()` on the ring counter and four int64 stores, with no
+thread-local stack. A name that re-enters itself on one thread (recursion) keeps the outer
+start on a small per-object list. `@rec.span("f")` keeps the start in the wrapper's frame
+(no `with`, no per-object state), so one decorated function serves every thread. Each
+variant tried, with numbers: benchmarks/span_cost.py and docs/benchmarks.md.
+
+Thread ids are Linux tids (the ids /proc and the sched table use), cached in a
+`threading.local` because `threading.get_native_id()` is a syscall (~0.3 us); a dict keyed
+by `threading.get_ident()` would be wrong, as idents are reused after a thread ends. Name
+and tid share one int64 (`tid << 20 | name_id`) to save a store. Depth is not tracked on
+the hot path; it is derived from nesting when the snapshot is taken.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+import weakref
 
 import numpy as np
 import pyarrow as pa
@@ -26,12 +33,16 @@ MAX_NAMES = (1 << NAME_BITS) - 1
 OVERFLOW_NAME = "<span names over budget>"
 
 _TLS = threading.local()
+_SOURCES: "weakref.WeakSet[HostSource]" = weakref.WeakSet()
 
 
 def _reset_after_fork() -> None:
-    # A forked child inherits the parent's thread-local values: its thread ids differ.
+    # A forked child inherits the parent's thread-local values: its thread ids differ, and
+    # so do the codes precombined in the per-thread span objects.
     global _TLS
     _TLS = threading.local()
+    for src in list(_SOURCES):
+        src._tls = threading.local()
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)
@@ -46,46 +57,57 @@ def current_tid_shifted() -> int:
 
 
 class _Span:
-    """One per span name, shared by every thread: `with` and `@decorator` both work.
+    """One per (thread, name): `with` on the thread that looked it up; `@decorator` anywhere.
 
-    The start time lives on a per-thread stack, not on this object, so one object serves
-    nested, recursive and concurrent uses without an allocation per span.
+    `t0` is 0 while the span is not open (monotonic_ns is never 0 once a process runs).
     """
 
-    __slots__ = ("ring", "code")
+    __slots__ = ("st", "en", "cd", "sq", "ctr", "mask", "code", "t0", "outer")
 
     def __init__(self, ring: Ring, code: int):
-        self.ring = ring
-        self.code = code
+        c = ring.cols
+        self.st, self.en, self.cd, self.sq = c["start_ns"], c["end_ns"], c["code"], c["seq"]
+        self.ctr, self.mask, self.code = ring.ctr, ring.mask, code
+        self.t0 = 0
+        self.outer: list[int] = []
 
     def __enter__(self):
-        try:
-            _TLS.stack.append(now_ns())
-        except AttributeError:
-            current_tid_shifted()
-            _TLS.stack = [now_ns()]
+        if self.t0:  # re-entered on this thread (recursion): keep the outer start
+            self.outer.append(self.t0)
+        self.t0 = now_ns()
         return self
 
     def __exit__(self, et, ev, tb):
         t1 = now_ns()
-        tls = _TLS
-        t0 = tls.stack.pop()
-        r = self.ring
-        k = next(r.ctr)
-        j = k & r.mask
-        r.st[j] = t0
-        r.en[j] = t1
-        r.cd[j] = tls.t | self.code
-        r.seq[j] = k
+        k = next(self.ctr)
+        j = k & self.mask
+        self.st[j] = self.t0
+        self.t0 = self.outer.pop() if self.outer else 0
+        self.en[j] = t1
+        self.cd[j] = self.code
+        self.sq[j] = k  # last: the commit mark
         return False
 
     def __call__(self, fn):
-        span = self
+        st, en, cd, sq, ctr, mask = self.st, self.en, self.cd, self.sq, self.ctr, self.mask
+        name_code = self.code & MAX_NAMES  # the thread part is the caller's, looked up per call
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with span:
+            t0 = now_ns()
+            try:
                 return fn(*args, **kwargs)
+            finally:
+                t1 = now_ns()
+                k = next(ctr)
+                j = k & mask
+                st[j] = t0
+                en[j] = t1
+                try:
+                    cd[j] = _TLS.t | name_code
+                except AttributeError:
+                    cd[j] = current_tid_shifted() | name_code
+                sq[j] = k
 
         return wrapper
 
@@ -95,15 +117,14 @@ class HostSource:
 
     def __init__(self, span_capacity: int, step_capacity: int):
         self.spans = Ring("spans", {"start_ns": "q", "end_ns": "q", "code": "q"}, span_capacity)
-        # Direct attributes: a dict lookup per store would cost more than the store.
-        self.spans.st, self.spans.en, self.spans.cd = (self.spans.cols[c] for c in ("start_ns", "end_ns", "code"))
         self.steps = Ring("steps", {"step_id": "q", "tid": "q", "start_ns": "q", "end_ns": "q"}, step_capacity)
         self._names: dict[str, int] = {}
         self._name_list: list[str] = []
         self._names_lock = threading.Lock()
         self.names_over_budget = 0
         self.last_repeated_step_ids = 0
-        self._span_cache: dict[str, _Span] = {}
+        self._tls = threading.local()  # .spans: this thread's name -> _Span
+        _SOURCES.add(self)
 
     @property
     def nbytes(self) -> int:
@@ -134,11 +155,16 @@ class HostSource:
         return i
 
     def span(self, name: str) -> _Span:
-        s = self._span_cache.get(name)
-        if s is None:
-            s = _Span(self.spans, self.name_id(name))
-            if len(self._span_cache) < MAX_NAMES:
-                self._span_cache[name] = s
+        try:
+            return self._tls.spans[name]
+        except (AttributeError, KeyError):
+            return self._new_span(name)
+
+    def _new_span(self, name: str) -> _Span:
+        cache = self._tls.__dict__.setdefault("spans", {})
+        s = _Span(self.spans, current_tid_shifted() | self.name_id(name))
+        if len(cache) < MAX_NAMES:  # bounded like the name table; beyond it, uncached
+            cache[name] = s
         return s
 
     def record_step(self, step_id: int, start_ns: int, end_ns: int, thread_id: int | None = None) -> None:
