@@ -43,6 +43,12 @@ def main(argv: list[str] | None = None) -> int:
         for line in exc.oneline().splitlines() or [str(exc)]:
             print(f"error: {line}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        # The environment, not the input: disk full, read-only or vanished directories.
+        # One line naming the file, like every other error; nothing here is a bug.
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130

@@ -75,11 +75,15 @@ def write_incident(
     directory is never taken for a complete incident.
     """
     path = Path(path)
-    (path / "tables").mkdir(parents=True, exist_ok=True)
-    entries = {}
+    # Check every table before writing any: a refused import or capture leaves no
+    # directory of tables that a reader would only refuse later.
     for name, table in table_data.items():
         if name not in tables.TABLES:
             raise StallcaseError(path, f"unknown table '{name}'")
+        tables.check_table(name, table, path / f"tables/{name}.parquet")
+    (path / "tables").mkdir(parents=True, exist_ok=True)
+    entries = {}
+    for name, table in table_data.items():
         rel = f"tables/{name}.parquet"
         tables.write_table(path / rel, name, table)
         entries[name] = {"path": rel, "rows": table.num_rows, "digest": hash_file(path / rel)}
@@ -93,16 +97,21 @@ def write_incident(
     return path / MANIFEST
 
 
-def _safe_member(root: Path, rel: str, where: Path) -> Path:
+def _safe_member(root: Path, rel: str, where: Path, what: str = "table path") -> Path:
     """Resolve a path named inside a manifest; refuse absolute paths, '..' and symlink escapes."""
+    if "\x00" in rel:
+        raise InputError(where, f"{what} {rel!r} contains a NUL byte")
     if os.path.isabs(rel) or ".." in Path(rel).parts:
-        raise InputError(where, f"table path {rel!r} escapes the incident directory")
+        raise InputError(where, f"{what} {rel!r} escapes the incident directory")
     target = (root / rel)
-    real_root = root.resolve()
     try:
-        target.resolve().relative_to(real_root)
+        resolved, real_root = target.resolve(), root.resolve()
+    except (RuntimeError, OSError) as exc:  # RuntimeError: symlink loop (Python < 3.13)
+        raise InputError(where, f"{what} {rel!r} cannot be resolved: symlink loop or unreadable ({exc})") from None
+    try:
+        resolved.relative_to(real_root)
     except ValueError:
-        raise InputError(where, f"table path {rel!r} resolves outside the incident directory (symlink?)") from None
+        raise InputError(where, f"{what} {rel!r} resolves outside the incident directory (symlink?)") from None
     return target
 
 
@@ -112,6 +121,9 @@ def read_incident(path: str | os.PathLike, *, verify: bool = True) -> Incident:
     mpath = path / MANIFEST
     if not path.is_dir():
         raise InputError(path, "incident directory not found")
+    if mpath.is_symlink():
+        # The manifest decides which files are read and trusted: it must be the incident's own.
+        _safe_member(path, MANIFEST, mpath, "manifest")
     manifest = records.read_record(mpath, "incident_manifest")
     loaded: dict[str, pa.Table] = {}
     for name, entry in manifest["tables"].items():

@@ -12,6 +12,7 @@ import functools
 import json
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +86,10 @@ def write_record(path: str | os.PathLike, record: dict, kind: str) -> str:
     """
     _check_finite(record, path)
     validate(record, kind, where=path)
-    data = canonical_bytes(record)
+    try:
+        data = canonical_bytes(record)
+    except UnicodeEncodeError as exc:
+        raise RecordError(path, f"record holds text that is not valid Unicode ({exc.reason}: {exc.object[exc.start:exc.end]!r})") from None
     # Pretty on disk for people reading the artifact tree; the digest is over canonical bytes.
     pretty = json.dumps(record, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     atomic.write_text(path, pretty)
@@ -102,8 +106,18 @@ def parse_record(data: bytes, kind: str, where: str | os.PathLike) -> dict:
         raise RecordError(where, f"not valid JSON ({str(exc).splitlines()[0]})") from None
     if not isinstance(record, dict):
         raise RecordError(where, f"expected a JSON object, found {type(record).__name__}")
+    if _SURROGATE_ESCAPE.search(data):
+        # JSON may spell a lone surrogate (\udcff); it is not Unicode text, and every later
+        # UTF-8 encode (records, Parquet, HTML) would fail on it far from this file.
+        try:
+            canonical_bytes(record)
+        except UnicodeEncodeError as exc:
+            raise RecordError(where, f"holds a lone surrogate {exc.object[exc.start:exc.end]!r}: not valid Unicode text") from None
     validate(record, kind, where=where)
     return record
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def _refuse_constant(name: str) -> Any:

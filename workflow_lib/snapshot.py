@@ -15,7 +15,7 @@ from pathlib import Path
 
 from . import records
 from .cas import CAS, hash_file
-from .errors import MissingArtifact
+from .errors import InputError, MissingArtifact
 from .incident import MANIFEST, check_incident_id, read_incident
 
 DEFAULT_STORE_ROLES = ("source", "input", "patch")
@@ -27,7 +27,7 @@ def resolve_artifacts(artifacts: list[dict], cas: CAS, store_roles=DEFAULT_STORE
     Raises MissingArtifact naming every artifact that is missing or changed.
     """
     missing: list[tuple[str, str, str]] = []
-    out = []
+    to_store = []
     for art in artifacts:
         role, path, digest = art["role"], art["path"], art["digest"]
         in_store = cas.has(digest)
@@ -39,16 +39,17 @@ def resolve_artifacts(artifacts: list[dict], cas: CAS, store_roles=DEFAULT_STORE
                 at_path = False
         if not (in_store or at_path):
             missing.append((role, path, digest))
-            continue
-        if role in store_roles and not in_store:
-            stored = cas.put_file(path)
-            if stored != digest:  # changed between the check and the copy
-                missing.append((role, path, digest))
-                continue
-        out.append(dict(art))
+        elif role in store_roles and not in_store:
+            to_store.append(art)
+    # Check everything before storing anything: a blocked ingest leaves the store as it was.
     if missing:
         raise MissingArtifact(missing)
-    return out
+    for art in to_store:
+        if cas.put_file(art["path"]) != art["digest"]:  # changed between the check and the copy
+            missing.append((art["role"], art["path"], art["digest"]))
+    if missing:
+        raise MissingArtifact(missing)
+    return [dict(a) for a in artifacts]
 
 
 def ingest(incident_path: str | os.PathLike, store_root: str | os.PathLike, out_path: str | os.PathLike,
@@ -58,12 +59,10 @@ def ingest(incident_path: str | os.PathLike, store_root: str | os.PathLike, out_
     m = incident.manifest
     check_incident_id(m["incident_id"], str(Path(incident_path) / MANIFEST))
     cas = CAS(store_root)
-    artifacts = resolve_artifacts(m.get("artifacts", []), cas, store_roles)
-    manifest_digest = cas.put_file(Path(incident_path) / MANIFEST)
-    tables = {}
-    for name, entry in m["tables"].items():
-        digest = cas.put_file(Path(incident_path) / entry["path"])
-        tables[name] = {"digest": digest, "rows": entry["rows"]}
+    # Digests read_incident just verified; the record is validated before anything is
+    # stored, so a refused incident leaves neither objects nor a record behind.
+    manifest_digest = hash_file(Path(incident_path) / MANIFEST)
+    tables = {name: {"digest": entry["digest"], "rows": entry["rows"]} for name, entry in m["tables"].items()}
     record = {
         "schema_version": 1,
         "kind": "snapshot",
@@ -77,11 +76,19 @@ def ingest(incident_path: str | os.PathLike, store_root: str | os.PathLike, out_
         "ranks": m.get("ranks", []),
         "sources": m["sources"],
         "tables": tables,
-        "artifacts": artifacts,
+        "artifacts": [dict(a) for a in m.get("artifacts", [])],
         "provenance": m.get("provenance", {}),
         "workload": m.get("workload"),
         "recorder": m.get("recorder"),
     }
+    records.validate(record, "snapshot", where=out_path)
+    resolve_artifacts(m.get("artifacts", []), cas, store_roles)
+    stored = {"manifest": (cas.put_file(Path(incident_path) / MANIFEST), manifest_digest)}
+    for name, entry in m["tables"].items():
+        stored[name] = (cas.put_file(Path(incident_path) / entry["path"]), entry["digest"])
+    changed = [name for name, (got, want) in stored.items() if got != want]
+    if changed:  # the file changed between verification and the copy into the store
+        raise InputError(Path(incident_path), f"{', '.join(changed)} changed while being ingested; ingest again")
     records.write_record(out_path, record, "snapshot")
     return record
 

@@ -122,16 +122,45 @@ def conform(name: str, table: pa.Table, where: str | os.PathLike = "<table>") ->
     return pa.Table.from_arrays(cols, schema=schema)
 
 
+def check_table(name: str, table: pa.Table, where: str | os.PathLike = "<table>") -> pa.Table:
+    """Conform a table and check what readers check (intervals, steps); returns the conformed table."""
+    table = conform(name, table, where)
+    _check_intervals(name, table, where)
+    return table
+
+
 def write_table(path: str | os.PathLike, name: str, table: pa.Table) -> Path:
     """Conform and write a table as Parquet, atomically."""
     table = conform(name, table, path)
-    return atomic.write_with(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+    return atomic.write_with(path, lambda tmp: _write_parquet(table, tmp))
+
+
+def _utf8_path(path: str | os.PathLike) -> bool:
+    # Arrow takes paths as UTF-8 strings; a file name with non-UTF-8 bytes (surrogate-escaped
+    # by Python) must go through an open Python file instead.
+    try:
+        os.fspath(path).encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def _write_parquet(table: pa.Table, dest: Path) -> None:
+    if _utf8_path(dest):
+        pq.write_table(table, dest, compression="zstd")
+    else:
+        with open(dest, "wb") as fh:
+            pq.write_table(table, fh, compression="zstd")
 
 
 def read_table(path: str | os.PathLike, name: str) -> pa.Table:
     """Read a Parquet table and check it against the contract; one-line InputError on any problem."""
     try:
-        table = pq.read_table(path)
+        if _utf8_path(path):
+            table = pq.read_table(path)
+        else:
+            with open(path, "rb") as fh:
+                table = pq.read_table(fh)
     except FileNotFoundError:
         raise InputError(path, "table file not found") from None
     except (pa.ArrowException, OSError, ValueError) as exc:
@@ -156,3 +185,26 @@ def _check_intervals(name: str, table: pa.Table, where) -> None:
         keys = table.select(["rank", "step_id"]).group_by(["rank", "step_id"]).aggregate([])
         if keys.num_rows != table.num_rows:
             raise InputError(where, "table 'steps' has duplicate step_id values within a rank")
+    if name == "steps" and table.num_rows > 1:
+        _check_step_clock(table, where)
+    for col in ("ts_ns", "ts_host_ns", "uncertainty_ns"):
+        if col in table.column_names and table.num_rows:
+            neg = pc.sum(pc.less(table[col], 0)).as_py() or 0
+            if neg:
+                raise InputError(where, f"table '{name}' has {neg} row(s) with negative {col}")
+
+
+def _check_step_clock(table: pa.Table, where) -> None:
+    """One thread's steps end in step-id order. A later step that ends before an earlier one
+    ended means the clock went backwards (or the ids lie). Overlap alone is allowed: the
+    sidecar dates a step's start as read time minus the printed duration, an estimate."""
+    import numpy as np
+
+    rank = table["rank"].fill_null(-1).to_numpy()
+    order = np.lexsort((table["step_id"].to_numpy(), table["thread_id"].to_numpy(), rank))
+    tid, rk, end = table["thread_id"].to_numpy()[order], rank[order], table["end_ns"].to_numpy()[order]
+    same = (tid[1:] == tid[:-1]) & (rk[1:] == rk[:-1])
+    back = int(np.count_nonzero(same & (end[1:] < end[:-1])))
+    if back:
+        raise InputError(where, f"table 'steps' has {back} step(s) ending before the previous step of the same thread "
+                                "ended: the clock went backwards")

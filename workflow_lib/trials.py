@@ -141,6 +141,16 @@ def one_run(spec: dict, design: dict, entry: dict, attempt: int, log) -> dict:
             "values_ns": values if ok else [], "gpu": watch.summary(), "unusual": unusual, "error": err}
 
 
+def _open_log(log_path):
+    try:
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        return open(log_path, "a", encoding="utf-8")
+    except OSError as exc:
+        from .errors import StallcaseError
+
+        raise StallcaseError(log_path, f"cannot open the block's log: {exc.strerror or exc}") from None
+
+
 def run_block(plan: dict, plan_digest: str, preflight_record: dict, preflight_digest: str, block: str,
               store_root, work_root, *, log_path=None, progress=None) -> dict:
     """Run one block's schedule; returns the execution record."""
@@ -150,7 +160,7 @@ def run_block(plan: dict, plan_digest: str, preflight_record: dict, preflight_di
     env_before = environment.fingerprint(with_nvcc=False)
     runs, notes = [], []
     started = time.time_ns()
-    log = open(log_path, "a", encoding="utf-8") if log_path else None
+    log = _open_log(log_path) if log_path else None
     try:
         schedule = plan["schedule"][block]
         for n, entry in enumerate(schedule):

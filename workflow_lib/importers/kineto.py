@@ -148,7 +148,12 @@ def _split(arr: pa.StructArray) -> dict[str, pa.Table]:
     return out
 
 
-def _finish(parts: dict[str, list[pa.Table]], rank: int, base_ns: int, shift_us: float, step_rx: re.Pattern) -> dict[str, pa.Table]:
+# Largest ns value an int64 timeline holds, with room for the duration added to it.
+_MAX_NS = float(2**63 - 2**11)
+
+
+def _finish(parts: dict[str, list[pa.Table]], rank: int, base_ns: int, shift_us: float, step_rx: re.Pattern,
+            where=None) -> dict[str, pa.Table]:
     """Concatenate a rank's pieces (no copy), put times on the ns timeline, add derived columns."""
     out = {}
     for name in ("kernels", "memcpy", "runtime_api", "spans"):
@@ -156,7 +161,15 @@ def _finish(parts: dict[str, list[pa.Table]], rank: int, base_ns: int, shift_us:
         t = pa.concat_tables(pieces) if pieces else _split(pa.array([], type=ke.EVENT))[name]
         ts = t["ts_us"].to_numpy()
         dur = np.maximum(t["dur_us"].to_numpy(), 0.0)
+        # Checked before the int64 cast: NaN, infinity or out-of-range floats would cast to garbage.
+        end_f = base_ns + (ts - shift_us) * 1000.0 + dur * 1000.0
+        bad = int(np.count_nonzero(~np.isfinite(end_f) | (end_f >= _MAX_NS)))
+        if bad:
+            raise InputError(where, f"{bad} {name} event(s) with a ts or dur that is not a finite time on an int64 ns timeline")
         start = base_ns + np.rint((ts - shift_us) * 1000.0).astype(np.int64)
+        neg = int(np.count_nonzero(start < 0))
+        if neg:
+            raise InputError(where, f"{neg} {name} event(s) before time 0 (negative ts with baseTimeNanoseconds {base_ns})")
         end = start + np.rint(dur * 1000.0).astype(np.int64)
         t = t.drop_columns(["ts_us", "dur_us"]).append_column("start_ns", pa.array(start)).append_column("end_ns", pa.array(end))
         t = t.append_column("rank", pa.array(np.full(t.num_rows, rank, np.int32)))
@@ -243,7 +256,7 @@ def import_kineto(files, *, incident_id: str, incidents_dir: str | os.PathLike =
         ranks.append(rank)
         base, shift, known = _base(meta, pieces, path)
         unix_known &= known
-        for name, t in _finish(pieces, rank, base, shift, step_rx).items():
+        for name, t in _finish(pieces, rank, base, shift, step_rx, path).items():
             parts.setdefault(name, []).append(t)
         artifacts.append({"role": "input", "path": str(path.resolve()), "relpath": None,
                           "digest": _hash_streaming(path), "size": path.stat().st_size})

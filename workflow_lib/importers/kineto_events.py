@@ -106,10 +106,15 @@ def parse_piece(piece: bytes) -> pa.StructArray:
     if b'id": "' in text or b'id":"' in text:  # cheap pre-check: string ids are rare
         text = _STR_IDS.sub(rb'"\1_str"\2"', text)
     try:
+        if not text.lstrip().startswith(b"{"):
+            # pyarrow 26's JSON reader crashes the process (SIGSEGV) when the first row is
+            # `null`; events are objects, so anything else takes the json.loads path.
+            raise pa.ArrowInvalid("first element is not an object")
         # The system allocator hands freed parse buffers back; mimalloc keeps them (higher peak RSS).
         table = pj.read_json(io.BytesIO(text), read_options=pj.ReadOptions(block_size=1 << 20), parse_options=_PARSE,
                              memory_pool=pa.system_memory_pool())
         arr = pa.StructArray.from_arrays([table.column(f.name).combine_chunks() for f in EVENT], fields=list(EVENT))
+        _check_utf8(arr)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         try:
             events = json.loads(b"[" + piece + b"]")
@@ -120,6 +125,17 @@ def parse_piece(piece: bytes) -> pa.StructArray:
             raise PieceRefused() from None
         arr = _convert(events)
     return keep(arr)
+
+
+def _check_utf8(arr: pa.StructArray) -> None:
+    # Arrow's JSON reader keeps invalid UTF-8 bytes in string columns as they are; the
+    # json.loads path refuses them. Refuse here too, before they reach a table on disk.
+    for name in ("ph", "cat", "name"):
+        try:
+            arr.field(name).validate(full=True)
+        except pa.ArrowInvalid:
+            from ..errors import InputError
+            raise InputError(None, "trace is not UTF-8 text") from None
 
 
 def to_struct(events: list) -> pa.StructArray:

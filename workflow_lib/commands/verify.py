@@ -1,0 +1,37 @@
+"""`stallcase verify ROOT [--incidents-dir DIR] [--clean-temp]`: find corrupt objects and records."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+NAME = "verify"
+HELP = "check every store object's digest and every record's schema under a results directory"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("root", help="results directory (the store is ROOT/cas/blake3/, records ROOT/<incident>/*.json)")
+    p.add_argument("--incidents-dir", default=None, help="also check every incident manifest and table under this directory")
+    p.add_argument("--clean-temp", action="store_true",
+                   help="remove temp files left by interrupted writes (only when no stallcase writer is running)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..errors import StallcaseError
+    from ..verify import Throttled, verify
+
+    # Progress only to a terminal: stderr of a pipeline run stays the one error line.
+    progress = Throttled(lambda line: print(line, file=sys.stderr, flush=True)) if sys.stderr.isatty() else None
+    report = verify(args.root, incidents_dir=args.incidents_dir, clean_temp=args.clean_temp, progress=progress)
+    for path, problem in report.corrupt:
+        print(f"corrupt  {path}: {problem}")
+    verb = "removed" if args.clean_temp else "leftover"
+    for path, problem in report.leftovers:
+        print(f"{verb:8} {path}: {problem}")
+    print(f"checked {report.objects} store objects, {report.records} records, {report.manifests} incident manifests: "
+          f"{len(report.corrupt)} corrupt, {len(report.leftovers)} leftovers" + (f" ({report.removed} removed)" if report.removed else ""))
+    if report.corrupt:
+        path, problem = report.corrupt[0]
+        more = f" (and {len(report.corrupt) - 1} more, listed on stdout)" if len(report.corrupt) > 1 else ""
+        raise StallcaseError(path, f"corrupt: {problem}{more}")
+    return 0

@@ -1,0 +1,212 @@
+"""Verification pass over a results tree: is anything that claims to be complete corrupt?
+
+    verify(root, incidents_dir=None, clean_temp=False, progress=None) -> Report
+
+Checks, under `root` (a results directory, the store at root/cas/blake3/):
+  - every store object: its content hashes to the digest it is named by;
+  - every record (*.json under root/<incident>/ whose `kind` names a schema) against
+    its schema, and that a snapshot's tables and manifest are still in the store;
+  - with `incidents_dir`: every incident manifest, its table digests and table contracts.
+Temp files (`.tmp-*`) are what a writer killed mid-write leaves behind; atomic writes
+never rename them into place, so they are leftovers, not corruption, and `clean_temp`
+removes them (only do so when no writer is running: a live writer's temp file is one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from . import records
+from .atomic import TMP_PREFIX
+from .cas import ALGO, CAS, hash_file
+from .errors import StallcaseError
+from .incident import MANIFEST, read_incident
+
+# Written by stages for people, not contracts between stages: logs and trial work dirs
+# (materialized sources, the workload's own outputs) are not records.
+SKIP_DIRS = ("logs", "work")
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class Report:
+    """What a verification pass found. `corrupt` and `leftovers` hold (path, problem)."""
+
+    objects: int = 0
+    records: int = 0
+    manifests: int = 0
+    other: int = 0
+    corrupt: list[tuple[str, str]] = field(default_factory=list)
+    leftovers: list[tuple[str, str]] = field(default_factory=list)
+    removed: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.corrupt
+
+
+def _walk_files(top: Path):
+    """Every regular file and symlink under `top`, sorted (no symlinked directories followed)."""
+    for dirpath, dirnames, filenames in os.walk(top):
+        dirnames.sort()
+        for name in sorted(filenames):
+            yield Path(dirpath) / name
+
+
+def _leftover(report: Report, path: Path, clean: bool) -> None:
+    report.leftovers.append((str(path), "temp file left by an interrupted write"))
+    if clean:
+        try:
+            path.unlink()
+            report.removed += 1
+        except FileNotFoundError:
+            pass
+
+
+def check_store(root: Path, report: Report, clean: bool, progress: Progress | None) -> set[str]:
+    """Hash every object; returns the digests that are present and sound."""
+    objects = CAS(root).objects
+    sound: set[str] = set()
+    if not objects.is_dir():
+        return sound
+    files = list(_walk_files(objects))
+    total = len(files)
+    for i, path in enumerate(files, 1):
+        if progress:
+            progress("objects", i, total)
+        if path.name.startswith(TMP_PREFIX):
+            _leftover(report, path, clean)
+            continue
+        report.objects += 1
+        rel = path.relative_to(objects).parts
+        digest = "".join(rel)
+        if len(rel) != 2 or len(rel[0]) != 2 or len(digest) != 64 or not all(c in "0123456789abcdef" for c in digest):
+            report.corrupt.append((str(path), f"not a {ALGO} store object name (expected {ALGO}/xx/<62 hex>)"))
+            continue
+        if path.is_symlink() or not path.is_file():
+            report.corrupt.append((str(path), "store object is not a regular file"))
+            continue
+        try:
+            actual = hash_file(path)
+        except OSError as exc:
+            report.corrupt.append((str(path), f"unreadable: {exc.strerror or exc}"))
+            continue
+        if actual != digest:
+            report.corrupt.append((str(path), f"content hashes to {actual}, not to its name {digest}"))
+        else:
+            sound.add(digest)
+    return sound
+
+
+def _schema_kinds() -> set[str]:
+    return {p.name[: -len(".schema.json")] for p in records.SCHEMA_DIR.glob("*.schema.json")} - {"config", "incident_manifest"}
+
+
+def _check_record(path: Path, kinds: set[str], sound: set[str], report: Report) -> None:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        report.corrupt.append((str(path), f"unreadable: {exc.strerror or exc}"))
+        return
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        report.corrupt.append((str(path), "not UTF-8 text"))
+        return
+    except (ValueError, RecursionError) as exc:
+        # Records are written atomically, so a half-written one never appears; an
+        # unparseable .json here was damaged afterwards or written by something else.
+        report.corrupt.append((str(path), f"not valid JSON ({str(exc).splitlines()[0][:200]})"))
+        return
+    kind = obj.get("kind") if isinstance(obj, dict) else None
+    if not isinstance(kind, str) or kind not in kinds:
+        report.other += 1  # JSON that is not a stage record (kind names no schema)
+        return
+    report.records += 1
+    try:
+        rec = records.parse_record(data, kind, path)
+    except StallcaseError as exc:
+        report.corrupt.append((str(path), exc.problem))
+        return
+    if kind == "snapshot":
+        wanted = [("manifest", rec["manifest_digest"])] + [(f"table {n}", e["digest"]) for n, e in sorted(rec["tables"].items())]
+        for what, digest in wanted:
+            if digest not in sound:
+                report.corrupt.append((str(path), f"{what} object {digest} is missing from the store or corrupt"))
+
+
+def check_records(root: Path, sound: set[str], report: Report, clean: bool, progress: Progress | None) -> None:
+    if not root.is_dir():
+        return
+    files = []
+    for inc in sorted(p for p in root.iterdir() if p.is_dir() and p.name != "cas"):
+        for path in _walk_files(inc):
+            rel = path.relative_to(inc).parts
+            if rel[0] in SKIP_DIRS and len(rel) > 1:
+                continue
+            if path.name.startswith(TMP_PREFIX):
+                _leftover(report, path, clean)
+            elif path.suffix == ".json":
+                files.append(path)
+    kinds = _schema_kinds()
+    for i, path in enumerate(files, 1):
+        if progress:
+            progress("records", i, len(files))
+        _check_record(path, kinds, sound, report)
+
+
+def check_incidents(incidents_dir: Path, report: Report, clean: bool, progress: Progress | None) -> None:
+    if not incidents_dir.is_dir():
+        report.corrupt.append((str(incidents_dir), "incidents directory not found"))
+        return
+    dirs = sorted(p for p in incidents_dir.iterdir() if p.is_dir())
+    for i, inc in enumerate(dirs, 1):
+        if progress:
+            progress("incidents", i, len(dirs))
+        for path in _walk_files(inc):
+            if path.name.startswith(TMP_PREFIX):
+                _leftover(report, path, clean)
+        if not (inc / MANIFEST).exists():
+            # Tables are written before the manifest: no manifest = an incident whose
+            # writer never finished, which nothing ingests. Not corrupt, but worth saying.
+            report.leftovers.append((str(inc), "incident directory without manifest.json (incomplete write)"))
+            continue
+        report.manifests += 1
+        try:
+            read_incident(inc, verify=True)
+        except StallcaseError as exc:
+            report.corrupt.append((exc.where or str(inc), exc.problem))
+
+
+def verify(root: str | os.PathLike, *, incidents_dir: str | os.PathLike | None = None,
+           clean_temp: bool = False, progress: Progress | None = None) -> Report:
+    """Check a results tree (and optionally an incidents directory); never modifies
+    anything except removing temp leftovers when `clean_temp`."""
+    root = Path(root)
+    if not root.is_dir():
+        raise StallcaseError(root, "results directory not found")
+    report = Report()
+    sound = check_store(root, report, clean_temp, progress)
+    check_records(root, sound, report, clean_temp, progress)
+    if incidents_dir is not None:
+        check_incidents(Path(incidents_dir), report, clean_temp, progress)
+    return report
+
+
+class Throttled:
+    """A progress callback that reports at most every `every_s` seconds, plus the last item."""
+
+    def __init__(self, emit: Callable[[str], None], every_s: float = 1.0):
+        self.emit, self.every_s, self.last = emit, every_s, 0.0
+
+    def __call__(self, what: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done == total or now - self.last >= self.every_s:
+            self.last = now
+            self.emit(f"verify: {what} {done}/{total}")
