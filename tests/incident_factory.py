@@ -22,7 +22,7 @@ WORKLOAD = textwrap.dedent(
     """
     import json, os, sys, time
     delay_ms = float(sys.argv[sys.argv.index("--delay-ms") + 1]) if "--delay-ms" in sys.argv else 1.0
-    fail = os.environ.get("WORK_FAIL") == "1"
+    fail = os.environ.get("TORCH_TEST_FAIL") == "1"
     steps = []
     for i in range(6):
         t = time.perf_counter_ns(); time.sleep(delay_ms / 1000.0); steps.append(time.perf_counter_ns() - t)

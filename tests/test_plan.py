@@ -83,3 +83,25 @@ def test_reconstruction_blocks_when_source_is_gone_everywhere(tmp_path):
     (tmp_path / "src" / "work.py").unlink()
     with pytest.raises(MissingArtifact, match="role=source path=work.py"):
         P.materialize_arm(p, "A", tmp_path / "results", tmp_path / "w")
+
+
+def test_manifest_env_is_refiltered_and_candidate_env_must_be_allow_listed(tmp_path):
+    snap, d = _snap(tmp_path)
+    snap = dict(snap, workload=dict(snap["workload"], env={"BASH_ENV": "/tmp/evil", "OMP_NUM_THREADS": "4"}))
+    p = P.build_plan(snap, d, tmp_path / "results", design=DESIGN, candidate="baseline")
+    assert p["workload"]["env"] == {"OMP_NUM_THREADS": "4"} and p["arms"]["baseline"]["env"] == {"OMP_NUM_THREADS": "4"}
+    from workflow_lib.errors import StallcaseError
+
+    with pytest.raises(StallcaseError, match="LD_AUDIT"):
+        P.build_plan(snap, d, tmp_path / "results", design=DESIGN, candidate={"env": {"LD_AUDIT": "x"}})
+
+
+def test_patch_cannot_write_outside_the_sources(tmp_path):
+    snap, d = _snap(tmp_path)
+    patch = tmp_path / "escape.patch"
+    patch.write_text("--- /dev/null\n+++ b/../../escaped.txt\n@@ -0,0 +1 @@\n+owned\n")
+    from workflow_lib.errors import StallcaseError
+
+    with pytest.raises(StallcaseError, match="does not apply"):
+        P.build_plan(snap, d, tmp_path / "results", design=DESIGN, candidate={"patch": str(patch)})
+    assert not (tmp_path / "escaped.txt").exists()

@@ -31,7 +31,7 @@ def test_block_runs_schedule_in_order_with_fresh_processes(tmp_path):
 
 
 def test_failed_runs_retried_recorded_and_block_marked(tmp_path):
-    plan, pd, pre = _setup(tmp_path, candidate={"env": {"WORK_FAIL": "1"}})
+    plan, pd, pre = _setup(tmp_path, candidate={"env": {"TORCH_TEST_FAIL": "1"}})
     rec = trials.run_block(plan, pd, pre, records.digest_of(pre), "b000", tmp_path / "results", tmp_path / "work")
     records.validate(rec, "execution")
     b_runs = [r for r in rec["runs"] if r["arm"] == "B"]

@@ -24,6 +24,7 @@ from typing import Any
 from . import records
 from .cas import CAS, hash_file
 from .errors import MissingArtifact, StallcaseError
+from .capture.provenance import allowed_env
 from .schedule import make_schedule
 
 # Environment variables the node provides at trial time, never taken from the plan:
@@ -119,7 +120,7 @@ def _candidate_sources(base_sources: list[dict], cas: CAS, candidate: dict, sour
             patch_path = Path(patch)
             if not patch_path.is_file():
                 raise StallcaseError(patch, "candidate patch file not found")
-            res = subprocess.run(["git", "apply", "--unsafe-paths", "--directory=.", str(patch_path.resolve())],
+            res = subprocess.run(["git", "apply", str(patch_path.resolve())],
                                  cwd=work, capture_output=True, text=True, check=False)
             if res.returncode != 0:
                 raise StallcaseError(patch, f"patch does not apply to the incident's sources: {res.stderr.strip()}")
@@ -133,6 +134,8 @@ def build_plan(snapshot: dict, snapshot_digest: str, store_root: str | os.PathLi
     workload = snapshot.get("workload")
     if not workload:
         raise StallcaseError("snapshot.workload", f"incident {snapshot['incident_id']} recorded no workload command; a plan needs one (capture it with the recorder or `stallcase record`)")
+    # The manifest is outside input: only allow-listed variables reach a trial, whatever it says.
+    workload = dict(workload, env=allowed_env(workload["env"]))
     cas = CAS(store_root)
     base_sources = _sources(snapshot["artifacts"])
     source_root = (snapshot.get("provenance", {}).get("source") or {}).get("root")
@@ -146,6 +149,9 @@ def build_plan(snapshot: dict, snapshot_digest: str, store_root: str | os.PathLi
         srcs, src_changes = _candidate_sources(base_sources, cas, candidate, source_root)
         env = dict(workload["env"])
         env.update({str(k): str(v) for k, v in candidate.get("env", {}).items()})
+        refused = sorted(set(env) - set(allowed_env(env)))
+        if refused:
+            raise StallcaseError("candidate.env", f"variables outside the allow-list would not reach the workload: {', '.join(refused)}")
         argv = _apply_arg_changes(workload["argv"], candidate)
         changes = {k: candidate[k] for k in ("set_args", "remove_args", "append_args", "env") if candidate.get(k)}
         changes.update(src_changes)
