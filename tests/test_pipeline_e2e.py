@@ -15,21 +15,6 @@ from workflow_lib.cas import CAS
 
 ROOT = Path(__file__).resolve().parent.parent
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
-SMALL = """
-trials:
-  blocks: 6
-  runs_per_arm: 1
-  control_runs: 1
-  warmup_runs: 0
-  seed: 1
-  max_retries: 0
-  max_failed_fraction: 0.34
-  confidence: 0.95
-  run_timeout_s: 120
-  metric: {name: step_time, source: recorder_steps, statistic: median, skip_steps: 2, unit: ns}
-demo:
-  args: ["--steps", "12", "--min-ready", "4", "--sync-every", "1"]
-"""
 STAGES = ["capture_demo", "snapshot", "diagnose", "plan", "preflight", "trials", "compare", "report"]
 
 
@@ -38,15 +23,8 @@ def smk(*args, cwd=ROOT, timeout=600):
 
 
 @pytest.fixture(scope="module")
-def demo_run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("e2e")
-    cfg = tmp / "small.yaml"
-    cfg.write_text(SMALL)
-    res, inc = tmp / "results", tmp / "incidents"
-    r = smk("--cores", "2", "--force-use-threads", "--configfile", str(cfg), "--config", "incident=demo",
-            f"results_dir={res}", f"incidents_dir={inc}")
-    assert r.returncode == 0, r.stderr[-3000:]
-    return res / "demo", res
+def demo_run(demo_pipeline):
+    return demo_pipeline.demo, demo_pipeline.results
 
 
 @pytest.mark.slow

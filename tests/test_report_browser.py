@@ -162,35 +162,10 @@ def test_h200_fixture_renders_cleanly(browser, tmp_path, kind, name):
 
 
 @pytest.mark.slow
-def test_demo_workflow_report_renders_and_joins_the_snakemake_report(browser, tmp_path):
-    cfg = tmp_path / "config.yaml"
-    cfg.write_text(textwrap.dedent(f"""\
-        incident: demo
-        incidents_dir: {tmp_path / 'incidents'}
-        results_dir: {tmp_path / 'results'}
-        experiment: null
-        candidate:
-          set_args: {{"--min-ready": "1", "--sync-every": "0"}}
-        trials:
-          blocks: 6
-          runs_per_arm: 1
-          control_runs: 1
-          warmup_runs: 0
-          seed: 20261130
-          max_retries: 1
-          max_failed_fraction: 0.34
-          confidence: 0.95
-          run_timeout_s: 300
-          metric: {{name: step_time, source: recorder_steps, statistic: median, skip_steps: 3, unit: ns}}
-        demo:
-          args: ["--steps", "12", "--min-ready", "4", "--sync-every", "1"]
-        """))
-    report = tmp_path / "results" / "demo" / "report.html"
-    base = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-            "--cores", "2", "--configfile", str(cfg)]
-    env = dict(os.environ, PYTHONPATH=str(REPO))  # the demo workload imports workflow_lib from this checkout
-    run = subprocess.run([*base, "--", str(report)], capture_output=True, text=True, env=env, timeout=900, check=False)
-    assert run.returncode == 0, run.stderr[-3000:]
+def test_demo_workflow_report_renders_and_joins_the_snakemake_report(browser, demo_pipeline, tmp_path):
+    # The README's plain run of the demo (tests/conftest.py), shared with the end-to-end tests.
+    report = demo_pipeline.demo / "report.html"
+    base, env = demo_pipeline.base, demo_pipeline.env
     _, status = _open_clean(browser, report, _shots(tmp_path) / "report-demo.png")
     assert float(status["renderMs"]) < MAX_RENDER_MS
     page = report.read_text(encoding="utf-8")

@@ -173,13 +173,21 @@ def test_blocks_go_through_sbatch_one_job_and_one_gpu_each(slurm_run):
 
 
 @pytest.mark.slow
-def test_plain_run_keeps_blocks_serial_on_one_machine(workdir):
-    """The README's `snakemake --cores 2`: no block's preflight or runs overlap another's."""
-    _snakemake(workdir, None, "results-plain/demo/comparison.json", "results-plain")
-    intervals = _block_intervals(workdir / "results-plain")
+def test_plain_run_keeps_blocks_serial_on_one_machine(demo_pipeline):
+    """The README's run (the session's shared demo run, `--cores 2 --profile profiles/local`):
+    no block's preflight or runs overlap another's."""
+    out = []
+    for ex_path in sorted((demo_pipeline.demo / "execution").glob("b*.json")):
+        block = ex_path.stem
+        pre = records.read_record(demo_pipeline.demo / "preflight" / f"{block}.json", "preflight")
+        ex = records.read_record(ex_path, "execution")
+        assert pre["checked_unix_ns"] <= ex["started_unix_ns"]
+        out.append((pre["checked_unix_ns"], ex["ended_unix_ns"], block))
+    intervals = sorted(out)
+    assert len(intervals) == 6
     for (_, end, a), (start, _, b) in zip(intervals, intervals[1:]):
         assert end <= start, f"blocks {a} and {b} overlapped on one machine"
-    _comparison(workdir / "results-plain")
+    records.read_record(demo_pipeline.demo / "comparison.json", "comparison")
 
 
 @pytest.mark.slurm

@@ -1,0 +1,50 @@
+"""Session-wide fixtures.
+
+`demo_pipeline`: the README's run of the built-in demo (`snakemake --cores 2 --profile
+profiles/local`), at small
+counts, made once per test session and shared by the tests that read its artifact tree
+(end-to-end records, the report in a browser, blocks kept serial on one machine), so the
+suite pays for one real workflow run instead of three.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DEMO_SMALL = """\
+trials:
+  blocks: 6
+  runs_per_arm: 1
+  control_runs: 1
+  warmup_runs: 0
+  seed: 1
+  max_retries: 0
+  max_failed_fraction: 0.34
+  confidence: 0.95
+  run_timeout_s: 120
+  metric: {name: step_time, source: recorder_steps, statistic: median, skip_steps: 2, unit: ns}
+demo:
+  args: ["--steps", "12", "--min-ready", "4", "--sync-every", "1"]
+"""
+
+
+@pytest.fixture(scope="session")
+def demo_pipeline(tmp_path_factory):
+    wd = tmp_path_factory.mktemp("demo-pipeline")
+    (wd / "small.yaml").write_text(DEMO_SMALL, encoding="utf-8")
+    base = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(wd),
+            "--cores", "2", "--profile", str(REPO / "profiles" / "local"), "--configfile", str(REPO / "config" / "config.yaml"), str(wd / "small.yaml"),
+            "--config", "incident=demo", f"results_dir={wd / 'results'}", f"incidents_dir={wd / 'incidents'}"]
+    # The rebuilt workload imports workflow_lib: from the install, or from this checkout.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run(base, cwd=wd, env=env, capture_output=True, text=True, timeout=900, check=False)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    return SimpleNamespace(workdir=wd, results=wd / "results", demo=wd / "results" / "demo", base=base, env=env,
+                           output=proc.stdout + proc.stderr)
