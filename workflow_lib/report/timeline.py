@@ -18,6 +18,8 @@ import base64
 from typing import Callable
 
 import numpy as np
+
+from ..diagnose import measures
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -78,19 +80,9 @@ def _rank_key(col) -> np.ndarray:
 
 
 def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Disjoint sorted union of [start, end) intervals (vectorized sweep)."""
-    if starts.size == 0:
-        return starts.astype(np.int64), ends.astype(np.int64)
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
-    run_end = np.maximum.accumulate(e)
-    # A new merged interval begins where the start lies beyond every earlier end.
-    new = np.empty(s.size, bool)
-    new[0] = True
-    new[1:] = s[1:] > run_end[:-1]
-    idx = np.flatnonzero(new)
-    last = np.append(idx[1:] - 1, s.size - 1)
-    return s[idx], run_end[last]
+    """Disjoint sorted union of [start, end) intervals: the diagnosis's own (one definition of busy)."""
+    u = measures.union(starts, ends)
+    return u.start_ns, u.end_ns
 
 
 def coverage(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int, n: int) -> np.ndarray:
