@@ -18,10 +18,10 @@ import base64
 from typing import Callable
 
 import numpy as np
-
-from ..diagnose import measures
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from ..diagnose import measures
 
 from ..incident import Incident
 
