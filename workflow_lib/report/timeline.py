@@ -22,7 +22,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..diagnose import measures
-
 from ..incident import Incident
 
 RAW_TRACK_LIMIT = 40_000
