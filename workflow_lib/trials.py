@@ -102,12 +102,36 @@ def read_metric(design_metric: dict, steps_file: Path, stdout: str) -> tuple[lis
     return [float(m.group(1))], []
 
 
-def one_run(spec: dict, design: dict, entry: dict, attempt: int, log) -> dict:
+def _diagnose_capture(capture_dir: Path) -> dict | None:
+    """The run's own incident (if the workload snapshotted) and its diagnosis, written beside it."""
+    from .diagnose import diagnose_dir
+    from .errors import StallcaseError
+
+    found = sorted(p.parent for p in capture_dir.glob("*/manifest.json"))
+    if not found:
+        return None
+    inc = found[-1]
+    try:
+        d = diagnose_dir(inc, out_path=inc / "diagnosis.json")
+    except StallcaseError as exc:
+        return {"incident": str(inc), "diagnosis": None, "error": exc.oneline()}
+    s = d["summary"]
+    return {"incident": str(inc), "diagnosis": str(inc / "diagnosis.json"), "error": None,
+            "explained_ns": int(s["explained_ns"]), "unexplained_ns": int(s["unexplained_ns"])}
+
+
+def one_run(spec: dict, design: dict, entry: dict, attempt: int, log, capture_dir: Path | None = None) -> dict:
+    """One fresh process of one arm. With `capture_dir` the workload's recorder is on and its
+    snapshots land there (never in the original incident); the run then carries its own diagnosis."""
     metric = design["metric"]
     with tempfile.TemporaryDirectory(prefix="stallcase-run-") as tmp:
         steps_file = Path(tmp) / "steps.json"
-        env = run_env(spec["env"], {"STALLCASE_STEPS_OUT": str(steps_file), "STALLCASE_TRIAL_ARM": entry["arm"],
-                                    "STALLCASE_RECORDER": os.environ.get("STALLCASE_TRIAL_RECORDER", "off")})
+        extra = {"STALLCASE_STEPS_OUT": str(steps_file), "STALLCASE_TRIAL_ARM": entry["arm"],
+                 "STALLCASE_RECORDER": "off"}
+        if capture_dir is not None:
+            capture_dir.mkdir(parents=True, exist_ok=True)
+            extra.update(STALLCASE_RECORDER="on", STALLCASE_INCIDENTS_DIR=str(capture_dir))
+        env = run_env(spec["env"], extra)
         start = time.time_ns()
         err = None
         code = None
@@ -135,10 +159,13 @@ def one_run(spec: dict, design: dict, entry: dict, attempt: int, log) -> dict:
             except (OSError, ValueError, json.JSONDecodeError) as exc:
                 err = f"metric unreadable: {exc}"
     ok = err is None
-    return {"index": entry["index"], "arm": entry["arm"], "attempt": attempt, "status": "ok" if ok else "failed",
-            "exit_code": code, "start_unix_ns": start, "end_unix_ns": end,
-            "metric_ns": STATISTICS[metric["statistic"]](values) if ok else None,
-            "values_ns": values if ok else [], "gpu": watch.summary(), "unusual": unusual, "error": err}
+    run = {"index": entry["index"], "arm": entry["arm"], "attempt": attempt, "status": "ok" if ok else "failed",
+           "exit_code": code, "start_unix_ns": start, "end_unix_ns": end,
+           "metric_ns": STATISTICS[metric["statistic"]](values) if ok else None,
+           "values_ns": values if ok else [], "gpu": watch.summary(), "unusual": unusual, "error": err}
+    if capture_dir is not None:
+        run["capture"] = _diagnose_capture(capture_dir)
+    return run
 
 
 def _open_log(log_path):
@@ -166,7 +193,8 @@ def run_block(plan: dict, plan_digest: str, preflight_record: dict, preflight_di
         for n, entry in enumerate(schedule):
             spec = specs["B" if entry["arm"] == "B" else "A"]
             for attempt in range(design["max_retries"] + 1):
-                run = one_run(spec, design, entry, attempt, log)
+                cap = work_root / "captures" / f"{entry['index']:03d}-{attempt}" if design.get("record_runs") else None
+                run = one_run(spec, design, entry, attempt, log, cap)
                 runs.append(run)
                 if run["status"] == "ok":
                     break

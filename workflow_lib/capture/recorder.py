@@ -44,6 +44,7 @@ from .writer import Job, SnapshotWriter
 KNOWN_SOURCES = ("host", "nvml", "sched", "cupti", "collectives")
 STEPS_OUT_ENV = "STALLCASE_STEPS_OUT"
 RECORDER_ENV = "STALLCASE_RECORDER"
+INCIDENTS_DIR_ENV = "STALLCASE_INCIDENTS_DIR"
 SNAPSHOT_WAIT_S = 120.0
 
 
@@ -96,7 +97,9 @@ class FlightRecorder:
         if unknown:
             raise ValueError(f"FlightRecorder: unknown source(s) {unknown}; known: {KNOWN_SOURCES}")
         self.incident_id = incident_id or time.strftime("rec-%Y%m%dT%H%M%SZ", time.gmtime()) + f"-{os.getpid()}"
-        self.incidents_dir = str(incidents_dir)
+        # The trial runner points a run's snapshots at that run's own directory, so a rebuilt
+        # workload never writes into the incident it was rebuilt from.
+        self.incidents_dir = os.environ.get(INCIDENTS_DIR_ENV) or str(incidents_dir)
         self.budget = budget or Budget()
         self.requested = tuple(dict.fromkeys(sources))
         self.trigger = trigger

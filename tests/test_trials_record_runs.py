@@ -1,0 +1,29 @@
+"""With trials.record_runs, each run carries the recorder: its snapshot lands in the run's own
+work directory (never in the incident it was rebuilt from) and comes with its own diagnosis."""
+
+from workflow_lib import demo, plan as P, preflight as PF, records, snapshot, trials
+
+from test_plan import DESIGN
+
+
+def test_each_run_has_its_own_incident_and_diagnosis(tmp_path):
+    manifest = demo.capture(tmp_path / "incidents", ["--steps", "8", "--min-ready", "2", "--producer-ms", "1"])
+    original = manifest.read_bytes()
+    snap = snapshot.ingest(manifest.parent, tmp_path / "results", tmp_path / "results" / "snapshot.json")
+    design = dict(DESIGN, blocks=1, runs_per_arm=1, control_runs=0, warmup_runs=0, record_runs=True,
+                  metric=dict(DESIGN["metric"], skip_steps=1))
+    plan = P.build_plan(snap, records.digest_of(snap), tmp_path / "results", design=design,
+                        candidate={"set_args": {"--min-ready": "1"}})
+    pd = records.digest_of(plan)
+    pre = PF.preflight(plan, pd, "b000", tmp_path / "results", results_dir=tmp_path / "results")
+    assert pre["status"] == "pass", PF.readable_diff(pre)
+    work = tmp_path / "work"
+    rec = trials.run_block(plan, pd, pre, records.digest_of(pre), "b000", tmp_path / "results", work)
+    records.validate(rec, "execution")
+    assert [r["status"] for r in rec["runs"]] == ["ok", "ok"]
+    for r in rec["runs"]:
+        cap = r["capture"]
+        assert cap["error"] is None and cap["incident"].startswith(str(work / "captures"))
+        d = records.read_record(cap["diagnosis"], "diagnosis")
+        assert len(d["steps"]) == 8 and cap["explained_ns"] + cap["unexplained_ns"] == d["summary"]["wall_ns"]
+    assert manifest.read_bytes() == original  # the original incident is untouched
