@@ -21,7 +21,13 @@ def capture(incidents_dir: str | os.PathLike, args: list[str], log_path: str | o
             incident_id: str = "demo") -> Path:
     argv = [sys.executable, str(WORKLOAD), *map(str, args), "--incident", incident_id,
             "--incidents-dir", str(Path(incidents_dir).resolve())]
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=WORKLOAD.parent.parent.parent)
+    # One BLAS/OpenMP thread: the demo measures a queue stall, not BLAS thread scheduling, and
+    # spinning BLAS threads on a job given one CPU (a SLURM block) distort every run. These
+    # variables are allow-listed, so the plan records them and every trial run gets them too.
+    env = dict(os.environ)
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(name, "1")
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=WORKLOAD.parent.parent.parent, env=env)
     if log_path:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
         Path(log_path).write_text(proc.stdout + proc.stderr, encoding="utf-8")

@@ -66,6 +66,7 @@ def main(argv=None) -> int:
     p.add_argument("--producer-ms", type=float, default=2.0, help="one item every this many milliseconds")
     p.add_argument("--sync-every", type=int, default=1, help="blocking sync every N steps (0: never)")
     p.add_argument("--size", type=int, default=192, help="matrix size of the per-step compute")
+    p.add_argument("--max-batch", type=int, default=8, help="most items one step takes from the queue")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--incident", default=None, help="snapshot into this incident id at the end")
     p.add_argument("--incidents-dir", default="incidents")
@@ -92,8 +93,10 @@ def main(argv=None) -> int:
                 with rec.span("queue.wait"):
                     with ready:
                         ready.wait_for(lambda: q.qsize() >= args.min_ready)
+                    # A bounded batch: compute grows with the batch, so an unbounded one could
+                    # outrun the producer into a feedback loop on a slow or shared CPU.
                     batch = 0
-                    while True:
+                    while batch < args.max_batch:
                         try:
                             q.get_nowait()
                             batch += 1
