@@ -54,27 +54,27 @@ def _spans(rec, n: int) -> float:
     return (pc() - t0) / n
 
 
-def _decorated(rec, n: int) -> float:
-    @rec.span("f")
-    def f():
-        return None
-
+def _per_call_ns(f, n: int) -> float:
     pc = time.perf_counter_ns
     t0 = pc()
     for _ in range(n):
         f()
     return (pc() - t0) / n
+
+
+def _decorated(rec, n: int) -> float:
+    @rec.span("f")
+    def f():
+        return None
+
+    return _per_call_ns(f, n)
 
 
 def _plain_call(n: int) -> float:
     def f():
         return None
 
-    pc = time.perf_counter_ns
-    t0 = pc()
-    for _ in range(n):
-        f()
-    return (pc() - t0) / n
+    return _per_call_ns(f, n)
 
 
 def span_cost(rounds: int = 15, n: int = 100_000) -> dict:
