@@ -7,7 +7,6 @@ value or raise a one-line StallcaseError, never anything else.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -279,12 +278,7 @@ def test_table_reader_takes_any_damage_to_a_real_table(steps, draw):
             _one_line(exc)
 
 
-def _have(module: str) -> bool:
-    return importlib.util.find_spec(module) is not None
-
-
 @FAST
-@pytest.mark.skipif(not _have("workflow_lib.importers.kineto"), reason="the Kineto importer is not on this branch yet")
 @given(st.one_of(st.binary(max_size=400), _JSON.map(lambda v: json.dumps({"traceEvents": v}).encode())))
 def test_kineto_importer_takes_any_bytes(data):
     from workflow_lib.importers.kineto import import_kineto
@@ -310,7 +304,6 @@ _EVENT = st.fixed_dictionaries({}, optional={
 
 
 @FAST
-@pytest.mark.skipif(not _have("workflow_lib.importers.kineto"), reason="the Kineto importer is not on this branch yet")
 @given(st.lists(st.one_of(_EVENT, _ANY), max_size=8), st.one_of(st.none(), _ANY))
 def test_kineto_importer_takes_any_events(events, base):
     """Event-shaped input reaches the Arrow fast path (a null first row once crashed it)."""
@@ -330,7 +323,6 @@ def test_kineto_importer_takes_any_events(events, base):
 
 
 @FAST
-@pytest.mark.skipif(not _have("workflow_lib.safe_pickle"), reason="the restricted unpickler is not on this branch yet")
 @given(st.binary(max_size=300))
 def test_restricted_unpickler_takes_any_bytes_and_never_calls(data):
     from workflow_lib import safe_pickle
