@@ -1,0 +1,131 @@
+"""Draw workflow_lib's import graph by stage and list every arrow that runs against the flow.
+
+    python docs/import_graph.py            # Mermaid graph + the arrows against the flow (stdout)
+    python docs/import_graph.py --check    # exit 1 when any arrow runs against the flow
+
+The graph is read from the code (every `import`/`from ... import` in workflow_lib, inside
+functions too, since a deferred import is still a dependency). Each module belongs to one
+stage; a stage may import from its own stage and from stages before it in the flow
+
+    foundation → capture | importers → snapshot → diagnose → collectives → plan → preflight
+    → trials → compare → report → entry
+
+`foundation` holds what every stage shares (errors, records, the store, the incident format,
+the vocabulary); `entry` holds the CLI and the demo driver, which wire stages together.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = "workflow_lib"
+
+# Stage rank by flow position; capture and importers are two entries into the same place.
+ORDER = {"foundation": 0, "capture": 1, "importers": 1, "snapshot": 2, "diagnose": 3, "collectives": 4,
+         "plan": 5, "preflight": 6, "trials": 7, "compare": 8, "report": 9, "entry": 10}
+
+# Top-level modules that are not yet inside a stage package: the stage they serve.
+TOP_LEVEL = {
+    "atomic": "foundation", "errors": "foundation", "records": "foundation", "cas": "foundation",
+    "incident": "foundation", "tables": "foundation", "safe_pickle": "foundation", "vocabulary": "foundation",
+    "bounds": "foundation", "layout": "foundation", "patterns": "foundation", "rulelog": "foundation",
+    "environment": "foundation", "verify": "entry", "snapshot": "snapshot", "plan": "plan",
+    "schedule": "plan", "preflight": "preflight", "trials": "trials", "stats": "compare", "verdict": "compare",
+    "compare": "compare", "perfetto": "report", "demo": "entry", "cli": "entry",
+}
+
+
+def stage_of(module: str) -> str:
+    parts = module.split(".")[1:]
+    if not parts:
+        return "foundation"
+    head = parts[0]
+    if head in ORDER:
+        return head
+    if head in ("commands",):
+        return "entry"
+    if head == "core" or head == "formats":
+        return "foundation"
+    return TOP_LEVEL.get(head, "foundation")
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def imports_of(path: Path, module: str) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    is_pkg = path.name == "__init__.py"
+    base = module.split(".") if is_pkg else module.split(".")[:-1]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith(PKG))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = base[: len(base) - (node.level - 1)]
+                target = ".".join(anchor + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not target.startswith(PKG):
+                continue
+            found.add(target)
+            for a in node.names:  # `from . import plan` names a module
+                cand = f"{target}.{a.name}"
+                if (ROOT / Path(*cand.split("."))).with_suffix(".py").exists() or (ROOT / Path(*cand.split("."))).is_dir():
+                    found.add(cand)
+    return found
+
+
+def graph() -> dict[tuple[str, str], set[tuple[str, str]]]:
+    """(stage_from, stage_to) -> {(module_from, module_to)} over all of workflow_lib."""
+    edges: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)
+    for path in sorted((ROOT / PKG).rglob("*.py")):
+        mod = module_name(path)
+        for dep in imports_of(path, mod):
+            a, b = stage_of(mod), stage_of(dep)
+            if a != b:
+                edges[(a, b)].add((mod, dep))
+    return edges
+
+
+def against_flow(edges) -> list[tuple[str, str, str, str]]:
+    """Imports of a later stage, or of a sibling entry (capture and importers share a rank but
+    neither may lean on the other: what both need belongs in foundation)."""
+    return sorted((a, b, m, d) for (a, b), pairs in edges.items() if ORDER[b] >= ORDER[a] for m, d in pairs)
+
+
+def mermaid(edges) -> str:
+    lines = ["```mermaid", "flowchart LR"]
+    for (a, b), pairs in sorted(edges.items()):
+        style = "-.->" if ORDER[b] >= ORDER[a] else "-->"  # dotted: against the flow
+        lines.append(f"  {a} {style}|{len(pairs)}| {b}")
+    lines.append("```")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 when an arrow runs against the flow")
+    args = ap.parse_args(argv)
+    edges = graph()
+    bad = against_flow(edges)
+    print(mermaid(edges))
+    print()
+    print(f"{len(bad)} import(s) against the flow" + (":" if bad else ""))
+    for a, b, m, d in bad:
+        print(f"- {m} ({a}) imports {d} ({b})")
+    return 1 if (args.check and bad) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
