@@ -10,8 +10,8 @@ CSS = r"""
 :root { --fg:#1d2330; --muted:#667085; --line:#d0d5dd; --bg:#fff; --soft:#f5f7fa; --A:#2563eb; --B:#ea580c; --C:#16a34a; }
 * { box-sizing: border-box; }
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg); margin: 0; background: var(--bg); }
-header { padding: 16px 24px; border-bottom: 1px solid var(--line); background: var(--soft); }
-header h1 { margin: 0 0 4px; font-size: 20px; }
+header { padding: 10px 24px 8px; border-bottom: 1px solid var(--line); background: var(--soft); }
+header h1 { margin: 0 0 2px; font-size: 20px; }
 nav a { margin-right: 14px; }
 main { padding: 0 24px 40px; }
 section { margin-top: 24px; }
@@ -42,6 +42,26 @@ details > summary { cursor: pointer; }
 .finding { margin: 4px 0 8px 0; padding-left: 10px; border-left: 3px solid var(--line); }
 .plot { border: 1px solid var(--line); background: #fff; }
 .words { font-size: 15px; max-width: 70em; }
+#glance { margin-top: 14px; }
+.card { border: 1px solid var(--line); border-radius: 6px; padding: 10px 14px; margin-bottom: 12px; background: #fff; }
+.card h3 { margin: 0 0 6px; font-size: 15px; }
+.card p { margin: 4px 0; }
+.cards { display: grid; grid-template-columns: 1fr 1fr; gap: 12px; }
+.cards > .card { margin-bottom: 0; }
+#glance-next { margin-top: 12px; }
+.verdict { border-left: 8px solid #94a3b8; }
+.verdict.v-faster { border-left-color: #16a34a; background: #f0fdf4; } .verdict.v-slower { border-left-color: #dc2626; background: #fef2f2; }
+.verdict.v-no_detectable_change { border-left-color: #4f46e5; background: #eef2ff; } .verdict.v-inconclusive { border-left-color: #d97706; background: #fffbeb; }
+.vword { font-size: 26px; font-weight: 700; line-height: 1.2; }
+.vnums { font-size: 16px; margin: 2px 0; } .vnums .big { font-size: 20px; } .vsentence { color: #344054; }
+.xrow { margin: 6px 0 10px; }
+.xbar { display: flex; height: 14px; border-radius: 3px; overflow: hidden; background: #f1f5f9; margin: 3px 0; max-width: 640px; }
+.xbar i { display: block; height: 100%; }
+.cause { display: inline-block; margin-right: 12px; font-size: 13px; }
+.cause i { display: inline-block; width: 10px; height: 10px; margin-right: 4px; vertical-align: -1px; border-radius: 2px; }
+.small { font-size: 12px; }
+table.compact td, table.compact th { padding: 2px 6px; font-size: 13px; }
+tr.c-unresolved td { color: var(--muted); }
 """
 
 JS = r"""

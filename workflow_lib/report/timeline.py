@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from ..diagnose import measures
 from ..incident import Incident
+from . import fmt
 
 RAW_TRACK_LIMIT = 40_000
 """A track with more events than this is drawn from buckets: 40k rectangles still draw in a
@@ -61,7 +62,7 @@ def source_status(incident: Incident, table: str) -> tuple[bool, str | None]:
             continue
         if src.get("status") == "observed":
             return True, None
-        reasons.append(f"{name}: {src.get('reason') or 'no reason recorded'}")
+        reasons.append(f"{name}: {fmt.reason(src.get('reason'))}")
     if incident.table(table).num_rows:
         return True, None
     if reasons:
