@@ -114,9 +114,10 @@ def timeline_section(m: dict) -> str:
             '<button id="tl-reset" type="button">whole window</button><span id="tl-range" class="mono muted"></span></div>'
             '<p class="muted">Wheel to zoom, drag to pan, double-click to reset; click a step in the diagnosis to zoom to it. '
             'Tracks with many events are drawn decimated (mean coverage per pixel column, or min/max per column for samples): '
-            'the drawing shows shape; every number in this page comes from the records. Findings are drawn as each attributed '
-            "finding's share of its step (the diagnosis records how much time a finding explains, not where); "
-            f'the longest GPU idle gaps are drawn where they were. {link}</p>'
+            'the drawing shows shape; every number in this page comes from the records. Findings are drawn where their '
+            'evidence was (an input starvation on the wait spans it names, a sync stall on the synchronizing calls); the others, '
+            "whose records say how much time they explain but not where, as a share of their step (the legend says which). "
+            f'The longest GPU idle gaps are drawn where they were. Host spans are coloured by name, one row per nesting level. {link}</p>'
             '<div id="timeline-wrap"><canvas id="timeline" height="100"></canvas><div id="tl-tip"></div></div><div id="tl-legend" class="legend"></div>'
             '<p id="render-status" class="muted">drawing…</p></section>')
 
