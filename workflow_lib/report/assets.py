@@ -61,6 +61,7 @@ details > summary { cursor: pointer; }
 .cause i { display: inline-block; width: 10px; height: 10px; margin-right: 4px; vertical-align: -1px; border-radius: 2px; }
 .small { font-size: 12px; }
 table.compact td, table.compact th { padding: 2px 6px; font-size: 13px; }
+table.compact td.num { white-space: nowrap; }
 tr.c-unresolved td { color: var(--muted); }
 """
 
