@@ -46,9 +46,9 @@ def _y_ticks(lo: float, hi: float, log: bool, relative: bool) -> list[tuple[floa
     if relative:  # fractions, printed as percent
         step = nice_step((hi - lo) * 100, 4)
         return [(v / 100, tick_label(v, step, "%")) for v in nice_ticks(lo * 100, hi * 100, 4)]
-    if log:
+    if log:  # decades when the axis spans enough of them; else round linear values (placed on the log axis)
         ticks = _decade_ticks(lo, hi)
-        if len(ticks) >= 2:
+        if len(ticks) >= 3:
             return [(v, _ns_tick(v, v)) for v in ticks]
     step = nice_step(hi - lo, 4)
     return [(v, _ns_tick(v, step)) for v in nice_ticks(lo, hi, 4)]
@@ -58,10 +58,23 @@ def _pct_axis_ticks(ext: float) -> list[tuple[float, str]]:
     """(log ratio, label) ticks of the comparison axis [-ext, ext]: round percentages when the
     axis is narrow (log and % change are near-proportional there), round ratios when it is wide."""
     lo_p, hi_p = (math.exp(-ext) - 1) * 100, (math.exp(ext) - 1) * 100
-    if ext < 0.3:
+    def linear():
         step = nice_step(hi_p - lo_p, 8)
-        return [(math.log1p(p / 100), tick_label(p, step, "%")) for p in nice_ticks(lo_p, hi_p, 8)]
-    return [(math.log(r), tick_label((r - 1) * 100, 1, "%")) for r in _decade_ticks(math.exp(-ext), math.exp(ext))]
+        return [(math.log1p(p / 100), tick_label(p, step, "%")) for p in nice_ticks(lo_p, hi_p, 8) if p > -100]
+
+    if ext < 0.7:
+        return linear()
+    # wide: round ratios and their reciprocals (x2, x4, x5, x10 ... faster or slower)
+    ratios = {1.0}
+    for k in range(0, 7):
+        for m in ((2, 4, 5) if k == 0 else (1, 2, 5)):
+            ratios |= {m * 10.0 ** k, 1 / (m * 10.0 ** k)}
+    ratios = sorted(r for r in ratios if math.exp(-ext) <= r <= math.exp(ext))
+    if len(ratios) > 7:  # many decades: only x10 steps (and x2 either side of no change)
+        ratios = [r for r in ratios if r in (0.5, 1.0, 2.0) or abs(math.log10(r) - round(math.log10(r))) < 1e-9]
+    if len(ratios) < 3:
+        return linear()
+    return [(math.log(r), tick_label((r - 1) * 100, 1, "%")) for r in ratios]
 
 
 def runs_plot(trials: list[dict], comparison: dict | None, *, width: int = 960, height: int = 280,
@@ -86,6 +99,7 @@ def runs_plot(trials: list[dict], comparison: dict | None, *, width: int = 960, 
         lo, hi = min(values), max(values)
         log = hi / lo > 3  # runs spread over a decade or more are readable only on a log axis
         if log:
+            lo, hi = lo / 1.15, hi * 1.15  # room above and below the extreme runs
             f = lambda v: math.log(v)  # noqa: E731
         else:
             f = lambda v: v  # noqa: E731
