@@ -362,8 +362,11 @@ def _finding_tracks(incident: Incident, diagnosis: dict, origin: int, lo: int, h
             return tr
 
         # Findings are at most checks x steps, but a long incident has many steps: they take
-        # their share of the raw budget like any track.
-        add(len(seg_s), make)
+        # their share of the raw budget like any track. None attributed: said, not an empty row.
+        if seg_s:
+            add(len(seg_s), make)
+        else:
+            add(0, lambda raw, r=r: _empty(f"findings:{r}", "findings", f"{_rank_label(r)}findings", "attributed finding"))
         if gap_s:
             add(len(gap_s), lambda raw, gs=gap_s, ge=gap_e, r=r: _interval_track(
                 f"gaps:{r}", "findings", f"{_rank_label(r)}longest GPU idle gaps", np.array(gs, np.int64),
