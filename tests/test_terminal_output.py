@@ -132,3 +132,27 @@ def test_doctor_lists_every_key_and_checks_a_config(tmp_path, capsys):
     assert cli.main(["doctor", str(ROOT / "config" / "config.yaml"), str(typo)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "unknown key 'trials.runs_per_armm' in trials: did you mean 'runs_per_arm'?" in err
+
+
+def test_blocked_preflight_is_the_error_with_the_experiment_fix(tmp_path):
+    import compare_builders as CB
+
+    plan = CB.plan(CB.design(blocks=2, runs_per_arm=1, control_runs=1, warmup_runs=0))
+    rec = RC._preflight(plan, records.digest_of(plan), "b000",
+                        differences=[{"field": "driver_version", "planned": "580.1", "observed": "580.2"}])
+    rec["status"] = "blocked"
+    log = tmp_path / plan["incident_id"] / "logs" / "preflight-b000.json"
+    records.write_record(log, rec, "preflight")
+    err, fix = terminal.error_lines(tmp_path, plan["incident_id"])
+    assert err.startswith("stallcase: error: preflight b000: blocked on node-0 |") and "driver_version: planned '580.1', observed '580.2'" in err
+    assert fix.startswith("stallcase: fix: to run the trials in the changed environment anyway, name it as a new experiment: "
+                          "--config experiment=NAME") and str(log) in fix
+
+
+def test_a_rule_without_an_error_line_is_named_with_its_log(tmp_path):
+    smk_log = tmp_path / "run.snakemake.log"
+    smk_log.write_text("Select jobs to execute...\n[Tue Dec  1 08:25:33 2026]\nError in rule trials:\n    message: None\n"
+                       "    jobid: 9\n    log: results/x/logs/trials-b003.log (check log file(s) for error details)\n", encoding="utf-8")
+    assert terminal.error_lines(tmp_path / "results", "x", str(smk_log)) == [
+        "stallcase: error: rule trials failed without a stallcase error line; its log: results/x/logs/trials-b003.log; "
+        "Snakemake's message is above"]

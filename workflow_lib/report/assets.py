@@ -108,7 +108,8 @@ JS = r"""
   function lowerBound(a, v) { var lo = 0, hi = a.length; while (lo < hi) { var m = (lo + hi) >> 1; if (a[m] < v) lo = m + 1; else hi = m; } return lo; }
   // The formatting policy of report/fmt.py: 3 significant digits, the largest unit >= 1.
   var UNITS = [[1e9, "s"], [1e6, "ms"], [1e3, "µs"], [1, "ns"]];
-  function fmtNs(v) { var a = Math.abs(v); for (var k = 0; k < 3; k++) if (a >= UNITS[k][0] * 0.9995) return (v / UNITS[k][0]).toPrecision(3) + " " + UNITS[k][1];
+  function fmtNs(v) { var a = Math.abs(v); for (var k = 0; k < 3; k++) if (a >= UNITS[k][0] * 0.9995) { var x = v / UNITS[k][0];
+                        return (Math.abs(x) >= 1000 ? Math.round(x).toString() : x.toPrecision(3)) + " " + UNITS[k][1]; }
                       return Math.round(v) + " ns"; }
   function tickNs(v, step) {  // a tick at a round value, with just the decimals its step needs
     var k = 0; while (k < 3 && step < UNITS[k][0]) k++;

@@ -58,6 +58,10 @@ def first_error(results_dir, incident: str | None, since: float = STARTED) -> tu
     if not base.is_dir():
         return None
     found = []
+    for log in base.rglob("preflight-*.json"):  # a blocked preflight keeps its record as its log
+        got = _blocked_preflight(log, since)
+        if got is not None:
+            found.append(got)
     for log in base.rglob("*.log"):
         try:
             st = log.stat()
@@ -75,9 +79,52 @@ def first_error(results_dir, incident: str | None, since: float = STARTED) -> tu
     return msg, log
 
 
+def _blocked_preflight(log: Path, since: float) -> tuple[float, str, Path] | None:
+    from .. import records
+    from ..errors import StallcaseError
+    from ..preflight import readable_diff
+
+    try:
+        st = log.stat()
+        if st.st_mtime < since:
+            return None
+        rec = records.read_record(log, "preflight")
+    except (OSError, StallcaseError):
+        return None
+    if rec.get("status") != "blocked":
+        return None
+    return st.st_mtime, readable_diff(rec).replace("\n", " |"), log
+
+
+_FAILED_RULE = re.compile(r"^Error in rule (\S+):\s*$")
+_RULE_LOG = re.compile(r"^\s+log: (\S+)")
+
+
+def first_failed_rule(snakemake_log: str | None) -> tuple[str, str | None] | None:
+    """(rule, its log) of the first 'Error in rule' in Snakemake's own log, when no stage
+    wrote an error line (Snakemake keeps the rule's name and log there, not its message)."""
+    if not snakemake_log:
+        return None
+    try:
+        lines = Path(snakemake_log).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for i, line in enumerate(lines):
+        m = _FAILED_RULE.match(line)
+        if m:
+            log = next((lm.group(1) for lm in map(_RULE_LOG.match, lines[i + 1:i + 12]) if lm), None)
+            return m.group(1), log
+    return None
+
+
 def error_lines(results_dir, incident: str | None, snakemake_log: str | None = None) -> list[str]:
     got = first_error(results_dir, incident)
     if got is None:
+        failed = first_failed_rule(snakemake_log)
+        if failed is not None:
+            rule, log = failed
+            return [f"stallcase: error: rule {rule} failed without a stallcase error line"
+                    + (f"; its log: {log}" if log else "") + "; Snakemake's message is above"]
         where = f" ({snakemake_log})" if snakemake_log else ""
         return [f"stallcase: the workflow failed before any stage logged an error: see Snakemake's messages above{where}"]
     msg, log = got
