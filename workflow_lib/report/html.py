@@ -151,8 +151,10 @@ def diagnosis_section(m: dict) -> str:
     parts = ['<section id="diagnosis"><h2>Diagnosis</h2>',
              _kv_table([("steps", num(sm["steps"], "count", "diagnosis:/summary/steps")),
                         ("wall time (all steps)", num(sm["wall_ns"], "ns", "diagnosis:/summary/wall_ns")),
-                        ("explained", num(sm["explained_ns"], "ns", "diagnosis:/summary/explained_ns")),
-                        ("unexplained", num(sm["unexplained_ns"], "ns", "diagnosis:/summary/unexplained_ns"))])]
+                        *([("explained", num(sm["explained_ns"], "ns", "diagnosis:/summary/explained_ns")),
+                           ("unexplained", num(sm["unexplained_ns"], "ns", "diagnosis:/summary/unexplained_ns"))]
+                          if sm["explained_ns"] else
+                          [("explained", "nothing: no check had the evidence to attribute time (what each lacked is below)")])])]
     head = "".join(f'<th class="num" title="{esc(doc)}">{esc(lab)}</th>' for _, lab, doc in MEASURES)
     absent: dict[str, list[str]] = {}
     for s in m["slow_steps"]:
@@ -168,15 +170,24 @@ def diagnosis_section(m: dict) -> str:
         st = d["steps"][i]
         attributed = [f["check"] for f in st["findings"] if f["verdict"] == "attributed"]
         unresolved = [f["check"] for f in st["findings"] if f["verdict"] == "unresolved"]
-        summary = (", ".join(attributed) or "none attributed") + (f"; unresolved: {', '.join(unresolved)}" if unresolved else "")
+        summary = (", ".join(map(fmt_name, attributed)) or "none attributed") + (f"; {len(unresolved)} unresolved" if unresolved else "")
         parts.append(f"<tr class='zoomable{' slow' if s['slow'] else ''}' data-start='{st['start_ns']}' data-end='{st['end_ns']}'>"
                      f"<td>{num(st['step_id'], 'id', f'diagnosis:/steps/{i}/step_id')}</td><td>{esc(plain(st['rank']))}</td>"
                      f"{_measure_cells(st, i, d['sources'])}<td class='num'>{s['ratio_to_median']:.2f}</td><td>{esc(summary)}</td></tr>")
     parts.append("</table>")
+    # An unresolved finding lacking the same evidence in every listed step is said once, not per step.
+    listed = [d["steps"][s["index"]] for s in m["slow_steps"]]
+    common = set.intersection(*({(f["check"], tuple(f["missing"])) for f in st["findings"] if f["verdict"] == "unresolved"}
+                                for st in listed)) if listed else set()
+    if common:
+        parts.append("<div class='finding'><b>Unresolved in every step listed</b>, for want of:<ul>" + "".join(
+            f"<li>{esc(fmt_name(c))}: {esc('; '.join(miss))}</li>" for c, miss in sorted(common)) + "</ul></div>")
     for s in m["slow_steps"]:
         i = s["index"]
         st = d["steps"][i]
-        body = "".join(_finding(f, f"diagnosis:/steps/{i}/findings/{j}") for j, f in enumerate(st["findings"]))
+        body = "".join(_finding(f, f"diagnosis:/steps/{i}/findings/{j}") for j, f in enumerate(st["findings"])
+                       if (f["check"], tuple(f["missing"])) not in common or f["verdict"] != "unresolved") or \
+            "<p class='muted'>only the unresolved checks said above</p>"
         parts.append(f"<details{' open' if s is m['slow_steps'][0] else ''}><summary>step {esc(st['step_id'])}"
                      f"{'' if st['rank'] is None else ' rank ' + esc(st['rank'])}: "
                      f"{num(st['explained_ns'], 'ns', f'diagnosis:/steps/{i}/explained_ns')} explained, "
