@@ -238,15 +238,20 @@ def with_attribution(diagnosis: dict, comparison: dict | None) -> tuple[dict, di
             f["share_of_excess"] = (f["explains_ns"] / excess) if excess > 0 and f["verdict"] == "attributed" else None
         if typical and st["wall_ns"] >= 1.5 * typical:
             slow.append({"rank": st["rank"], "step_id": st["step_id"], "wall_ns": st["wall_ns"], "typical_ns": typical,
-                         "excess_ns": excess, "by_cause": by_cause, "unexplained_ns": left})
+                         "excess_ns": excess, "by_cause": by_cause, "unexplained_ns": left,
+                         "grew": {"host_spans_ns": {"dataloader_next/worker~0": excess // 2}}})
     d["summary"]["slow_steps"] = sorted(slow, key=lambda s: -s["excess_ns"])[:20]
     if comparison is None:
         return d, None
     c = copy.deepcopy(comparison)
-    c["components"] = [
-        {"name": "input_starvation", "delta_ns_per_step": -1_230_000, "interval_ns": [-1_290_000, -1_180_000],
+    c["components"] = [  # compare's shape: a wall headline, overlapping measures, then the partitions
+        {"name": "wall", "group": "wall", "label": "wall", "delta_ns_per_step": -1_500_000, "interval_ns": [-1_600_000, -1_400_000],
+         "floor_ns": 90_000, "clears_floor": True, "share_of_change": 1.0, "status": "resolved"},
+        {"name": "gpu_busy", "group": "measure", "label": "GPU busy", "delta_ns_per_step": -20_000, "interval_ns": [-40_000, 0],
+         "floor_ns": 90_000, "clears_floor": False, "share_of_change": 0.01, "status": "resolved"},
+        {"name": "check:input_starvation", "group": "attribution", "delta_ns_per_step": -1_230_000, "interval_ns": [-1_290_000, -1_180_000],
          "floor_ns": 90_000, "clears_floor": True, "share_of_change": 0.81, "status": "resolved"},
-        {"name": "sync_stall", "delta_ns_per_step": -10_000, "interval_ns": [-60_000, 40_000],
+        {"name": "check:sync_stall", "group": "attribution", "delta_ns_per_step": -10_000, "interval_ns": [-60_000, 40_000],
          "floor_ns": 90_000, "clears_floor": False, "share_of_change": 0.01, "status": "unresolved"},
     ]
     c["sentence"] = "faster by 7.9% [6.4, 9.6]: input wait −1.23 ms/step [−1.29, −1.18]; sync −0.01 ms/step (within its floor)"

@@ -148,7 +148,11 @@ def test_synthetic_first_screen_before_and_after_the_attribution_fields(browser,
     top = diag["summary"]["slow_steps"][0]
     assert {"diagnosis:/summary/slow_steps/0/excess_ns", "diagnosis:/summary/slow_steps/0/typical_ns"} <= srcs
     assert all(f"diagnosis:/summary/slow_steps/0/by_cause/{k}" in srcs for k in top["by_cause"])
-    assert {"comparison:/components/0/delta_ns_per_step", "comparison:/components/1/floor_ns"} <= srcs
+    assert "diagnosis:/summary/slow_steps/0/grew/host_spans_ns/dataloader_next~1worker~00" in srcs  # a JSON pointer, escaped
+    # the partitions that explain the change are listed, not the wall headline or the overlapping measures
+    assert {"comparison:/components/2/delta_ns_per_step", "comparison:/components/3/floor_ns"} <= srcs
+    assert not any(x.startswith(("comparison:/components/0/", "comparison:/components/1/")) for x in srcs)
+    assert "input starvation" in got["text"] and "sync stall" in got["text"]
     assert comp["sentence"] in got["text"] and "within its floor" in got["text"]
     assert "predates" not in got["text"]
 

@@ -70,12 +70,17 @@ def components(comparison: dict | None) -> list[dict] | None:
     comps = (comparison or {}).get("components")
     if not comps:
         return None
+    # The overlap-free partitions explain the change; the wall is the headline and the measures
+    # overlap them. Causes first, then the excess split and named spans; larger changes first.
+    order = {"attribution": 0, "excess": 1, "span": 2}
+    ranked = sorted(((i, c) for i, c in enumerate(comps) if c.get("group", "attribution") in order),
+                    key=lambda ic: (order[ic[1].get("group", "attribution")], -abs(ic[1].get("delta_ns_per_step") or 0)))
     out = []
-    for i, c in enumerate(comps[:COMPONENTS_LISTED]):
+    for i, c in ranked[:COMPONENTS_LISTED]:
         base = f"comparison:/components/{i}"
         iv = c.get("interval_ns") or [None, None]
-        out.append({"name": fmt.name(c["name"]),
-                    "delta": Num(c["delta_ns_per_step"], "ns_signed", f"{base}/delta_ns_per_step"),
+        out.append({"name": c.get("label") or fmt.name(str(c["name"]).split(":", 1)[-1]),
+                    "delta": Num(c.get("delta_ns_per_step"), "ns_signed", f"{base}/delta_ns_per_step"),
                     "low": Num(iv[0], "ns_signed", f"{base}/interval_ns/0") if iv[0] is not None else None,
                     "high": Num(iv[1], "ns_signed", f"{base}/interval_ns/1") if iv[1] is not None else None,
                     "floor": Num(c["floor_ns"], "ns", f"{base}/floor_ns") if c.get("floor_ns") is not None else None,
@@ -87,6 +92,16 @@ def components(comparison: dict | None) -> list[dict] | None:
 def _causes(by_cause: dict, base: str) -> list[tuple[str, Num]]:
     return [(fmt.name(k), Num(v, "ns", f"{base}/by_cause/{_tok(k)}"))
             for k, v in sorted(by_cause.items(), key=lambda kv: -kv[1]) if v]
+
+
+GREW_KINDS = (("kernels_ns", "kernel"), ("host_spans_ns", "span"))
+
+
+def _grew(grew: dict, base: str) -> list[tuple[str, Num]]:
+    """The kernels and host spans whose time in the step grew most (the diagnosis names at most a few)."""
+    out = [(f"{word} {name}", Num(v, "ns_signed", f"{base}/grew/{key}/{_tok(name)}"))
+           for key, word in GREW_KINDS for name, v in (grew.get(key) or {}).items()]
+    return sorted(out, key=lambda p: -abs(p[1].value or 0))[:2]
 
 
 def _missing_evidence(steps: list[dict]) -> list[str]:
@@ -119,7 +134,7 @@ def excess(diagnosis: dict | None, slow: list[dict]) -> dict:
                          "excess": Num(s["excess_ns"], "ns", f"{base}/excess_ns"),
                          "causes": _causes(s.get("by_cause") or {}, base),
                          "unexplained": Num(s.get("unexplained_ns", 0), "ns", f"{base}/unexplained_ns"),
-                         "excess_ns": s["excess_ns"]})
+                         "excess_ns": s["excess_ns"], "grew": _grew(s.get("grew") or {}, base)})
         return {"kind": "excess", "rows": rows, "count": len(listed), "steps": n_steps,
                 "missing": _missing_evidence(diagnosis["steps"]) if rows and not any(r["causes"] for r in rows) else []}
     if not slow:

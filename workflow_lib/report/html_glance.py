@@ -76,7 +76,9 @@ def _excess(x: dict) -> str:
         for r in x["rows"]:
             parts.append(f'<div class="xrow"><div>{_step_name(r)}: {n(r["wall"])} against a typical {n(r["typical"])}: '
                          f'<b>{n(r["excess"])} excess</b></div>{_bar(r["causes"], r["unexplained"], r["excess_ns"])}'
-                         f'<div class="causes">{_cause_list(r["causes"], r["unexplained"]) or _missing(x["missing"])}</div></div>')
+                         f'<div class="causes">{_cause_list(r["causes"], r["unexplained"]) or _missing(x["missing"])}</div>'
+                         + (f'<div class="muted small">grew most: {", ".join(f"{esc(g)} {n(v)}" for g, v in r["grew"])}</div>'
+                            if r["grew"] else "") + '</div>')
         return "".join(parts) + "</div>"
     # kind == "slowest": a diagnosis without the per-step excess
     ratio = f'{x["ratio"]:.2f}× its rank\'s median step' if x["ratio"] else "its rank's only step"
