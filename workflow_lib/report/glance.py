@@ -94,12 +94,15 @@ def _causes(by_cause: dict, base: str) -> list[tuple[str, Num]]:
             for k, v in sorted(by_cause.items(), key=lambda kv: -kv[1]) if v]
 
 
+NAME_SHOWN = 48
+"""Characters of a kernel or span name shown on the first screen (mangled C++ names run to hundreds)."""
 GREW_KINDS = (("kernels_ns", "kernel"), ("host_spans_ns", "span"))
 
 
 def _grew(grew: dict, base: str) -> list[tuple[str, Num]]:
     """The kernels and host spans whose time in the step grew most (the diagnosis names at most a few)."""
-    out = [(f"{word} {name}", Num(v, "ns_signed", f"{base}/grew/{key}/{_tok(name)}"))
+    out = [(f"{word} {name if len(name) <= NAME_SHOWN else name[:NAME_SHOWN - 1] + '…'}",
+             Num(v, "ns_signed", f"{base}/grew/{key}/{_tok(name)}"))
            for key, word in GREW_KINDS for name, v in (grew.get(key) or {}).items()]
     return sorted(out, key=lambda p: -abs(p[1].value or 0))[:2]
 
