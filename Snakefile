@@ -31,3 +31,13 @@ localrules:
 rule all:
     input:
         final_targets(),
+
+
+# The end of a run: the verdict and where the report is; on failure, the first stallcase
+# error from the rule logs in one line, with the fix (workflow_lib/report/terminal.py).
+onsuccess:
+    workflow_lib.report.terminal.on_success(RESULTS, config["incident"])
+
+
+onerror:
+    workflow_lib.report.terminal.on_error(RESULTS, config["incident"], log)

@@ -6,8 +6,10 @@ from snakemake.utils import validate
 
 sys.path.insert(0, workflow.basedir)  # workflow_lib importable without installation
 import workflow_lib.compare
+import workflow_lib.config_errors
 import workflow_lib.demo
 import workflow_lib.diagnose
+import workflow_lib.missing_incident
 import workflow_lib.plan
 import workflow_lib.preflight
 import workflow_lib.report
@@ -15,9 +17,13 @@ import workflow_lib.rulelog
 import workflow_lib.snapshot
 import workflow_lib.trials
 
+# One line naming the failing key and what it accepts (Snakemake's validate prints the whole
+# schema); validate then only fills in the defaults.
+workflow_lib.config_errors.exit_on_error(config, f"{workflow.basedir}/schemas/config.schema.json")
 validate(config, "../schemas/config.schema.json")
 
 INCIDENTS = config["incidents_dir"]
+workflow_lib.missing_incident.exit_if_missing(INCIDENTS, config["incident"])
 RESULTS = config["results_dir"]
 STORE = RESULTS  # the CAS lives at <results_dir>/cas/blake3/
 BLOCKS = [f"b{i:03d}" for i in range(config["trials"]["blocks"])]

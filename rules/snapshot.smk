@@ -3,7 +3,8 @@
 
 rule snapshot:
     input:
-        f"{INCIDENTS}/{{incident}}/manifest.json",
+        # a missing incident: one line saying where it was looked for and how to make one
+        lambda w: workflow_lib.missing_incident.manifest_path(INCIDENTS, w.incident),
     output:
         f"{RESULTS}/{{incident}}/snapshot.json",
     log:

@@ -59,10 +59,13 @@ class Page:
             raise BrowserError(f"evaluate {expression!r}: {res['exceptionDetails'].get('text')}")
         return res["result"].get("value")
 
-    def screenshot(self, path: str | os.PathLike, selector: str | None = None) -> Path:
-        """The whole page, or the element matched by `selector`."""
-        params = {"format": "png", "captureBeyondViewport": True}
-        if selector:
+    def screenshot(self, path: str | os.PathLike, selector: str | None = None, *, first_screen: bool = False) -> Path:
+        """The whole page, the element matched by `selector`, or (first_screen) what the first viewport shows."""
+        params = {"format": "png", "captureBeyondViewport": not first_screen}
+        if first_screen:
+            w, h = self.eval("[window.innerWidth, window.innerHeight]")
+            params["clip"] = {"x": 0, "y": 0, "width": w, "height": h, "scale": 1}
+        elif selector:
             rect = self.eval(f"(function(){{var r=document.querySelector({json.dumps(selector)}).getBoundingClientRect();"
                              "return [r.left + window.scrollX, r.top + window.scrollY, r.width, r.height];})()")
             params["clip"] = {"x": rect[0], "y": rect[1], "width": rect[2], "height": rect[3], "scale": 1}

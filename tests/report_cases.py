@@ -209,3 +209,50 @@ def h200x2_collectives(incidents_dir: Path) -> Path | None:
     from workflow_lib.importers.torch_fr import import_torch_fr
 
     return Path(import_torch_fr([str(d) for d in dumps], incident_id="fr-two-ranks", incidents_dir=str(incidents_dir)))
+
+
+def with_attribution(diagnosis: dict, comparison: dict | None) -> tuple[dict, dict | None]:
+    """Copies of the records with the delay-attribution and explained-change fields of the
+    diag/compare contract (COMMON.md), filled from the records' own numbers the simplest way:
+    typical = the rank's median wall, each attributed finding's explained time as its cause.
+    For rendering tests of records written after those fields land; not validated here (the
+    schemas in this branch predate them)."""
+    import copy
+
+    d = copy.deepcopy(diagnosis)
+    walls: dict[int, list[int]] = {}
+    for st in d["steps"]:
+        walls.setdefault(-1 if st["rank"] is None else st["rank"], []).append(st["wall_ns"])
+    slow = []
+    for st in d["steps"]:
+        typical = int(np.median(walls[-1 if st["rank"] is None else st["rank"]]))
+        excess = st["wall_ns"] - typical
+        by_cause = {f["check"]: f["explains_ns"] for f in st["findings"] if f["verdict"] == "attributed" and f["explains_ns"] > 0}
+        left = max(excess, 0)
+        for k in sorted(by_cause, key=lambda k: -by_cause[k]):  # credited in order, never beyond the excess
+            by_cause[k] = min(by_cause[k], left)
+            left -= by_cause[k]
+        by_cause = {k: v for k, v in by_cause.items() if v > 0}
+        st["excess"] = {"typical_ns": typical, "excess_ns": excess, "by_cause": by_cause, "unexplained_ns": left}
+        for f in st["findings"]:
+            f["share_of_excess"] = (f["explains_ns"] / excess) if excess > 0 and f["verdict"] == "attributed" else None
+        if typical and st["wall_ns"] >= 1.5 * typical:
+            slow.append({"rank": st["rank"], "step_id": st["step_id"], "wall_ns": st["wall_ns"], "typical_ns": typical,
+                         "excess_ns": excess, "by_cause": by_cause, "unexplained_ns": left,
+                         "grew": {"host_spans_ns": {"dataloader_next/worker~0": excess // 2}}})
+    d["summary"]["slow_steps"] = sorted(slow, key=lambda s: -s["excess_ns"])[:20]
+    if comparison is None:
+        return d, None
+    c = copy.deepcopy(comparison)
+    c["components"] = [  # compare's shape: a wall headline, overlapping measures, then the partitions
+        {"name": "wall", "group": "wall", "label": "wall", "delta_ns_per_step": -1_500_000, "interval_ns": [-1_600_000, -1_400_000],
+         "floor_ns": 90_000, "clears_floor": True, "share_of_change": 1.0, "status": "resolved"},
+        {"name": "gpu_busy", "group": "measure", "label": "GPU busy", "delta_ns_per_step": -20_000, "interval_ns": [-40_000, 0],
+         "floor_ns": 90_000, "clears_floor": False, "share_of_change": 0.01, "status": "resolved"},
+        {"name": "check:input_starvation", "group": "attribution", "delta_ns_per_step": -1_230_000, "interval_ns": [-1_290_000, -1_180_000],
+         "floor_ns": 90_000, "clears_floor": True, "share_of_change": 0.81, "status": "resolved"},
+        {"name": "check:sync_stall", "group": "attribution", "delta_ns_per_step": -10_000, "interval_ns": [-60_000, 40_000],
+         "floor_ns": 90_000, "clears_floor": False, "share_of_change": 0.01, "status": "unresolved"},
+    ]
+    c["sentence"] = "faster by 7.9% [6.4, 9.6]: input wait −1.23 ms/step [−1.29, −1.18]; sync −0.01 ms/step (within its floor)"
+    return d, c

@@ -134,7 +134,8 @@ def test_h200_pipeline_numbers_are_the_records(tmp_path, name):
     # the GPU demo was recorded without CUPTI: the kernel measures and tracks say why, never 0
     snap = records.read_record(p["snapshot"], "snapshot")
     assert snap["sources"]["cupti"]["status"] == "not_observed"
-    reason = f"cupti: {snap['sources']['cupti']['reason']}"
+    reason = f"cupti: {fmt.reason(snap['sources']['cupti']['reason'])}"
+    assert "[" not in reason and "'" not in reason  # the record's list repr is shown as words
     note = f"kernel sum, GPU busy, host API: <span class=\"missing\">not observed: {html.esc(reason)}</span>"
     assert (note in page) == p["diagnosis"].is_file()
     tl = json.loads(parse(page).data_text)["timeline"]
@@ -274,7 +275,9 @@ def test_verdict_words_come_from_the_record(rich):
     comp = records.read_record(rich["paths"]["comparison"], "comparison")
     words = model.verdict_words(comp)
     assert comp["verdict"] == "faster" and words.startswith("The candidate is faster.")
-    assert f"{comp['estimate']['change_pct']:+.2f}%" in words and f"±{comp['noise_floor']['pct']:.2f}%" in words
+    # the one formatting policy: 3 significant digits, a real minus sign
+    assert fmt.pct(comp["estimate"]["change_pct"]) in words and f"±{fmt.pct_abs(comp['noise_floor']['pct'])}" in words
+    assert fmt.pct(comp["estimate"]["change_pct"]).startswith("−")
     assert html.esc(words) in rich["page"]
 
 

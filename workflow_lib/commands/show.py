@@ -1,4 +1,9 @@
-"""`stallcase show INCIDENT [--results-dir DIR] [--html [-o FILE]]`: an incident at a glance."""
+"""`stallcase show INCIDENT [--results-dir DIR] [--html [-o FILE]]`: an incident at a glance.
+
+A relative --results-dir is looked for in the current directory and then in each parent, so
+`stallcase show demo` works from any subdirectory of the project; when nothing is found the
+error lists every place it looked.
+"""
 
 from __future__ import annotations
 
@@ -14,26 +19,43 @@ HELP = "summarize an incident's records in the terminal, or write its HTML repor
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("incident", help="incident id (directory name under --results-dir)")
-    p.add_argument("--results-dir", default="results", help="where results live (default: results/, as snakemake writes; the store is in it)")
+    p.add_argument("--results-dir", default="results",
+                   help="where results live (default: results/, as snakemake writes; looked for here and in each parent directory)")
     p.add_argument("--html", action="store_true", help="write the self-contained HTML report and print its path")
     p.add_argument("-o", "--output", default=None, help="with --html: where to write it (default: <results-dir>/<incident>/report.html)")
+
+
+def find_results(results_dir: str, incident: str, start: Path | None = None) -> Path:
+    """The results directory holding <incident>/snapshot.json: results_dir itself when absolute,
+    else the nearest of start/results_dir, start/../results_dir, ... (StallcaseError listing them)."""
+    rd = Path(results_dir)
+    here = (start or Path.cwd()).resolve()
+    places = [rd] if rd.is_absolute() else [d / rd for d in (here, *here.parents)]
+    for base in places:
+        if (base / incident / "snapshot.json").is_file():
+            return base
+    if rd.is_absolute() or len(places) == 1:
+        looked = str(places[0] / incident / "snapshot.json")
+    else:
+        looked = f"{rd / incident / 'snapshot.json'} in {here} and each parent up to {places[-1].parent}"
+    raise StallcaseError(rd / incident / "snapshot.json",
+                         f"no snapshot for incident {incident!r}: looked for {looked}; run the workflow from the project "
+                         f"directory (snakemake --config incident={incident}) or pass --results-dir")
 
 
 def run(args: argparse.Namespace) -> int:
     from .. import report
 
     incident = check_incident_id(args.incident, "INCIDENT")
-    base = Path(args.results_dir) / incident
-    snapshot = base / "snapshot.json"
-    if not snapshot.is_file():
-        raise StallcaseError(snapshot, f"no snapshot for incident {incident!r}: run the workflow "
-                                       f"(snakemake --config incident={incident}) or pass --results-dir")
     if args.output and not args.html:
         raise StallcaseError("-o", "only with --html")
+    results = find_results(args.results_dir, incident)
+    base = results / incident
+    snapshot = base / "snapshot.json"
     paths = dict(diagnosis_path=base / "diagnosis.json", plan_path=base / "plan.json", comparison_path=base / "comparison.json")
     if args.html:
         out = Path(args.output) if args.output else base / "report.html"
-        written = report.write_report_files(snapshot, *paths.values(), args.results_dir, out)
+        written = report.write_report_files(snapshot, *paths.values(), results, out)
         print(written)
         return 0
     print(report.summary_text(report.load_records(snapshot, **paths)), end="")

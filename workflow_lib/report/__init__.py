@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .. import atomic, records
 from ..errors import StallcaseError
-from . import html, model, text, timeline
+from . import html, model, terminal, text, timeline
 from .model import Records
 
 __all__ = ["write_report_files", "build_report", "load_records", "summary_text", "Records"]

@@ -10,8 +10,8 @@ CSS = r"""
 :root { --fg:#1d2330; --muted:#667085; --line:#d0d5dd; --bg:#fff; --soft:#f5f7fa; --A:#2563eb; --B:#ea580c; --C:#16a34a; }
 * { box-sizing: border-box; }
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg); margin: 0; background: var(--bg); }
-header { padding: 16px 24px; border-bottom: 1px solid var(--line); background: var(--soft); }
-header h1 { margin: 0 0 4px; font-size: 20px; }
+header { padding: 10px 24px 8px; border-bottom: 1px solid var(--line); background: var(--soft); }
+header h1 { margin: 0 0 2px; font-size: 20px; }
 nav a { margin-right: 14px; }
 main { padding: 0 24px 40px; }
 section { margin-top: 24px; }
@@ -42,6 +42,27 @@ details > summary { cursor: pointer; }
 .finding { margin: 4px 0 8px 0; padding-left: 10px; border-left: 3px solid var(--line); }
 .plot { border: 1px solid var(--line); background: #fff; }
 .words { font-size: 15px; max-width: 70em; }
+#glance { margin-top: 14px; }
+.card { border: 1px solid var(--line); border-radius: 6px; padding: 10px 14px; margin-bottom: 12px; background: #fff; }
+.card h3 { margin: 0 0 6px; font-size: 15px; }
+.card p { margin: 4px 0; }
+.cards { display: grid; grid-template-columns: 1fr 1fr; gap: 12px; }
+.cards > .card { margin-bottom: 0; }
+#glance-next { margin-top: 12px; }
+.verdict { border-left: 8px solid #94a3b8; }
+.verdict.v-faster { border-left-color: #16a34a; background: #f0fdf4; } .verdict.v-slower { border-left-color: #dc2626; background: #fef2f2; }
+.verdict.v-no_detectable_change { border-left-color: #4f46e5; background: #eef2ff; } .verdict.v-inconclusive { border-left-color: #d97706; background: #fffbeb; }
+.vword { font-size: 26px; font-weight: 700; line-height: 1.2; }
+.vnums { font-size: 16px; margin: 2px 0; } .vnums .big { font-size: 20px; } .vsentence { color: #344054; }
+.xrow { margin: 6px 0 10px; }
+.xbar { display: flex; height: 14px; border-radius: 3px; overflow: hidden; background: #f1f5f9; margin: 3px 0; max-width: 640px; }
+.xbar i { display: block; height: 100%; }
+.cause { display: inline-block; margin-right: 12px; font-size: 13px; }
+.cause i { display: inline-block; width: 10px; height: 10px; margin-right: 4px; vertical-align: -1px; border-radius: 2px; }
+.small { font-size: 12px; }
+table.compact td, table.compact th { padding: 2px 6px; font-size: 13px; }
+table.compact td.num { white-space: nowrap; }
+tr.c-unresolved td { color: var(--muted); }
 """
 
 JS = r"""
@@ -57,13 +78,17 @@ JS = r"""
   var ctx = canvas.getContext("2d");
   var tip = document.getElementById("tl-tip");
   var LABEL = 250, AXIS = 26;
-  var COLORS = { steps: ["#64748b", "#94a3b8"], intervals: "#7c3aed", busy: "#0f766e", kernels: "#0891b2",
-                 spans: ["#a16207", "#ca8a04", "#eab308", "#facc15"], api: "#475569", sync: "#dc2626",
-                 collectives: "#2563eb", wait: "rgba(220,38,38,0.45)", gaps: "rgba(220,38,38,0.35)",
-                 samples: "#9333ea", band: "rgba(147,51,234,0.35)" };
-  var CHECK_COLORS = { gpu_bound: "#0f766e", host_submission: "#a16207", sync_stall: "#dc2626",
-                       input_starvation: "#ea580c", clock_throttle: "#9333ea", launch_bound: "#0891b2",
-                       collective_wait: "#2563eb" };
+  // Findings and spans take their colours from the data block (report/palette.py): one definition.
+  var PAL = data.colors || { findings: {}, finding_other: "#334155", span_other: "#dee2e6" };
+  var COLORS = { steps: ["#64748b", "#94a3b8"], intervals: "#7c3aed", busy: "#14b8a6", kernels: "#38bdf8",
+                 api: "#64748b", sync: "#e11d48", collectives: "#60a5fa", wait: "rgba(225,29,72,0.45)",
+                 gaps: "rgba(225,29,72,0.30)", samples: "#9333ea", band: "rgba(147,51,234,0.35)" };
+  var CHECK_COLORS = PAL.findings, SPAN_COLORS = (tl && tl.span_colors) || {};
+  var ROWH = 15;  // one nesting level of host spans
+  var used = {};  // legend key -> [label, colour]: only what the last drawing showed
+  function use(key, label, color) { if (!used[key]) used[key] = [label, color]; }
+  function spanColor(name) { return SPAN_COLORS[name] || PAL.span_other; }
+  function checkColor(c) { return CHECK_COLORS[c] || PAL.finding_other; }
 
   function b64bytes(s) { var b = atob(s), a = new Uint8Array(b.length); for (var i = 0; i < b.length; i++) a[i] = b.charCodeAt(i); return a; }
   function cumsum(a) { var o = new Float64Array(a.length), acc = 0; for (var i = 0; i < a.length; i++) { acc += a[i]; o[i] = acc; } return o; }
@@ -72,7 +97,8 @@ JS = r"""
     if (t.encoding === "raw" && t.ts) { t.x = cumsum(t.ts); t.y = Float64Array.from(t.value); }
     if (t.encoding === "buckets" && t.coverage) t.cov = b64bytes(t.coverage);
     if (t.encoding === "buckets" && t.min) { t.mn = new Float32Array(b64bytes(t.min).buffer); t.mx = new Float32Array(b64bytes(t.max).buffer); }
-    t.h = t.kind === "samples" ? 36 : (t.kind === "missing" || t.kind === "empty" ? 18 : (t.id.indexOf("spans:") === 0 ? 24 : 18));
+    t.isSpans = t.id.indexOf("spans:") === 0;
+    t.h = t.kind === "samples" ? 36 : (t.kind === "missing" || t.kind === "empty" ? 18 : ((t.isSpans || t.kind === "findings") ? (t.rows || 1) * ROWH + 2 : 18));
   });
   var rows = [], y = AXIS;
   tl.tracks.forEach(function (t) { rows.push({ t: t, y: y }); y += t.h + 3; });
@@ -80,32 +106,53 @@ JS = r"""
   var v0 = tl.start_ns, v1 = tl.end_ns, W = 100;
 
   function lowerBound(a, v) { var lo = 0, hi = a.length; while (lo < hi) { var m = (lo + hi) >> 1; if (a[m] < v) lo = m + 1; else hi = m; } return lo; }
-  function fmtNs(v) { var a = Math.abs(v); if (a >= 1e9) return (v / 1e9).toPrecision(4) + " s"; if (a >= 1e6) return (v / 1e6).toPrecision(4) + " ms";
-                      if (a >= 1e3) return (v / 1e3).toPrecision(4) + " µs"; return Math.round(v) + " ns"; }
+  // The formatting policy of report/fmt.py: 3 significant digits, the largest unit >= 1.
+  var UNITS = [[1e9, "s"], [1e6, "ms"], [1e3, "µs"], [1, "ns"]];
+  function fmtNs(v) { var a = Math.abs(v); for (var k = 0; k < 3; k++) if (a >= UNITS[k][0] * 0.9995) { var x = v / UNITS[k][0];
+                        return (Math.abs(x) >= 1000 ? Math.round(x).toString() : x.toPrecision(3)) + " " + UNITS[k][1]; }
+                      return Math.round(v) + " ns"; }
+  function tickNs(v, step) {  // a tick at a round value, with just the decimals its step needs
+    var k = 0; while (k < 3 && step < UNITS[k][0]) k++;
+    var d = Math.max(0, -Math.floor(Math.log10(step / UNITS[k][0]) + 1e-9)), x = v / UNITS[k][0];
+    return (Math.abs(x) < 1e-12 ? "0" : x.toFixed(d)) + " " + UNITS[k][1];
+  }
   function xOf(t) { return LABEL + (t - v0) * W / (v1 - v0); }
 
   function colorOf(t, i) {
     if (t.kind === "steps") return COLORS.steps[(t.step_id[i] % 2 + 2) % 2];
-    if (t.kind === "findings") return CHECK_COLORS[t.names[t.name[i]]] || "#334155";
+    if (t.kind === "findings") return checkColor(t.names[t.name[i]]);
     if (t.kind === "busy") return COLORS.busy;
     if (t.kind === "gaps") return COLORS.gaps;
     if (t.kind === "collectives" || t.kind === "enqueued") return COLORS.collectives;
-    if (t.depth) return COLORS.spans[Math.min(t.depth[i], 3)];
+    if (t.isSpans) return spanColor(t.names[t.name[i]]);
     if (t.sync) return t.sync[i] ? COLORS.sync : COLORS.api;
     if (t.id.indexOf("kernels:") === 0 || t.id.indexOf("memcpy:") === 0) return COLORS.kernels;
-    if (t.id.indexOf("spans:") === 0) return COLORS.spans[0];
     if (t.id.indexOf("runtime_api:") === 0) return COLORS.api;
     return COLORS.intervals;
+  }
+
+  function noteUse(t, i, c) {
+    if (t.kind === "findings") { var nm = t.names[t.name[i]]; use("f:" + nm, nm.replace(/_/g, " ") + (t.placed && !t.placed[i] ? " (share of its step)" : ""), c); }
+    else if (t.isSpans) { var sn = t.names[t.name[i]]; use("s:" + (SPAN_COLORS[sn] ? sn : "(other)"), SPAN_COLORS[sn] ? "span " + sn : "other spans", c); }
+    else if (t.kind === "gaps") use("gaps", "GPU idle gap (longest, where it was)", c);
+    else if (t.sync && t.sync[i]) use("sync", "synchronizing CUDA call", c);
+    else if (t.kind === "collectives" && t.wait[i] > 0) use("wait", "collective: waiting for the last rank", COLORS.wait);
   }
 
   function bucketColor(t) {  // a decimated track has no per-event fields: colour by kind
     var byKind = { steps: COLORS.steps[0], findings: "#334155", busy: COLORS.busy, gaps: COLORS.gaps,
                    collectives: COLORS.collectives, enqueued: COLORS.collectives };
     if (byKind[t.kind]) return byKind[t.kind];
-    if (t.id.indexOf("spans:") === 0) return COLORS.spans[0];
+    if (t.isSpans) return PAL.span_other;
     if (t.id.indexOf("runtime_api:") === 0) return COLORS.api;
     if (t.id.indexOf("kernels:") === 0 || t.id.indexOf("memcpy:") === 0) return COLORS.kernels;
     return COLORS.intervals;
+  }
+
+  function label(x0, x1, top, h, text, dark) {  // the name inside its box when there is room
+    var w = ctx.measureText(text).width;
+    if (x1 - x0 < w + 6) return;
+    ctx.fillStyle = dark ? "#1d2330" : "#fff"; ctx.fillText(text, LABEL + x0 + 3, top + h - 4);
   }
 
   function drawRaw(t, top) {
@@ -116,7 +163,10 @@ JS = r"""
     for (; i < n && s[i] <= v1; i++) {
       var e = s[i] + d[i]; if (e < v0) continue;
       var x0 = Math.max((s[i] - v0) * scale, 0), x1 = Math.min((e - v0) * scale, W);
-      var c = colorOf(t, i), dy = t.depth ? Math.min(t.depth[i], 3) * 3 : 0, hh = t.h - dy;
+      var c = colorOf(t, i), row = t.isSpans && t.depth ? Math.min(t.depth[i], (t.rows || 1) - 1)
+        : (t.kind === "findings" && t.rows === 2 && !t.placed[i] ? 1 : 0);
+      var dy = row * ROWH, hh = (t.isSpans || t.kind === "findings") ? ROWH - 1 : t.h - dy;
+      noteUse(t, i, c);
       // Rectangles closer than half a pixel, of one colour and depth, are drawn as one:
       // the cost stays per pixel column, not per event.
       if (c === cc && dy === cy && x0 <= cx1 + 0.5) { if (x1 > cx1) cx1 = x1; continue; }
@@ -126,9 +176,11 @@ JS = r"""
         ctx.fillRect(LABEL + x0, top, Math.max(wx - x0, 1), t.h);
         cx0 = Math.min(Math.max(wx, x0), x1);
       }
-      if (t.kind === "steps" || t.kind === "findings") {
-        flush(); var label = t.kind === "steps" ? "step " + t.step_id[i] : t.names[t.name[i]];
-        if (x1 - x0 > label.length * 6.5 + 4) { ctx.fillStyle = "#fff"; ctx.font = "11px sans-serif"; ctx.fillText(label, LABEL + x0 + 3, top + t.h - 5); }
+      if (t.kind === "steps" || t.kind === "findings" || (t.isSpans && x1 - x0 >= 24)) {
+        flush(); ctx.font = "11px sans-serif";
+        var text = t.kind === "steps" ? "step " + t.step_id[i] : t.names[t.name[i]].replace(t.kind === "findings" ? /_/g : /$^/, " ");
+        label(x0, x1, top + dy, hh, text, t.isSpans);
+        if (t.isSpans) { ctx.strokeStyle = "rgba(29,35,48,0.35)"; ctx.strokeRect(LABEL + x0 + 0.5, top + dy + 0.5, Math.max(x1 - x0 - 1, 1), hh - 1); }
         cc = null;
       }
     }
@@ -139,6 +191,9 @@ JS = r"""
     var B = t.buckets, bw = (tl.end_ns - tl.start_ns) / B, cov = t.cov;
     var b0 = Math.max(Math.floor((v0 - tl.start_ns) / bw), 0), b1 = Math.min(Math.ceil((v1 - tl.start_ns) / bw), B);
     ctx.fillStyle = bucketColor(t);
+    if (t.isSpans) use("s:decimated", "spans (many: drawn as coverage)", PAL.span_other);
+    else if (t.kind === "findings") use("f:decimated", "findings (many: drawn as coverage)", PAL.finding_other);
+    else if (t.kind === "gaps") use("gaps", "GPU idle gap (longest, where it was)", COLORS.gaps);
     var perPx = (b1 - b0) / W;
     if (perPx >= 1) {
       for (var px = 0; px < W; px++) {
@@ -180,7 +235,7 @@ JS = r"""
     ctx.fillStyle = "#64748b"; ctx.font = "10px sans-serif"; ctx.fillText(String(t.y_max) + " " + t.unit, LABEL + 3, top + 10);
   }
 
-  function niceStep(span, n) { var raw = span / n, p = Math.pow(10, Math.floor(Math.log10(raw))), m = raw / p; return (m < 2 ? 2 : m < 5 ? 5 : 10) * p; }
+  function niceStep(span, n) { var raw = span / n, p = Math.pow(10, Math.floor(Math.log10(raw))), m = raw / p; return (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * p; }
 
   function draw() {
     var dpr = window.devicePixelRatio || 1, cw = canvas.clientWidth || 1000;
@@ -188,9 +243,10 @@ JS = r"""
     canvas.width = Math.round(cw * dpr); canvas.height = Math.round(H * dpr); canvas.style.height = H + "px";
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0); ctx.clearRect(0, 0, cw, H);
     ctx.font = "11px sans-serif"; ctx.fillStyle = "#334155"; ctx.strokeStyle = "#cbd5e1";
+    used = {};
     var step = niceStep(v1 - v0, 8);
-    for (var t = Math.ceil(v0 / step) * step; t <= v1; t += step) {
-      var x = xOf(t); ctx.beginPath(); ctx.moveTo(x, AXIS - 6); ctx.lineTo(x, H); ctx.stroke(); ctx.fillText(fmtNs(t), x + 2, 12);
+    for (var k = Math.ceil(v0 / step); k * step <= v1; k++) {
+      var t = k * step, x = xOf(t); ctx.beginPath(); ctx.moveTo(x, AXIS - 6); ctx.lineTo(x, H); ctx.stroke(); ctx.fillText(tickNs(t, step), x + 2, 12);
     }
     rows.forEach(function (r) {
       var t = r.t; ctx.save(); ctx.beginPath(); ctx.rect(0, r.y, LABEL - 4, t.h); ctx.clip();
@@ -207,6 +263,20 @@ JS = r"""
       ctx.restore();
     });
     document.getElementById("tl-range").textContent = fmtNs(v0) + " … " + fmtNs(v1) + " (" + fmtNs(v1 - v0) + " shown)";
+    drawLegend();
+  }
+
+  var legend = document.getElementById("tl-legend"), legendKey = null;
+  function drawLegend() {  // only what this drawing showed: findings first, then spans, then marks
+    var keys = Object.keys(used).sort(function (a, b) { return (a[0] === "f" ? 0 : a[0] === "s" ? 1 : 2) - (b[0] === "f" ? 0 : b[0] === "s" ? 1 : 2) || (a < b ? -1 : 1); });
+    var key = keys.join("|");
+    if (key === legendKey) return;
+    legendKey = key; legend.textContent = "";
+    keys.forEach(function (k) {
+      var sp = document.createElement("span"), i = document.createElement("i");
+      sp.dataset.key = k; i.style.background = used[k][1]; sp.appendChild(i); sp.appendChild(document.createTextNode(used[k][0])); legend.appendChild(sp);
+    });
+    if (!keys.length) { var none = document.createElement("span"); none.className = "muted"; none.textContent = "no findings, named spans or marks in this view"; legend.appendChild(none); }
   }
 
   function zoom(factor, atX) {
@@ -237,6 +307,7 @@ JS = r"""
         for (; i < t.s.length && t.s[i] <= at + tol; i++) {
           if (t.s[i] + t.d[i] + tol >= at) {
             var nm = t.kind === "steps" ? "step " + t.step_id[i] : (t.names && t.name.length ? t.names[t.name[i]] : t.label);
+            if (t.kind === "findings") nm += t.placed && t.placed[i] ? " (where its evidence was)" : " (its share of the step: the record says how much, not where)";
             text = t.kind === "enqueued"
               ? nm + " #" + t.seq_id[i] + "\nenqueued at " + fmtNs(t.s[i]) + "\nGPU duration " + (t.gpu_dur[i] >= 0 ? fmtNs(t.gpu_dur[i]) : "not recorded") + "; where the GPU ran it is not recorded"
               : nm + "\nstart " + fmtNs(t.s[i]) + "  duration " + fmtNs(t.d[i]) + (t.wait ? "\nwaiting for the last rank " + fmtNs(t.wait[i]) : "");
@@ -256,16 +327,6 @@ JS = r"""
       setView(Number(tr.dataset.start) - tl.origin_ns, Number(tr.dataset.end) - tl.origin_ns);
       document.getElementById("timeline-section").scrollIntoView();
     });
-  });
-  var legend = document.getElementById("tl-legend");
-  Object.keys(CHECK_COLORS).forEach(function (k) {
-    var sp = document.createElement("span"), i = document.createElement("i");
-    i.style.background = CHECK_COLORS[k]; sp.appendChild(i); sp.appendChild(document.createTextNode(k)); legend.appendChild(sp);
-  });
-  [["GPU idle gap (longest, where it was)", COLORS.gaps], ["collective: waiting for the last rank", COLORS.wait],
-   ["synchronizing CUDA call", COLORS.sync]].forEach(function (p) {
-    var sp = document.createElement("span"), i = document.createElement("i");
-    i.style.background = p[1]; sp.appendChild(i); sp.appendChild(document.createTextNode(p[0])); legend.appendChild(sp);
   });
   window.addEventListener("resize", draw);
   draw();

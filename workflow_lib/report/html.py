@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 
-from . import plots
+from . import html_glance, palette, plots
 from .assets import CSS, JS
-from .fmt import DASH, esc, num, plain, short
+from .fmt import DASH, changes, esc, num, plain, reason, short
+from .fmt import name as fmt_name
 from .model import MEASURES, SLOW_FACTOR, environment_rows
 from .timeline import SOURCE_ALIASES
 
@@ -30,12 +31,12 @@ def _reason(sources: dict, table: str) -> str:
     for name in SOURCE_ALIASES.get(table, (table,)):
         src = sources.get(name)
         if src and src.get("status") != "observed":
-            return f"{name}: {src.get('reason') or 'no reason recorded'}"
+            return f"{name}: {reason(src.get('reason'))}"
     return f"{table} not observed"
 
 
-def _missing(reason: str) -> str:
-    return f'<span class="missing">not observed: {esc(reason)}</span>'
+def _missing(why: str) -> str:
+    return f'<span class="missing">not observed: {esc(why)}</span>'
 
 
 def _kv_table(rows: list[tuple[str, str]]) -> str:
@@ -77,8 +78,8 @@ def header(m: dict) -> str:
     comp = m["comparison"]
     badge = (f'<span class="badge v-{esc(comp["verdict"])}">{esc(comp["verdict"].replace("_", " "))}</span>' if comp
              else '<span class="badge v-inconclusive">no comparison yet</span>')
-    return (f'<header><h1>Incident {esc(m["incident_id"])} {badge}</h1>'
-            f'<div class="muted">captured by {esc(snap.get("producer", "unknown"))} · reason {esc(snap["reason"])} · '
+    return (f'<header><h1>Incident <span id="incident-id">{esc(m["incident_id"])}</span> {badge}</h1>'
+            f'<div class="muted">captured by {esc(snap.get("producer", "unknown"))} · trigger {esc(fmt_name(snap["reason"]))} · '
             f'clock {esc(snap["clock"]["host"])} · snapshot {short(m["snapshot_digest"])}</div>'
             '<nav><a href="#timeline-section">Timeline</a><a href="#diagnosis">Diagnosis</a>'
             '<a href="#plan">Plan and preflight</a><a href="#trials">Trials</a><a href="#sources">Sources</a></nav></header>')
@@ -88,7 +89,7 @@ def sources_section(m: dict) -> str:
     rows = []
     for name, s in sorted(m["snapshot"]["sources"].items()):
         status = esc(s["status"].replace("_", " "))
-        rows.append(f"<tr><td>{esc(name)}</td><td>{status}</td><td>{esc(s.get('reason') or '')}</td></tr>")
+        rows.append(f"<tr><td>{esc(name)}</td><td>{status}</td><td>{esc(reason(s['reason']) if s.get('reason') else '')}</td></tr>")
     tables = "".join(f"<tr><td>{esc(n)}</td><td class='num'>{num(e['rows'], 'count', f'snapshot:/tables/{n}/rows')}</td>"
                      f"<td>{short(e['digest'])}</td></tr>" for n, e in sorted(m["snapshot"]["tables"].items()))
     return ('<section id="sources"><h2>Sources</h2><table><tr><th>source</th><th>status</th><th>reason</th></tr>'
@@ -113,9 +114,10 @@ def timeline_section(m: dict) -> str:
             '<button id="tl-reset" type="button">whole window</button><span id="tl-range" class="mono muted"></span></div>'
             '<p class="muted">Wheel to zoom, drag to pan, double-click to reset; click a step in the diagnosis to zoom to it. '
             'Tracks with many events are drawn decimated (mean coverage per pixel column, or min/max per column for samples): '
-            'the drawing shows shape; every number in this page comes from the records. Findings are drawn as each attributed '
-            "finding's share of its step (the diagnosis records how much time a finding explains, not where); "
-            f'the longest GPU idle gaps are drawn where they were. {link}</p>'
+            'the drawing shows shape; every number in this page comes from the records. Findings are drawn where their '
+            'evidence was (an input starvation on the wait spans it names, a sync stall on the synchronizing calls); the others, '
+            "whose records say how much time they explain but not where, as a share of their step (the legend says which). "
+            f'The longest GPU idle gaps are drawn where they were. Host spans are coloured by name, one row per nesting level. {link}</p>'
             '<div id="timeline-wrap"><canvas id="timeline" height="100"></canvas><div id="tl-tip"></div></div><div id="tl-legend" class="legend"></div>'
             '<p id="render-status" class="muted">drawing…</p></section>')
 
@@ -131,12 +133,12 @@ def _measure_cells(st: dict, i: int, sources: dict) -> str:
 
 
 def _finding(f: dict, src: str) -> str:
-    ev = ", ".join(f"{esc(k)}: {_value(v, f'{src}/evidence/{_tok(k)}')}" for k, v in f["evidence"].items()) or DASH
+    ev = ", ".join(f"{esc(fmt_name(k))}: {_value(v, f'{src}/evidence/{_tok(k)}')}" for k, v in f["evidence"].items()) or DASH
     miss = "".join(f"<li>{esc(x)}</li>" for x in f["missing"][:LIST_SHOWN])
     if len(f["missing"]) > LIST_SHOWN:
         miss += f"<li>… {len(f['missing']) - LIST_SHOWN} more in diagnosis.json</li>"
     explains = num(f["explains_ns"], "ns", f"{src}/explains_ns") if f["verdict"] == "attributed" else ""
-    return (f'<div class="finding"><b>{esc(f["check"])}</b> <span class="s-{esc(f["verdict"])}">{esc(f["verdict"].replace("_", " "))}</span>'
+    return (f'<div class="finding"><b>{esc(fmt_name(f["check"]))}</b> <span class="s-{esc(f["verdict"])}">{esc(f["verdict"].replace("_", " "))}</span>'
             f' {("explains " + explains) if explains else ""}<br><span class="muted">evidence:</span> {ev}'
             + (f'<br><span class="muted">missing (what would resolve it):</span><ul>{miss}</ul>' if miss else "") + "</div>")
 
@@ -149,8 +151,10 @@ def diagnosis_section(m: dict) -> str:
     parts = ['<section id="diagnosis"><h2>Diagnosis</h2>',
              _kv_table([("steps", num(sm["steps"], "count", "diagnosis:/summary/steps")),
                         ("wall time (all steps)", num(sm["wall_ns"], "ns", "diagnosis:/summary/wall_ns")),
-                        ("explained", num(sm["explained_ns"], "ns", "diagnosis:/summary/explained_ns")),
-                        ("unexplained", num(sm["unexplained_ns"], "ns", "diagnosis:/summary/unexplained_ns"))])]
+                        *([("explained", num(sm["explained_ns"], "ns", "diagnosis:/summary/explained_ns")),
+                           ("unexplained", num(sm["unexplained_ns"], "ns", "diagnosis:/summary/unexplained_ns"))]
+                          if sm["explained_ns"] else
+                          [("explained", "nothing: no check had the evidence to attribute time (what each lacked is below)")])])]
     head = "".join(f'<th class="num" title="{esc(doc)}">{esc(lab)}</th>' for _, lab, doc in MEASURES)
     absent: dict[str, list[str]] = {}
     for s in m["slow_steps"]:
@@ -166,15 +170,24 @@ def diagnosis_section(m: dict) -> str:
         st = d["steps"][i]
         attributed = [f["check"] for f in st["findings"] if f["verdict"] == "attributed"]
         unresolved = [f["check"] for f in st["findings"] if f["verdict"] == "unresolved"]
-        summary = (", ".join(attributed) or "none attributed") + (f"; unresolved: {', '.join(unresolved)}" if unresolved else "")
+        summary = (", ".join(map(fmt_name, attributed)) or "none attributed") + (f"; {len(unresolved)} unresolved" if unresolved else "")
         parts.append(f"<tr class='zoomable{' slow' if s['slow'] else ''}' data-start='{st['start_ns']}' data-end='{st['end_ns']}'>"
-                     f"<td>{num(st['step_id'], 'count', f'diagnosis:/steps/{i}/step_id')}</td><td>{esc(plain(st['rank']))}</td>"
+                     f"<td>{num(st['step_id'], 'id', f'diagnosis:/steps/{i}/step_id')}</td><td>{esc(plain(st['rank']))}</td>"
                      f"{_measure_cells(st, i, d['sources'])}<td class='num'>{s['ratio_to_median']:.2f}</td><td>{esc(summary)}</td></tr>")
     parts.append("</table>")
+    # An unresolved finding lacking the same evidence in every listed step is said once, not per step.
+    listed = [d["steps"][s["index"]] for s in m["slow_steps"]]
+    common = set.intersection(*({(f["check"], tuple(f["missing"])) for f in st["findings"] if f["verdict"] == "unresolved"}
+                                for st in listed)) if listed else set()
+    if common:
+        parts.append("<div class='finding'><b>Unresolved in every step listed</b>, for want of:<ul>" + "".join(
+            f"<li>{esc(fmt_name(c))}: {esc('; '.join(miss))}</li>" for c, miss in sorted(common)) + "</ul></div>")
     for s in m["slow_steps"]:
         i = s["index"]
         st = d["steps"][i]
-        body = "".join(_finding(f, f"diagnosis:/steps/{i}/findings/{j}") for j, f in enumerate(st["findings"]))
+        body = "".join(_finding(f, f"diagnosis:/steps/{i}/findings/{j}") for j, f in enumerate(st["findings"])
+                       if (f["check"], tuple(f["missing"])) not in common or f["verdict"] != "unresolved") or \
+            "<p class='muted'>only the unresolved checks said above</p>"
         parts.append(f"<details{' open' if s is m['slow_steps'][0] else ''}><summary>step {esc(st['step_id'])}"
                      f"{'' if st['rank'] is None else ' rank ' + esc(st['rank'])}: "
                      f"{num(st['explained_ns'], 'ns', f'diagnosis:/steps/{i}/explained_ns')} explained, "
@@ -186,7 +199,7 @@ def diagnosis_section(m: dict) -> str:
                    for c, b in sm["by_check"].items())
     parts.append("<h3>All steps, by check</h3><table><tr><th>check</th><th class='num'>attributed</th><th class='num'>unresolved</th>"
                  f"<th class='num'>not applicable</th><th class='num'>explains</th></tr>{rows}</table>")
-    parts.append("<h3>Next experiments</h3>")
+    parts.append("<h3 id='next-experiments'>Next experiments</h3>")
     if d["next_experiments"]:
         parts.append("<table><tr><th>#</th><th>check</th><th>candidate change</th><th class='num'>recovers at most</th>"
                      "<th class='num'>steps</th><th>risk</th></tr>")
@@ -212,9 +225,11 @@ def _env_table(env: dict) -> str:
 
 def _design(d: dict) -> str:
     keys = ("blocks", "runs_per_arm", "control_runs", "warmup_runs", "max_retries", "seed", "confidence", "max_failed_fraction")
-    shown = ", ".join(f"{esc(k)} {num(d[k], '', f'plan:/design/{k}')}" for k in keys if k in d)
+    unit = {"seed": "id", "confidence": "share", "max_failed_fraction": "share"}
+    shown = ", ".join(f"{esc(fmt_name(k))} {num(d[k], unit.get(k, 'count'), f'plan:/design/{k}')}" for k in keys if k in d)
     metric = d.get("metric", {})
-    return f"{shown}; metric <code>{esc(json.dumps(metric, sort_keys=True))}</code>"
+    said = ", ".join(f"{fmt_name(k)} {v}" for k, v in sorted(metric.items()))
+    return f"{shown}; metric: {esc(said)}"
 
 
 def plan_section(m: dict) -> str:
@@ -227,8 +242,8 @@ def plan_section(m: dict) -> str:
                       ("plan digest", short(m["plan_digest"])), ("snapshot digest", short(p["snapshot_digest"])),
                       ("workload", f"<code>{esc(' '.join(p['workload']['argv']))}</code>"),
                       ("working directory", f"<code>{esc(p['workload']['cwd'])}</code>"),
-                      ("baseline changes", f"<code>{esc(json.dumps(p['arms']['baseline']['changes']))}</code>"),
-                      ("candidate changes", f"<code>{esc(json.dumps(p['arms']['candidate']['changes']))}</code>"),
+                      ("baseline changes", esc(changes(p['arms']['baseline']['changes']))),
+                      ("candidate changes", esc(changes(p['arms']['candidate']['changes']))),
                       ("design", _design(p["design"]))])]
     arts = "".join(f"<tr><td>{esc(a['role'])}</td><td class='mono'>{esc(a['path'])}</td><td>{short(a['digest'])}</td>"
                    f"<td class='num'>{num(a['size'], 'count', f'plan:/artifacts/{i}/size')}</td></tr>" for i, a in enumerate(p["artifacts"]))
@@ -272,8 +287,8 @@ def trials_section(m: dict) -> str:
         ("ratio B / A", num(est["ratio"], "ratio", "comparison:/estimate/ratio") + " ["
          + num(est["ratio_low"], "ratio", "comparison:/estimate/ratio_low") + ", "
          + num(est["ratio_high"], "ratio", "comparison:/estimate/ratio_high") + "]"),
-        ("noise floor (A′ vs A)", "±" + num(fl["pct"], "", "comparison:/noise_floor/pct") + " %"),
-        ("minimal detectable effect", num(mde["pct"], "", "comparison:/mde/pct") + " %"),
+        ("noise floor (A′ vs A)", "±" + num(fl["pct"], "pct_abs", "comparison:/noise_floor/pct")),
+        ("minimal detectable effect", num(mde["pct"], "pct_abs", "comparison:/mde/pct")),
         ("blocks used", num(c["counts"]["valid_blocks"], "count", "comparison:/counts/valid_blocks") + " of "
          + num(c["counts"]["planned_blocks"], "count", "comparison:/counts/planned_blocks")),
     ]))
@@ -281,19 +296,21 @@ def trials_section(m: dict) -> str:
     rows = "".join(
         f"<tr><td>{esc(b['block'])}</td><td>{'yes' if b['used'] else esc(b['exclusion'] or 'no')}</td>"
         + "".join(f"<td class='num'>{num(b['median_ns'][a], 'ns', f'comparison:/blocks/{i}/median_ns/{a}')}</td>" for a in ("A", "B", "A'"))
-        + f"<td class='num'>{num(b['log_ratio'], '', f'comparison:/blocks/{i}/log_ratio')}</td>"
-        f"<td class='num'>{num(b['control_log_ratio'], '', f'comparison:/blocks/{i}/control_log_ratio')}</td>"
+        + f"<td class='num'>{num(b['log_ratio'], 'log_pct', f'comparison:/blocks/{i}/log_ratio')}</td>"
+        f"<td class='num'>{num(b['control_log_ratio'], 'log_pct', f'comparison:/blocks/{i}/control_log_ratio')}</td>"
         f"<td class='num'>{num(b['failed_runs'], 'count', f'comparison:/blocks/{i}/failed_runs')}</td></tr>"
         for i, b in enumerate(c["blocks"]))
     out.append("<h3>Per block</h3><table><tr><th>block</th><th>used</th><th class='num'>median A</th><th class='num'>median B</th>"
-               "<th class='num'>median A′</th><th class='num'>log B/A</th><th class='num'>log A′/A</th><th class='num'>failed runs</th></tr>"
+               "<th class='num'>median A′</th><th class='num'>B vs A</th><th class='num'>A′ vs A</th><th class='num'>failed runs</th></tr>"
                f"{rows}</table></section>")
     return "".join(out)
 
 
 def page(m: dict) -> str:
-    data = {"incident_id": m["incident_id"], "snapshot_digest": m["snapshot_digest"], "timeline": m["timeline"]}
-    body = "".join([header(m), "<main>", timeline_section(m), diagnosis_section(m), plan_section(m), trials_section(m),
+    data = {"incident_id": m["incident_id"], "snapshot_digest": m["snapshot_digest"], "timeline": m["timeline"],
+            "colors": {"findings": palette.FINDING_COLORS, "finding_other": palette.FINDING_OTHER,
+                       "span_other": palette.SPAN_OTHER}}
+    body = "".join([header(m), "<main>", html_glance.section(m["glance"]), timeline_section(m), diagnosis_section(m), plan_section(m), trials_section(m),
                     sources_section(m), "</main>"])
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'

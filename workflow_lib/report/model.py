@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import records
+from . import fmt
 
 SLOW_FACTOR = 1.25
 """A step is slow when its wall time exceeds this multiple of its rank's median step: below
@@ -84,10 +85,11 @@ def verdict_words(comparison: dict) -> str:
     parts = [VERDICT_HEADLINES[v]]
     if est.get("change_pct") is not None:
         lo, hi = _pct(est.get("log_low")), _pct(est.get("log_high"))
-        interval = f" ({conf:.0%} interval {lo:+.2f}% to {hi:+.2f}%)" if lo is not None and hi is not None else " (no interval: too few blocks)"
-        parts.append(f"The candidate's {metric} changed by {est['change_pct']:+.2f}%{interval} relative to the baseline.")
+        interval = (f" ({conf:.0%} interval {fmt.pct(lo)} to {fmt.pct(hi)})" if lo is not None and hi is not None
+                    else " (no interval: too few blocks)")
+        parts.append(f"The candidate's {metric.replace('_', ' ')} changed by {fmt.pct(est['change_pct'])}{interval} relative to the baseline.")
     if floor.get("pct") is not None:
-        parts.append(f"Running the baseline against itself (A' vs A) moved it by up to ±{floor['pct']:.2f}%: "
+        parts.append(f"Running the baseline against itself (A′ vs A) moved it by up to ±{fmt.pct_abs(floor['pct'])}: "
                      "a change must clear that band to count.")
     if comparison.get("aa_experiment"):
         parts.append("This was a deliberate A/A experiment: the candidate is the baseline, so any verdict other "
@@ -137,7 +139,11 @@ def build(recs: Records, timeline: dict | None, *, perfetto_href: str | None = N
         "trials": trial_runs(recs.plan, recs.executions),
         "comparison": recs.comparison,
         "verdict_words": verdict_words(recs.comparison) if recs.comparison else None,
+        "tried": fmt.changes(recs.plan["arms"]["candidate"]["changes"]) if recs.plan else None,
         "timeline": timeline,
         "perfetto_href": perfetto_href,
     }
+    from . import glance  # glance reads the model's own fields
+
+    model["glance"] = glance.build(model)
     return model

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from .fmt import esc, ns, pct
+from .fmt import esc, nice_step, nice_ticks, ns, ns_tick_unit, pct_abs, tick_label
 
 ARM_COLORS = {"A": "#2563eb", "B": "#ea580c", "A'": "#16a34a", "warmup": "#98a2b3"}
 ARM_NAMES = {"A": "A baseline", "B": "B candidate", "A'": "A′ baseline control", "warmup": "warmup"}
@@ -27,6 +27,54 @@ def _arm_medians(trials: list[dict]) -> dict[str, float]:
             if r["metric_ns"]:
                 by_arm.setdefault(r["arm"], []).append(r["metric_ns"])
     return {a: float(np.median(v)) for a, v in by_arm.items()}
+
+
+def _decade_ticks(lo: float, hi: float) -> list[float]:
+    """1, 2 and 5 x 10^k within [lo, hi] (lo > 0): the round values of a log axis."""
+    out = []
+    for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1):
+        out += [m * 10.0 ** k for m in (1, 2, 5) if lo <= m * 10.0 ** k <= hi]
+    return out
+
+
+def _ns_tick(v: float, step: float) -> str:
+    div, unit = ns_tick_unit(step)
+    return tick_label(v / div, step / div, unit)
+
+
+def _y_ticks(lo: float, hi: float, log: bool, relative: bool) -> list[tuple[float, str]]:
+    if relative:  # fractions, printed as percent
+        step = nice_step((hi - lo) * 100, 4)
+        return [(v / 100, tick_label(v, step, "%")) for v in nice_ticks(lo * 100, hi * 100, 4)]
+    if log:  # decades when the axis spans enough of them; else round linear values (placed on the log axis)
+        ticks = _decade_ticks(lo, hi)
+        if len(ticks) >= 3:
+            return [(v, _ns_tick(v, v)) for v in ticks]
+    step = nice_step(hi - lo, 4)
+    return [(v, _ns_tick(v, step)) for v in nice_ticks(lo, hi, 4)]
+
+
+def _pct_axis_ticks(ext: float) -> list[tuple[float, str]]:
+    """(log ratio, label) ticks of the comparison axis [-ext, ext]: round percentages when the
+    axis is narrow (log and % change are near-proportional there), round ratios when it is wide."""
+    lo_p, hi_p = (math.exp(-ext) - 1) * 100, (math.exp(ext) - 1) * 100
+    def linear():
+        step = nice_step(hi_p - lo_p, 8)
+        return [(math.log1p(p / 100), tick_label(p, step, "%")) for p in nice_ticks(lo_p, hi_p, 8) if p > -100]
+
+    if ext < 0.7:
+        return linear()
+    # wide: round ratios and their reciprocals (x2, x4, x5, x10 ... faster or slower)
+    ratios = {1.0}
+    for k in range(0, 7):
+        for m in ((2, 4, 5) if k == 0 else (1, 2, 5)):
+            ratios |= {m * 10.0 ** k, 1 / (m * 10.0 ** k)}
+    ratios = sorted(r for r in ratios if math.exp(-ext) <= r <= math.exp(ext))
+    if len(ratios) > 7:  # many decades: only x10 steps (and x2 either side of no change)
+        ratios = [r for r in ratios if r in (0.5, 1.0, 2.0) or abs(math.log10(r) - round(math.log10(r))) < 1e-9]
+    if len(ratios) < 3:
+        return linear()
+    return [(math.log(r), tick_label((r - 1) * 100, 1, "%")) for r in ratios]
 
 
 def runs_plot(trials: list[dict], comparison: dict | None, *, width: int = 960, height: int = 280,
@@ -51,6 +99,7 @@ def runs_plot(trials: list[dict], comparison: dict | None, *, width: int = 960, 
         lo, hi = min(values), max(values)
         log = hi / lo > 3  # runs spread over a decade or more are readable only on a log axis
         if log:
+            lo, hi = lo / 1.15, hi * 1.15  # room above and below the extreme runs
             f = lambda v: math.log(v)  # noqa: E731
         else:
             f = lambda v: v  # noqa: E731
@@ -66,19 +115,14 @@ def runs_plot(trials: list[dict], comparison: dict | None, *, width: int = 960, 
     def yv(v, arm=None):  # a metric value in ns
         return yf(v / med[arm] - 1.0) if relative else yf(v)
 
-    def label(v):
-        return f"{v * 100:+.1f}%" if relative else ns(v)
-
     n_slots = sum(max(len(b["runs"]), 1) for b in trials) + len(trials)
     dx = (width - left - right) / max(n_slots, 1)
     out = [f'<svg class="plot" id="runs-plot{"-relative" if relative else ""}" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
            f'xmlns="http://www.w3.org/2000/svg" font-size="11" font-family="sans-serif">']
-    for k in range(5):  # y ticks
-        fv = flo + span * k / 4
-        v = math.exp(fv) if log else fv
+    for v, text in _y_ticks(lo, hi, log, relative):  # at round values: 1, 2 or 5 x 10^k
         y = yf(v)
         out.append(f'<line x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eef2f6"/>'
-                   f'<text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end" fill="#667085">{esc(label(v))}</text>')
+                   f'<text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end" fill="#667085">{esc(text)}</text>')
     block_medians = {b["block"]: b["median_ns"] for b in (comparison or {}).get("blocks", [])}
     bidx = {b["block"]: i for i, b in enumerate((comparison or {}).get("blocks", []))}
     slot = 0
@@ -136,11 +180,10 @@ def comparison_plot(comparison: dict, *, width: int = 960, height: int = 150) ->
            f'xmlns="http://www.w3.org/2000/svg" font-size="11" font-family="sans-serif">']
     if floor is not None:
         out.append(f'<rect x="{xv(-floor):.1f}" y="10" width="{xv(floor) - xv(-floor):.1f}" height="{height - 40}" fill="#e2e8f0" '
-                   f'{_attrs("comparison:/noise_floor/log", floor)}><title>A/A noise floor ±{comparison["noise_floor"]["pct"]:.2f}%</title></rect>')
-    for k in range(-4, 5):
-        v = ext * k / 4
+                   f'{_attrs("comparison:/noise_floor/log", floor)}><title>A/A noise floor ±{pct_abs(comparison["noise_floor"]["pct"])}</title></rect>')
+    for v, text in _pct_axis_ticks(ext):
         out.append(f'<line x1="{xv(v):.1f}" x2="{xv(v):.1f}" y1="{height - 30}" y2="{height - 25}" stroke="#667085"/>'
-                   f'<text x="{xv(v):.1f}" y="{height - 12}" text-anchor="middle" fill="#667085">{esc(pct((math.exp(v) - 1) * 100))}</text>')
+                   f'<text x="{xv(v):.1f}" y="{height - 12}" text-anchor="middle" fill="#667085">{esc(text)}</text>')
     out.append(f'<line x1="{xv(0):.1f}" x2="{xv(0):.1f}" y1="6" y2="{height - 28}" stroke="#334155"/>')
     rows = (("B / A", est, "/estimate", "log_ratio", ARM_COLORS["B"], 40),
             ("A′ / A (noise)", ctrl, "/noise_floor/control", "control_log_ratio", ARM_COLORS["A'"], 82))

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from ..diagnose import measures
 from ..incident import Incident
+from . import fmt, palette
 
 RAW_TRACK_LIMIT = 40_000
 """A track with more events than this is drawn from buckets: 40k rectangles still draw in a
@@ -33,6 +34,8 @@ tracks there are (the 10 MB page limit leaves room for buckets and records)."""
 BUCKETS = 16_384
 """Buckets per decimated track over the whole window: ~8 screen widths, so the first zoom
 levels stay sharp; each costs 1 byte (coverage) or 8 bytes (min/max) before base64."""
+MAX_SPAN_ROWS = 6
+"""Nesting levels of host spans drawn on their own rows; deeper spans share the last row."""
 MAX_NAMES = 512
 """Distinct event names kept per track for tooltips; rarer names are shown as '(other)'."""
 
@@ -61,7 +64,7 @@ def source_status(incident: Incident, table: str) -> tuple[bool, str | None]:
             continue
         if src.get("status") == "observed":
             return True, None
-        reasons.append(f"{name}: {src.get('reason') or 'no reason recorded'}")
+        reasons.append(f"{name}: {fmt.reason(src.get('reason'))}")
     if incident.table(table).num_rows:
         return True, None
     if reasons:
@@ -221,6 +224,8 @@ def build(incident: Incident, diagnosis: dict | None, *, raw_total: int = RAW_TO
         pending.append((len(pending), n, make))
 
     _step_tracks(incident, diagnosis, origin, lo, hi, add)
+    if diagnosis is not None:
+        _finding_tracks(incident, diagnosis, origin, lo, hi, add)
     _host_tracks(incident, origin, lo, hi, add)
     _gpu_tracks(incident, origin, lo, hi, add)
     _nvml_tracks(incident, origin, lo, hi, add)
@@ -230,7 +235,18 @@ def build(incident: Incident, diagnosis: dict | None, *, raw_total: int = RAW_TO
         raw_ok[pos] = budget.take(n)
     tracks = [make(raw_ok[pos]) for pos, _, make in pending]
     events = sum(incident.table(t).num_rows for t in ("steps", "spans", "kernels", "memcpy", "runtime_api", "nvml", "collectives"))
-    return {"origin_ns": origin, "start_ns": lo, "end_ns": hi, "buckets": BUCKETS, "tracks": tracks, "events": int(events)}
+    return {"origin_ns": origin, "start_ns": lo, "end_ns": hi, "buckets": BUCKETS, "tracks": tracks, "events": int(events),
+            "span_colors": _span_colors(incident)}
+
+
+def _span_colors(incident: Incident) -> dict[str, str]:
+    """One colour per host-span name across all tracks (the most frequent names get the palette)."""
+    t = incident.table("spans")
+    if t.num_rows == 0:
+        return {}
+    counts = pc.value_counts(t["name"]).to_pylist()
+    names = [c["values"] for c in sorted(counts, key=lambda c: (-c["counts"], str(c["values"])))]
+    return palette.span_colors([str(n) for n in names])
 
 
 def _step_tracks(inc: Incident, diagnosis: dict | None, origin: int, lo: int, hi: int, add) -> None:
@@ -247,47 +263,110 @@ def _step_tracks(inc: Incident, diagnosis: dict | None, origin: int, lo: int, hi
         add(int(sel.sum()), lambda raw, sel=sel, r=r: _interval_track(
             f"steps:{r}", "steps", f"{_rank_label(r)}steps", s[sel], e[sel], None, {"step_id": ids[sel]}, lo, hi, raw,
             kind="steps"))
-    if diagnosis is None:
-        return
-    _finding_tracks(diagnosis, origin, lo, hi, add)
 
 
-def _finding_tracks(diagnosis: dict, origin: int, lo: int, hi: int, add) -> None:
-    """Per step: the explained time of each attributed finding, as a share of the step.
+class _Locator:
+    """Where a finding's evidence lies inside a step: the wait spans an input-starvation finding
+    names, the synchronizing calls of a sync stall. Per rank, sorted by start, so each step is
+    two binary searches."""
 
-    The diagnosis records how much time each finding explains, not where: so a step's bar
-    is split in proportion (labelled so in the page), and the longest GPU idle gaps, whose
-    positions the diagnosis does record, are drawn where they were.
+    def __init__(self, incident: Incident, origin: int):
+        self.by_rank: dict[tuple[str, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        for table, want in (("spans", None), ("runtime_api", "is_sync")):
+            t = incident.table(table)
+            if t.num_rows == 0:
+                continue
+            if want:
+                t = t.filter(t[want])
+            rk = _rank_key(t["rank"])
+            s, e = _rel(t, "start_ns", origin), _rel(t, "end_ns", origin)
+            names = t["name"].to_numpy(zero_copy_only=False)
+            for r in np.unique(rk):
+                sel = rk == r
+                order = np.argsort(s[sel], kind="stable")
+                self.by_rank[(table, int(r))] = (s[sel][order], e[sel][order], names[sel][order])
+
+    def _within(self, table: str, rank: int, lo: int, hi: int):
+        got = self.by_rank.get((table, rank))
+        if got is None:
+            return None
+        s, e, n = got
+        a, b = np.searchsorted(s, lo, side="left"), np.searchsorted(s, hi, side="left")
+        return np.clip(s[a:b], lo, hi), np.clip(e[a:b], lo, hi), n[a:b]
+
+    def place(self, finding: dict, rank: int, lo: int, hi: int) -> list[tuple[int, int]]:
+        """The finding's intervals inside [lo, hi) (relative ns), or [] when its evidence has no place."""
+        if finding["check"] == "input_starvation":
+            names = set((finding["evidence"].get("wait_spans") or {}).keys())
+            got = self._within("spans", rank, lo, hi)
+            if got is None or not names:
+                return []
+            s, e, n = got
+            keep = np.array([str(x) in names for x in n], dtype=bool)
+        elif finding["check"] == "sync_stall":
+            got = self._within("runtime_api", rank, lo, hi)
+            if got is None:
+                return []
+            s, e, _ = got
+            keep = np.ones(s.size, dtype=bool)
+        else:
+            return []
+        us, ue = union(s[keep], e[keep])
+        return list(zip(us.tolist(), ue.tolist()))
+
+
+def _finding_tracks(incident: Incident, diagnosis: dict, origin: int, lo: int, hi: int, add) -> None:
+    """Per step, each attributed finding where it was, when its evidence says where: an
+    input-starvation finding on the wait spans it names, a sync stall on the synchronizing
+    calls. Other findings' records say how much time they explain, not where: they are drawn
+    as a share of their step from its start (`placed` 0, said so in the tooltip). The longest
+    GPU idle gaps, whose positions the diagnosis records, are drawn where they were.
     """
+    where = _Locator(incident, origin)
     by_rank: dict[int, list[dict]] = {}
     for st in diagnosis.get("steps", []):
         by_rank.setdefault(-1 if st["rank"] is None else st["rank"], []).append(st)
     for r, sts in sorted(by_rank.items()):
-        seg_s, seg_e, seg_check, seg_step = [], [], [], []
+        seg_s, seg_e, seg_check, seg_step, seg_placed = [], [], [], [], []
         gap_s, gap_e = [], []
         for st in sts:  # steps, not events
-            t = st["start_ns"] - origin
+            t0, t1 = st["start_ns"] - origin, st["end_ns"] - origin
+            t = t0
             wall = max(st["wall_ns"], 1)
             for f in st["findings"]:
                 if f["verdict"] == "attributed" and f["explains_ns"] > 0:
-                    w = int(round(f["explains_ns"] * (st["end_ns"] - st["start_ns"]) / wall))
-                    seg_s.append(t)
-                    seg_e.append(t + w)
-                    seg_check.append(f["check"])
-                    seg_step.append(st["step_id"])
-                    t += w
+                    placed = where.place(f, r, t0, t1)
+                    if not placed:  # no position in the record: its share of the step
+                        w = int(round(f["explains_ns"] * (t1 - t0) / wall))
+                        placed, t = [(t, t + w)], t + w
+                        flag = 0
+                    else:
+                        flag = 1
+                    for a, b in placed:
+                        seg_s.append(a)
+                        seg_e.append(b)
+                        seg_check.append(f["check"])
+                        seg_step.append(st["step_id"])
+                        seg_placed.append(flag)
             for g in st["gaps"]["longest"]:
                 gap_s.append(g["start_ns"] - origin)
                 gap_e.append(g["end_ns"] - origin)
 
-        def make(raw, seg_s=seg_s, seg_e=seg_e, seg_check=seg_check, seg_step=seg_step, r=r):
-            return _interval_track(f"findings:{r}", "findings", f"{_rank_label(r)}findings (share of step)",
-                                   np.array(seg_s, np.int64), np.array(seg_e, np.int64), np.array(seg_check, object),
-                                   {"step_id": np.array(seg_step, np.int64)}, lo, hi, raw, kind="findings")
+        def make(raw, seg_s=seg_s, seg_e=seg_e, seg_check=seg_check, seg_step=seg_step, seg_placed=seg_placed, r=r):
+            tr = _interval_track(f"findings:{r}", "findings", f"{_rank_label(r)}findings",
+                                 np.array(seg_s, np.int64), np.array(seg_e, np.int64), np.array(seg_check, object),
+                                 {"step_id": np.array(seg_step, np.int64), "placed": np.array(seg_placed, np.int64)},
+                                 lo, hi, raw, kind="findings")
+            # placed findings on the first row, shares of a step on the second: they would overlap
+            tr["rows"] = 2 if (0 in seg_placed and 1 in seg_placed) else 1
+            return tr
 
         # Findings are at most checks x steps, but a long incident has many steps: they take
-        # their share of the raw budget like any track.
-        add(len(seg_s), make)
+        # their share of the raw budget like any track. None attributed: said, not an empty row.
+        if seg_s:
+            add(len(seg_s), make)
+        else:
+            add(0, lambda raw, r=r: _empty(f"findings:{r}", "findings", f"{_rank_label(r)}findings", "attributed finding"))
         if gap_s:
             add(len(gap_s), lambda raw, gs=gap_s, ge=gap_e, r=r: _interval_track(
                 f"gaps:{r}", "findings", f"{_rank_label(r)}longest GPU idle gaps", np.array(gs, np.int64),
@@ -311,9 +390,17 @@ def _host_tracks(inc: Incident, origin: int, lo: int, hi: int, add) -> None:
         for r, th in keys:
             sel = (rk == r) & (tid == th)
             add(int(sel.sum()), lambda raw, sel=sel, r=r, th=th, table=table, group=group, what=what, extra_col=extra_col,
-                s=s, e=e, names=names: _interval_track(
+                s=s, e=e, names=names: _with_rows(_interval_track(
                     f"{table}:{r}:{th}", group, f"{_rank_label(r)}{what} thread {th}", s[sel], e[sel], names[sel],
-                    {k: v[sel] for k, v in extra_col.items()}, lo, hi, raw))
+                    {k: v[sel] for k, v in extra_col.items()}, lo, hi, raw), extra_col.get("depth"), sel))
+
+
+def _with_rows(track: dict, depth: np.ndarray | None, sel: np.ndarray) -> dict:
+    """Host spans: one row per nesting level (capped), so a nested span never hides its parent."""
+    if depth is not None:
+        d = depth[sel]
+        track["rows"] = int(min(int(d.max()) + 1 if d.size else 1, MAX_SPAN_ROWS))
+    return track
 
 
 def _gpu_tracks(inc: Incident, origin: int, lo: int, hi: int, add) -> None:

@@ -1,0 +1,200 @@
+"""The first screen's content: what happened, why, what the trials concluded, what to try next.
+
+Built from the records only. Every number is a `Num(value, unit, src)` (a record field and
+its JSON pointer), rendered by html.py as a checked `data-src` span and by text.py for the
+terminal; the Snakefile's onsuccess prints `verdict_line`.
+
+The delay attribution (`diagnosis.summary.slow_steps`, `steps[i].excess`) and the explained
+change (`comparison.components`, `comparison.sentence`) are read with .get(): records written
+before those fields existed fall back to the best summary they hold, and never headline
+"explained 0 ns" (a diagnosis that attributed nothing says which evidence it lacked).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from . import fmt
+from .model import VERDICT_HEADLINES
+
+SLOW_LISTED = 3
+"""Slow steps shown on the first screen (the largest excess first); the diagnosis section lists more."""
+MISSING_LISTED = 3
+"""Pieces of missing evidence named when nothing was attributed (the most common first)."""
+COMPONENTS_LISTED = 5
+"""Components of the change shown on the first screen (the record keeps all)."""
+
+VERDICT_WORD = {"faster": "Faster", "slower": "Slower", "no_detectable_change": "No detectable change",
+                "inconclusive": "Inconclusive"}
+
+
+@dataclass(frozen=True)
+class Num:
+    """A shown number: the record's value, how to format it (fmt.FORMATTERS) and where it is."""
+
+    value: object
+    unit: str
+    src: str
+
+    def text(self) -> str:
+        return fmt.text_of(self.value, self.unit)
+
+
+def _tok(key) -> str:
+    return str(key).replace("~", "~0").replace("/", "~1")
+
+
+def verdict(comparison: dict | None) -> dict | None:
+    if comparison is None:
+        return None
+    est, floor, counts = comparison["estimate"], comparison["noise_floor"], comparison["counts"]
+    v = comparison["verdict"]
+    out = {"verdict": v, "word": VERDICT_WORD.get(v, fmt.name(v)), "headline": VERDICT_HEADLINES.get(v, ""),
+           "metric": comparison["metric"]["name"].replace("_", " "),
+           "confidence": comparison["design"]["confidence"],
+           "change": Num(est["ratio"], "ratio_pct", "comparison:/estimate/ratio") if est.get("ratio") is not None else None,
+           "low": Num(est["ratio_low"], "ratio_pct", "comparison:/estimate/ratio_low") if est.get("ratio_low") is not None else None,
+           "high": Num(est["ratio_high"], "ratio_pct", "comparison:/estimate/ratio_high") if est.get("ratio_high") is not None else None,
+           "floor": Num(floor["pct"], "pct_abs", "comparison:/noise_floor/pct") if floor.get("pct") is not None else None,
+           "valid": Num(counts["valid_blocks"], "count", "comparison:/counts/valid_blocks"),
+           "planned": Num(counts["planned_blocks"], "count", "comparison:/counts/planned_blocks"),
+           "aa": bool(comparison.get("aa_experiment")),
+           "sentence": comparison.get("sentence"),
+           "reason": comparison["reasons"][0] if comparison.get("reasons") else None}
+    return out
+
+
+def components(comparison: dict | None) -> list[dict] | None:
+    """The explained change, component by component; None when the record has none."""
+    comps = (comparison or {}).get("components")
+    if not comps:
+        return None
+    # The overlap-free partitions explain the change; the wall is the headline and the measures
+    # overlap them. Causes first, then the excess split and named spans; larger changes first.
+    order = {"attribution": 0, "excess": 1, "span": 2}
+    ranked = sorted(((i, c) for i, c in enumerate(comps) if c.get("group", "attribution") in order),
+                    key=lambda ic: (order[ic[1].get("group", "attribution")], -abs(ic[1].get("delta_ns_per_step") or 0)))
+    out = []
+    for i, c in ranked[:COMPONENTS_LISTED]:
+        base = f"comparison:/components/{i}"
+        iv = c.get("interval_ns") or [None, None]
+        out.append({"name": c.get("label") or fmt.name(str(c["name"]).split(":", 1)[-1]),
+                    "delta": Num(c.get("delta_ns_per_step"), "ns_signed", f"{base}/delta_ns_per_step"),
+                    "low": Num(iv[0], "ns_signed", f"{base}/interval_ns/0") if iv[0] is not None else None,
+                    "high": Num(iv[1], "ns_signed", f"{base}/interval_ns/1") if iv[1] is not None else None,
+                    "floor": Num(c["floor_ns"], "ns", f"{base}/floor_ns") if c.get("floor_ns") is not None else None,
+                    "share": Num(c["share_of_change"], "share", f"{base}/share_of_change") if c.get("share_of_change") is not None else None,
+                    "clears": bool(c.get("clears_floor")), "status": c.get("status", "unresolved")})
+    return out
+
+
+def _causes(by_cause: dict, base: str) -> list[tuple[str, Num]]:
+    return [(fmt.name(k), Num(v, "ns", f"{base}/by_cause/{_tok(k)}"))
+            for k, v in sorted(by_cause.items(), key=lambda kv: -kv[1]) if v]
+
+
+NAME_SHOWN = 48
+"""Characters of a kernel or span name shown on the first screen (mangled C++ names run to hundreds)."""
+GREW_KINDS = (("kernels_ns", "kernel"), ("host_spans_ns", "span"))
+
+
+def _grew(grew: dict, base: str) -> list[tuple[str, Num]]:
+    """The kernels and host spans whose time in the step grew most (the diagnosis names at most a few)."""
+    out = [(f"{word} {name if len(name) <= NAME_SHOWN else name[:NAME_SHOWN - 1] + '…'}",
+             Num(v, "ns_signed", f"{base}/grew/{key}/{_tok(name)}"))
+           for key, word in GREW_KINDS for name, v in (grew.get(key) or {}).items()]
+    return sorted(out, key=lambda p: -abs(p[1].value or 0))[:2]
+
+
+def _missing_evidence(steps: list[dict]) -> list[str]:
+    """The evidence the unresolved findings lack, the most often lacking first."""
+    # A single-rank incident cannot have other ranks' traces: that gap is not actionable here.
+    counts = Counter(m for st in steps for f in st["findings"] if f["verdict"] == "unresolved"
+                     and f["evidence"].get("ranks") != 1 for m in f["missing"])
+    return [m for m, _ in counts.most_common(MISSING_LISTED)]
+
+
+def excess(diagnosis: dict | None, slow: list[dict]) -> dict:
+    """Why the slow steps were slow.
+
+    With the delay attribution: each slow step's excess over its typical wall, split by cause.
+    Without it: the slowest step against its rank's median and the findings attributed there,
+    or, when none was, the evidence the checks lacked.
+    """
+    if diagnosis is None:
+        return {"kind": "absent", "reason": "diagnosis.json absent: run the diagnose stage"}
+    listed = diagnosis.get("summary", {}).get("slow_steps")
+    n_steps = Num(diagnosis["summary"]["steps"], "count", "diagnosis:/summary/steps")
+    if listed is not None:
+        rows = []
+        for i, s in enumerate(listed[:SLOW_LISTED]):
+            base = f"diagnosis:/summary/slow_steps/{i}"
+            rows.append({"step_id": Num(s["step_id"], "id", f"{base}/step_id"),
+                         "rank": None if s.get("rank") is None else Num(s["rank"], "id", f"{base}/rank"),
+                         "wall": Num(s["wall_ns"], "ns", f"{base}/wall_ns"),
+                         "typical": Num(s["typical_ns"], "ns", f"{base}/typical_ns"),
+                         "excess": Num(s["excess_ns"], "ns", f"{base}/excess_ns"),
+                         "causes": _causes(s.get("by_cause") or {}, base),
+                         "unexplained": Num(s.get("unexplained_ns", 0), "ns", f"{base}/unexplained_ns"),
+                         "excess_ns": s["excess_ns"], "grew": _grew(s.get("grew") or {}, base)})
+        return {"kind": "excess", "rows": rows, "count": len(listed), "steps": n_steps,
+                "missing": _missing_evidence(diagnosis["steps"]) if rows and not any(r["causes"] for r in rows) else []}
+    if not slow:
+        return {"kind": "no_steps", "steps": n_steps}
+    top = slow[0]
+    i = top["index"]
+    st = diagnosis["steps"][i]
+    attributed = [(fmt.name(f["check"]), Num(f["explains_ns"], "ns", f"diagnosis:/steps/{i}/findings/{j}/explains_ns"))
+                  for j, f in enumerate(st["findings"]) if f["verdict"] == "attributed" and f["explains_ns"] > 0]
+    attributed.sort(key=lambda p: -p[1].value)
+    return {"kind": "slowest", "steps": n_steps,
+            "step_id": Num(st["step_id"], "id", f"diagnosis:/steps/{i}/step_id"),
+            "rank": None if st["rank"] is None else Num(st["rank"], "id", f"diagnosis:/steps/{i}/rank"),
+            "wall": Num(st["wall_ns"], "ns", f"diagnosis:/steps/{i}/wall_ns"),
+            "ratio": top["ratio_to_median"], "median_ns": top["median_ns"], "slow": top["slow"],
+            "causes": attributed,
+            "unexplained": Num(st["unexplained_ns"], "ns", f"diagnosis:/steps/{i}/unexplained_ns") if attributed else None,
+            "missing": [] if attributed else _missing_evidence([st])}
+
+
+def next_experiment(diagnosis: dict | None, plan: dict | None) -> dict:
+    """The ranked next experiment (the first; the rest are in the diagnosis section)."""
+    tried = fmt.changes(plan["arms"]["candidate"]["changes"]) if plan else None
+    if diagnosis is None:
+        return {"kind": "absent", "tried": tried}
+    exps = diagnosis.get("next_experiments") or []
+    if not exps:
+        return {"kind": "none", "tried": tried, "missing": _missing_evidence(diagnosis["steps"])}
+    e = exps[0]
+    return {"kind": "ranked", "tried": tried, "check": fmt.name(e["check"]), "change": e["candidate_change"],
+            "recovers": Num(e["recoverable_upper_bound_ns"], "ns", "diagnosis:/next_experiments/0/recoverable_upper_bound_ns"),
+            "steps": Num(e["steps"], "count", "diagnosis:/next_experiments/0/steps"), "risk": e["risk"],
+            "more": len(exps) - 1}
+
+
+def build(m: dict) -> dict:
+    """The first screen from the view model (model.build)."""
+    return {"verdict": verdict(m["comparison"]), "components": components(m["comparison"]),
+            "excess": excess(m["diagnosis"], m["slow_steps"]), "next": next_experiment(m["diagnosis"], m["plan"])}
+
+
+def verdict_text(v: dict) -> str:
+    """'faster: step time −75.0% [−75.0%, −74.9%] (95% interval), noise floor ±0.869%' from verdict()."""
+    parts = [v["word"]]
+    if v["change"] is not None:
+        change = f"{v['metric']} {v['change'].text()}"
+        if v["low"] is not None and v["high"] is not None:
+            change += f" [{v['low'].text()}, {v['high'].text()}] ({v['confidence']:.0%} interval)"
+        parts.append(change)
+    parts.append(f"noise floor ±{v['floor'].text()}" if v["floor"] is not None else "noise floor not measured")
+    parts.append(f"{v['valid'].text()} of {v['planned'].text()} blocks")
+    return ": ".join(parts[:2]) + (", " + ", ".join(parts[2:]) if len(parts) > 2 else "")
+
+
+def verdict_line(comparison: dict | None, incident: str) -> str:
+    """One line for the end of a workflow run (and the top of `stallcase show`)."""
+    if comparison is None:
+        return f"{incident}: no comparison yet (comparison.json absent)"
+    v = verdict(comparison)
+    return f"{incident}: {verdict_text(v)}" + (" (A/A experiment)" if v["aa"] else "")

@@ -1,0 +1,147 @@
+"""What the workflow prints when it ends (the Snakefile's onsuccess and onerror handlers).
+
+On success: the verdict line and the report's path. On error: the first stallcase error of
+this run in one line, read from the rule logs (rules log through workflow_lib.rulelog, which
+writes `error: <file>: <problem>`), with the fix. Neither handler raises: a summary that fails
+must not hide the run's own outcome.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+STARTED = time.time()
+"""When the Snakefile imported this module: logs older than this belong to an earlier run."""
+
+FIXES = (
+    (re.compile(r"preflight|planned .* observed|differences?", re.I),
+     "to run the trials in the changed environment anyway, name it as a new experiment: --config experiment=NAME"),
+    (re.compile(r"missing artifact", re.I),
+     "restore the file at that path (or record the incident again), then rerun the same command"),
+    (re.compile(r"store object (is corrupt|changed)", re.I),
+     "delete that store object and rerun: the snapshot stage stores the incident again"),
+    (re.compile(r"violates \S+ schema", re.I),
+     "the file does not match its schema: record or import it again with this version of stallcase"),
+    (re.compile(r"no manifest|incident .* not found|manifest\.json", re.I),
+     "record the incident first (stallcase record --incident ID -- CMD, or stallcase import ...)"),
+)
+DEFAULT_FIX = "fix what it names and rerun the same command: finished stages are kept"
+
+
+def fix_for(message: str) -> str:
+    for pattern, fix in FIXES:
+        if pattern.search(message):
+            return fix
+    return DEFAULT_FIX
+
+
+def success_lines(results_dir, incident: str) -> list[str]:
+    """The verdict line and where the report is, from the run's own records."""
+    from .. import records
+    from .glance import verdict_line
+
+    base = Path(results_dir) / incident
+    comparison = base / "comparison.json"
+    report = base / "report.html"
+    comp = records.read_record(comparison, "comparison") if comparison.is_file() else None
+    lines = [f"stallcase: {verdict_line(comp, incident)}"]
+    if report.is_file():
+        lines.append(f"stallcase: report: {report.resolve()}  (or: stallcase show {incident})")
+    return lines
+
+
+def first_error(results_dir, incident: str | None, since: float = STARTED) -> tuple[str, Path] | None:
+    """The earliest `error:` line written to a rule log of this run, and that log."""
+    base = Path(results_dir) / incident / "logs" if incident else Path(results_dir)
+    if not base.is_dir():
+        return None
+    found = []
+    for log in base.rglob("preflight-*.json"):  # a blocked preflight keeps its record as its log
+        got = _blocked_preflight(log, since)
+        if got is not None:
+            found.append(got)
+    for log in base.rglob("*.log"):
+        try:
+            st = log.stat()
+            if st.st_mtime < since or st.st_size > 1 << 20:  # an earlier run's, or not a rulelog
+                continue
+            for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+                if line.startswith("error: "):
+                    found.append((st.st_mtime, line[len("error: "):].strip(), log))
+                    break
+        except OSError:
+            continue
+    if not found:
+        return None
+    _, msg, log = min(found, key=lambda f: f[0])
+    return msg, log
+
+
+def _blocked_preflight(log: Path, since: float) -> tuple[float, str, Path] | None:
+    from .. import records
+    from ..errors import StallcaseError
+    from ..preflight import readable_diff
+
+    try:
+        st = log.stat()
+        if st.st_mtime < since:
+            return None
+        rec = records.read_record(log, "preflight")
+    except (OSError, StallcaseError):
+        return None
+    if rec.get("status") != "blocked":
+        return None
+    return st.st_mtime, readable_diff(rec).replace("\n", " |"), log
+
+
+_FAILED_RULE = re.compile(r"^Error in rule (\S+):\s*$")
+_RULE_LOG = re.compile(r"^\s+log: (\S+)")
+
+
+def first_failed_rule(snakemake_log: str | None) -> tuple[str, str | None] | None:
+    """(rule, its log) of the first 'Error in rule' in Snakemake's own log, when no stage
+    wrote an error line (Snakemake keeps the rule's name and log there, not its message)."""
+    if not snakemake_log:
+        return None
+    try:
+        lines = Path(snakemake_log).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for i, line in enumerate(lines):
+        m = _FAILED_RULE.match(line)
+        if m:
+            log = next((lm.group(1) for lm in map(_RULE_LOG.match, lines[i + 1:i + 12]) if lm), None)
+            return m.group(1), log
+    return None
+
+
+def error_lines(results_dir, incident: str | None, snakemake_log: str | None = None) -> list[str]:
+    got = first_error(results_dir, incident)
+    if got is None:
+        failed = first_failed_rule(snakemake_log)
+        if failed is not None:
+            rule, log = failed
+            return [f"stallcase: error: rule {rule} failed without a stallcase error line"
+                    + (f"; its log: {log}" if log else "") + "; Snakemake's message is above"]
+        where = f" ({snakemake_log})" if snakemake_log else ""
+        return [f"stallcase: the workflow failed before any stage logged an error: see Snakemake's messages above{where}"]
+    msg, log = got
+    return [f"stallcase: error: {msg}", f"stallcase: fix: {fix_for(msg)}  (log: {log})"]
+
+
+def on_success(results_dir, incident: str) -> None:
+    try:
+        lines = success_lines(results_dir, incident)
+    except Exception as exc:  # noqa: BLE001 - the run succeeded; a summary failure must not say otherwise
+        lines = [f"stallcase: done; could not summarize the verdict ({exc})"]
+    print("\n".join(lines), flush=True)
+
+
+def on_error(results_dir, incident: str | None, snakemake_log: str | None = None) -> None:
+    try:
+        lines = error_lines(results_dir, incident, snakemake_log)
+    except Exception as exc:  # noqa: BLE001 - never mask the workflow's own error
+        lines = [f"stallcase: could not read the rule logs ({exc})"]
+    print("\n".join(lines), flush=True)
