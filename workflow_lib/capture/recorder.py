@@ -108,7 +108,7 @@ class _Step:
 class FlightRecorder:
     def __init__(self, incident_id: str | None = None, incidents_dir: str = "incidents", budget: Budget | None = None,
                  sources: tuple[str, ...] = ("host", "nvml", "sched", "collectives"), trigger: LatencyTrigger | None = None,
-                 cupti_mode: str = "always", gpu_window_steps: int = 32):
+                 cupti_mode: str = "always", gpu_window_steps: int = 32, mode: str | None = None):
         if incident_id is not None:
             check_incident_id(incident_id, "FlightRecorder(incident_id)")
         unknown = [s for s in sources if s not in KNOWN_SOURCES]
@@ -119,9 +119,10 @@ class FlightRecorder:
         # workload never writes into the incident it was rebuilt from.
         self.incidents_dir = os.environ.get(INCIDENTS_DIR_ENV) or str(incidents_dir)
         self.budget = budget or Budget()
-        mode = os.environ.get(MODE_ENV, "").strip().lower()
+        # The environment (an operator's or a trial arm's override) wins over the program's `mode`.
+        mode = os.environ.get(MODE_ENV, "").strip().lower() or (mode or "").strip().lower()
         if mode and mode not in MODES:
-            raise ValueError(f"{MODE_ENV}={mode!r}: unknown mode; known: {sorted(MODES)}")
+            raise ValueError(f"{MODE_ENV} / FlightRecorder(mode)={mode!r}: unknown mode; known: {sorted(MODES)}")
         if cupti_mode not in CUPTI_MODES:
             raise ValueError(f"FlightRecorder(cupti_mode={cupti_mode!r}): known {CUPTI_MODES}")
         if gpu_window_steps < 1:
