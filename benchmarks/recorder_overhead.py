@@ -151,6 +151,20 @@ def _interval_pct(logs: list[float]) -> dict:
     return {"pct": f(est), "low_pct": f(lo), "high_pct": f(hi), "rounds": int(x.size)}
 
 
+def _cupti_report(src) -> dict:
+    """What the CUPTI source kept in one run: lets a reader check that launches, syncs and
+    kernels arrived and which runtime calls were left out, and where."""
+    c = src.api.copy()
+    ids = np.unique(c.columns["name"]) if c.rows else np.zeros(0, np.int64)
+    names = [src.name_list[i] if 0 <= i < len(src.name_list) else "<unknown>" for i in ids.tolist()]
+    return {"kinds": list(src.kinds), "records": src.records, "errors": list(src.errors)[:3],
+            "kernels_written": src.kernels.written, "runtime_api_written": src.api.written,
+            "memcpy_written": src.memcpy.written, "runtime_calls_left_out_at": src.runtime_filter_at,
+            "runtime_calls_dropped_at_ingest": src.runtime_calls_dropped,
+            "runtime_filter_note": src.runtime_filter_note, "runtime_api_names": sorted(names)[:40],
+            "buffer_bytes": src.buffer_bytes, "flush_period_ms": src.flush_period_ms}
+
+
 def cupti_matrix(rounds: int, steps: int) -> dict:
     reason = _gpu_reason()
     if reason:
@@ -178,6 +192,8 @@ def cupti_matrix(rounds: int, steps: int) -> dict:
         elif cfg is not None:
             src = CuptiSource(1 << 18, 1 << 18, 1 << 12, **cfg)
             src.start()
+            if not src.running:  # measuring a CUPTI that is not on would report its cost as zero
+                raise RuntimeError(src.reason_absent or "CUPTI did not start")
         ts = []
         try:
             for _ in range(steps):
@@ -189,8 +205,7 @@ def cupti_matrix(rounds: int, steps: int) -> dict:
             info = {}
             if src is not None:
                 src.stop()
-                info = {"records": src.records, "errors": src.errors[:3], "kernels": src.kernels.written,
-                        "runtime_api": src.api.written}
+                info = _cupti_report(src)
             if prof is not None:
                 prof.__exit__(None, None, None)
         return statistics.median(ts[steps // 10:]), info
@@ -360,7 +375,8 @@ def _run_summary(rdir: Path) -> dict:
                   "max_ms": max([x for x in v if x is not None], default=None)} for arm, v in per.items()}
 
 
-def trials_overhead(work: Path, blocks: int, steps: int, skip: int, budget_s: float, only: list[str] | None) -> dict:
+def trials_overhead(work: Path, blocks: int, steps: int, skip: int, budget_s: float, only: list[str] | None,
+                    save=lambda *_: None) -> dict:
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
@@ -382,6 +398,7 @@ def trials_overhead(work: Path, blocks: int, steps: int, skip: int, budget_s: fl
             log.flush()
             c = out["comparisons"][name]
             print(f"(c) {name}: {_fmt_trial(c)}", flush=True)
+            save(out)  # a run stopped at its time limit keeps what was measured
     out["elapsed_s"] = time.time() - t0
     return out
 
@@ -469,6 +486,18 @@ def main(argv=None) -> int:
         import torch
 
         res["device_name"] = torch.cuda.get_device_name(0)
+    dest = args.json or (os.path.join(out_env, "recorder_overhead.json") if out_env else None)
+    rdest = args.rows or (os.path.join(out_env, "recorder_overhead_rows.md") if out_env else None)
+
+    def save(trials=None):
+        if trials is not None:
+            res["trials"] = trials
+        if dest:
+            Path(dest).parent.mkdir(parents=True, exist_ok=True)
+            Path(dest).write_text(json.dumps(res, indent=2, default=str) + "\n")
+        if rdest:
+            Path(rdest).write_text(rows(res))
+
     if "span" in parts:
         res["span"] = span_cost(args.span_rounds)
         s = res["span"]
@@ -485,19 +514,13 @@ def main(argv=None) -> int:
             print(f"(b) launch-bound, no CUPTI: {mx['none_median_step_ms']:.3f} ms/step; errors {mx['errors']}")
             for m, v in mx["modes"].items():
                 print(f"(b) {m:16s} {v['median_step_ms']:.3f} ms/step  overhead {_fmt_iv(v)}  {v.get('last_run')}")
+    save()
     if "trials" in parts:
         work = Path(args.work or (os.path.join(out_env, "overhead_trials") if out_env else "/tmp/overhead_trials"))
         res["trials"] = trials_overhead(work, args.blocks, args.steps, args.skip_steps, args.budget_s,
-                                        args.only.split(",") if args.only else None)
-    dest = args.json or (os.path.join(out_env, "recorder_overhead.json") if out_env else None)
-    if dest:
-        Path(dest).parent.mkdir(parents=True, exist_ok=True)
-        Path(dest).write_text(json.dumps(res, indent=2, default=str) + "\n")
-    text = rows(res)
-    print(text)
-    rdest = args.rows or (os.path.join(out_env, "recorder_overhead_rows.md") if out_env else None)
-    if rdest:
-        Path(rdest).write_text(text)
+                                        args.only.split(",") if args.only else None, save)
+    save()
+    print(rows(res))
     return 0
 
 

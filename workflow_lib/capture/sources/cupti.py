@@ -156,7 +156,11 @@ class CuptiSource:
             self._system_thread_ids(cu)
             cu.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
             if self.flush_period_ms:
-                cu.activity_flush_period(self.flush_period_ms)
+                try:  # a periodic flush is a policy, not a need: without it buffers flush when full
+                    cu.activity_flush_period(self.flush_period_ms)
+                except Exception as exc:
+                    self._error(f"activity_flush_period: {_err(exc)}")
+                    self.flush_period_ms = -1
             self.calibrate()
             self.running = True
             if armed:
