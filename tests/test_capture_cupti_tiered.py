@@ -23,13 +23,13 @@ def _run(tmp_path, monkeypatch, mode_env=None, steps=40, slow=25, window=5):
     if mode_env is not None:
         monkeypatch.setenv("STALLCASE_RECORDER_MODE", mode_env)
     rec = FlightRecorder(incident_id="tier", incidents_dir=str(tmp_path), sources=("host", "cupti"),
-                         trigger=LatencyTrigger(k=3.0, warmup_steps=10, cooldown_steps=100),
+                         trigger=LatencyTrigger(k=40.0, warmup_steps=10, cooldown_steps=100),
                          cupti_mode="triggered", gpu_window_steps=window)
     enabled_at = {}
     with rec:
         for i in range(steps):
             with rec.step(i):
-                time.sleep(0.03 if i == slow else 0.002)
+                time.sleep(0.4 if i == slow else 0.002)  # 200x: far beyond k even on a loaded host
                 if fake.enabled:
                     enabled_at[i] = True
                     fake.completed(_records(time.monotonic_ns() + CUPTI_BASE_NS))

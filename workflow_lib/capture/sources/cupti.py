@@ -122,6 +122,7 @@ class CuptiSource:
         self.armed = False
         self.windows: list[list[int | None]] = []  # [start_ns, end_ns or None while armed], host clock
         self.windows_dropped = 0
+        self._registered = False
 
     @property
     def nbytes(self) -> int:
@@ -146,12 +147,27 @@ class CuptiSource:
 
     # ---- lifecycle -----------------------------------------------------------------
     def start(self, armed: bool = True) -> None:
-        """Register with CUPTI; with `armed` (always-on) enable activity now, else at `arm()`."""
+        """Always-on (`armed`): register with CUPTI and enable activity now. Triggered: only
+        check that the binding is there; CUPTI is first touched (callbacks registered, clock
+        calibrated) at the first `arm()`, so the always-on layer has no CUPTI in the process
+        at all until a trigger fires."""
         cu = cupti
         self.mode = "always" if armed else "triggered"
         if cu is None:
             self.reason_absent = "cupti-python absent (pip install cupti-python; needs a matching nvidia-cuda-cupti)"
             return
+        self.running = True
+        if armed and not self._register(cu):
+            return
+        if armed:
+            try:
+                self._enable(cu)
+            except Exception as exc:  # cuptiError and friends: recorded, never raised into the host
+                self._fail(exc)
+
+    def _register(self, cu) -> bool:
+        if self._registered:
+            return True
         try:
             self._system_thread_ids(cu)
             cu.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
@@ -162,14 +178,17 @@ class CuptiSource:
                     self._error(f"activity_flush_period: {_err(exc)}")
                     self.flush_period_ms = -1
             self.calibrate()
-            self.running = True
-            if armed:
-                self._enable(cu)
-        except Exception as exc:  # cuptiError and friends: recorded, never raised into the host
-            self.reason_absent = f"CUPTI error: {_err(exc)}"
-            self._error(self.reason_absent)
-            self._disable()
-            self.running = False
+            self._registered = True
+            return True
+        except Exception as exc:
+            self._fail(exc)
+            return False
+
+    def _fail(self, exc: BaseException) -> None:
+        self.reason_absent = f"CUPTI error: {_err(exc)}"
+        self._error(self.reason_absent)
+        self._disable()
+        self.running = False
 
     def _enable(self, cu) -> None:
         for k in self.kinds:
@@ -197,8 +216,11 @@ class CuptiSource:
         """Enable activity now (triggered tier); False when CUPTI is not running or already armed."""
         if not self.running or self.armed:
             return False
+        if not self._register(cupti):
+            return False
         try:
             self._enable(cupti)
+            self.calibrate()
             return True
         except Exception as exc:
             self._error(f"arm: {_err(exc)}")
@@ -261,7 +283,7 @@ class CuptiSource:
 
     def flush(self) -> None:
         """Force CUPTI to hand over every buffered record, then recalibrate."""
-        if not self.running:
+        if not self.running or not self._registered:
             return
         try:
             cupti.activity_flush_all(1)
@@ -529,6 +551,9 @@ class CuptiSource:
             detail["clock_uncertainty_ns_max"] = max(x[3] for x in self.calibrations)
         if self.reason_absent:
             return source("not_observed", self.reason_absent, **detail)
+        if self.mode == "triggered" and not self._registered:
+            return source("not_observed", "triggered GPU activity: no window was armed yet (the latency trigger "
+                          "did not fire), so kernels were not observed", **detail)
         if not self.calibrations:
             return source("not_observed", f"CUPTI error: no clock calibration ({self.errors[0] if self.errors else 'unknown'})", **detail)
         return source("observed", None, **detail)
