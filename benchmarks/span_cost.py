@@ -37,7 +37,11 @@ Variants (`with span("x"): pass`, the lookup included, as a workload writes it):
   v12_list_columns  rejected (4x bytes per span, storage not preallocated): v3 with
                   Python-list columns;
   with_floor      a `with` on a Python object whose __enter__/__exit__ do nothing: the
-                  floor under any Python-level context manager.
+                  floor under any Python-level context manager;
+  bare_pair_perf_counter  two `time.perf_counter_ns()` calls (the reference
+                  recorder_overhead.py uses);
+  shipped_with    what host.py ships: the C span (`_spanext`) where it was built;
+  shipped_with_python  host.py's pure-Python span (the fallback without a compiler).
 Decorator variants (a call of a decorated no-op function, minus a plain call):
   d0_nested_with  wrapper runs `with span:` around the call (v0);
   (d1, the wrapper keeping its start in a local, was adopted: it is what
@@ -62,7 +66,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import numpy as np  # noqa: E402
+
 from workflow_lib.capture.ring import Ring  # noqa: E402
+from workflow_lib.stats import hodges_lehmann  # noqa: E402
 from workflow_lib.capture.sources import host as host_mod  # noqa: E402
 
 now_ns = time.monotonic_ns
@@ -500,6 +507,16 @@ def _loop_bare(n: int) -> float:
     return (pc() - t0) / n
 
 
+def _loop_bare_pc(n: int) -> float:
+    pc = _clock
+    mn = time.perf_counter_ns
+    t0 = pc()
+    for _ in range(n):
+        mn()
+        mn()
+    return (pc() - t0) / n
+
+
 def _loop_call(f, n: int) -> float:
     pc = _clock
     t0 = pc()
@@ -510,6 +527,16 @@ def _loop_call(f, n: int) -> float:
 
 def _noop():
     return None
+
+
+def _python_host():
+    """host.py's HostSource on its pure-Python span path, whether or not the C one is built."""
+    ext = host_mod._spanext
+    host_mod._spanext = None
+    try:
+        return host_mod.HostSource(1 << 16, 16)
+    finally:
+        host_mod._spanext = ext
 
 
 def variants() -> dict:
@@ -537,7 +564,9 @@ def variants() -> dict:
     }
     # What the library ships now (host.py): measured beside the variants it was chosen from.
     shipped = host_mod.HostSource(1 << 16, 16)
+    out["bare_pair_perf_counter"] = lambda: _loop_bare_pc
     out["shipped_with"] = lambda: functools.partial(_loop_with, shipped.span)
+    out["shipped_with_python"] = lambda: functools.partial(_loop_with, _python_host().span)
     out["shipped_decorator"] = lambda: functools.partial(_loop_call, shipped.span("f")(_noop))
     return out
 
@@ -561,7 +590,9 @@ def measure(rounds: int, n: int, only: list[str] | None = None) -> dict:
         added = [a - b for a, b in zip(per[v], ref)]
         # The minimum over rounds is the least-disturbed sample: on a shared host it is the
         # steadier estimate of intrinsic cost; the median says what a loaded host sees.
+        est, lo, hi = hodges_lehmann(np.asarray(added), 0.95)
         res[v] = {"median_ns": statistics.median(per[v]), "added_ns": statistics.median(added),
+                  "added_hl_ns": float(est), "added_ci95_ns": [float(lo), float(hi)],
                   "min_ns": min(per[v]), "added_min_ns": min(per[v]) - min(ref),
                   "ratio_to_bare_pair": statistics.median(per[v]) / statistics.median(bare),
                   "reference": "plain_call" if ref is call else "bare_pair"}
@@ -580,11 +611,13 @@ def main(argv=None) -> int:
                         "cpus": os.cpu_count(), "python": platform.python_version(),
                         "load_1min": os.getloadavg()[0]},
             "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rounds": args.rounds, "n": args.n}
-    print(f"{meta['date_utc']} python {meta['machine']['python']} load {meta['machine']['load_1min']:.2f}; "
+    meta["span_path"] = host_mod.SPAN_PATH
+    print(f"{meta['date_utc']} span path {host_mod.SPAN_PATH} python {meta['machine']['python']} load {meta['machine']['load_1min']:.2f}; "
           f"{args.rounds} rounds x {args.n}")
     for v, r in res.items():
         print(f"{v:22s} median {r['median_ns']:6.0f} ns (added {r['added_ns']:5.0f})  min {r['min_ns']:6.0f} ns "
-              f"(added {r['added_min_ns']:5.0f}) over {r['reference']:10s} ratio/bare {r['ratio_to_bare_pair']:.2f}")
+              f"(added {r['added_min_ns']:5.0f}) over {r['reference']:10s} ratio/bare {r['ratio_to_bare_pair']:.2f}  "
+              f"added HL {r['added_hl_ns']:5.0f} [{r['added_ci95_ns'][0]:.0f}, {r['added_ci95_ns'][1]:.0f}]")
     if args.json:
         Path(args.json).write_text(json.dumps({"meta": meta, "variants": res}, indent=2) + "\n")
     return 0

@@ -64,3 +64,27 @@ def test_trigger_snapshots_automatically_with_suffix(tmp_path):
     assert m["reason"] == "latency_change" and m["trigger"]["last_fire"]["step_id"] == 10
     steps = read_incident(snaps[0]).table("steps").to_pandas()
     assert steps["step_id"].max() == 10  # the slow step is inside its own snapshot
+
+
+def test_incremental_median_decides_as_np_median_would():
+    """The trigger keeps its median incrementally; every decision must equal the one a
+    np.median over the same window gives (random durations with ties, several windows)."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    for w in (3, 4, 7, 64):
+        vals = rng.integers(1, 60, 1500)
+        t = LatencyTrigger(k=1.5, warmup_steps=5, window_steps=w, cooldown_steps=3)
+        got = [t.observe(i, int(v)) for i, v in enumerate(vals)]
+        ref, buf, cool = [], np.zeros(w, np.int64), 0
+        for n, v in enumerate(vals):
+            filled, fire = min(n, w), False
+            if n >= 5 and filled >= 3:
+                med = float(np.median(buf[:filled]))
+                if med > 0 and v > 1.5 * med and cool == 0:
+                    fire, cool = True, 4
+            if cool > 0:
+                cool -= 1
+            buf[n % w] = v
+            ref.append(fire)
+        assert got == ref and any(got), w

@@ -34,6 +34,7 @@ ENV_ALLOW = frozenset({
     "CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_MODULE_LOADING",
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "PYTHONHASHSEED",
     "PYTORCH_CUDA_ALLOC_CONF", "LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONPATH",
+    "STALLCASE_RECORDER_MODE",  # the recorder's mode changes what a run costs (capture/recorder.py MODES)
 })
 ENV_ALLOW_PREFIXES = ("NCCL_", "TORCH_", "CUBLAS_", "CUDNN_", "NVIDIA_TF32_", "XLA_", "TF_")
 # Terraform's TF_CLI_* / TF_VAR_* share TensorFlow's prefix and say nothing about the workload.

@@ -12,6 +12,14 @@ Nothing here raises into the host application once constructed: sources that can
 start report `not_observed` with the reason, failures are recorded in the manifest's
 `recorder.errors`. `STALLCASE_RECORDER=off` makes everything a no-op except the per-step
 durations written to `STALLCASE_STEPS_OUT` (the trial runner's contract).
+
+GPU activity has two tiers. With `sources` holding "cupti" and `cupti_mode="triggered"`
+(needs a trigger), CUPTI kernel activity is enabled only for the `gpu_window_steps` steps
+after the latency trigger fires, and the automatic snapshot waits for that window to close,
+so the incident holds the slow step, the armed steps and `sources.cupti.detail.windows`
+(which steps had GPU activity). `cupti_mode="always"` keeps CUPTI on all the time.
+`STALLCASE_RECORDER_MODE` (recorded in the workload's environment, so a trial arm may set
+it) overrides what the program asked for: off | tiered | cupti | nocupti (see MODES).
 """
 
 from __future__ import annotations
@@ -45,6 +53,15 @@ KNOWN_SOURCES = ("host", "nvml", "sched", "cupti", "collectives")
 STEPS_OUT_ENV = "STALLCASE_STEPS_OUT"
 RECORDER_ENV = "STALLCASE_RECORDER"
 INCIDENTS_DIR_ENV = "STALLCASE_INCIDENTS_DIR"
+MODE_ENV = "STALLCASE_RECORDER_MODE"
+# What each mode does to the recorder the program constructed:
+MODES = {
+    "off": "recorder off (as STALLCASE_RECORDER=off): only STALLCASE_STEPS_OUT is written",
+    "tiered": "always-on layer; CUPTI (if requested) armed by the latency trigger for the next steps",
+    "cupti": "CUPTI (added if not requested) always on",
+    "nocupti": "always-on layer only: CUPTI left out",
+}
+CUPTI_MODES = ("always", "triggered")
 SNAPSHOT_WAIT_S = 120.0
 
 
@@ -90,7 +107,8 @@ class _Step:
 
 class FlightRecorder:
     def __init__(self, incident_id: str | None = None, incidents_dir: str = "incidents", budget: Budget | None = None,
-                 sources: tuple[str, ...] = ("host", "nvml", "sched", "collectives"), trigger: LatencyTrigger | None = None):
+                 sources: tuple[str, ...] = ("host", "nvml", "sched", "collectives"), trigger: LatencyTrigger | None = None,
+                 cupti_mode: str = "always", gpu_window_steps: int = 32, mode: str | None = None):
         if incident_id is not None:
             check_incident_id(incident_id, "FlightRecorder(incident_id)")
         unknown = [s for s in sources if s not in KNOWN_SOURCES]
@@ -101,15 +119,39 @@ class FlightRecorder:
         # workload never writes into the incident it was rebuilt from.
         self.incidents_dir = os.environ.get(INCIDENTS_DIR_ENV) or str(incidents_dir)
         self.budget = budget or Budget()
-        self.requested = tuple(dict.fromkeys(sources))
+        # The environment (an operator's or a trial arm's override) wins over the program's `mode`.
+        mode = os.environ.get(MODE_ENV, "").strip().lower() or (mode or "").strip().lower()
+        if mode and mode not in MODES:
+            raise ValueError(f"{MODE_ENV} / FlightRecorder(mode)={mode!r}: unknown mode; known: {sorted(MODES)}")
+        if cupti_mode not in CUPTI_MODES:
+            raise ValueError(f"FlightRecorder(cupti_mode={cupti_mode!r}): known {CUPTI_MODES}")
+        if gpu_window_steps < 1:
+            raise ValueError("FlightRecorder(gpu_window_steps) must be at least 1")
+        sources = tuple(dict.fromkeys(sources))
+        if mode == "cupti":
+            sources, cupti_mode = tuple(dict.fromkeys(sources + ("cupti",))), "always"
+        elif mode == "nocupti":
+            sources = tuple(s for s in sources if s != "cupti")
+        elif mode == "tiered":
+            cupti_mode = "triggered"
+        self.mode = mode or None
+        self.requested = sources
         self.trigger = trigger
-        self.enabled = os.environ.get(RECORDER_ENV, "on").strip().lower() not in ("off", "0", "false", "no")
+        self.cupti_mode = cupti_mode if "cupti" in sources else None
+        self.gpu_window_steps = int(gpu_window_steps)
+        self._gpu_left = 0  # armed steps still to record
+        self._pending_auto = False  # an automatic snapshot waiting for the armed window to close
+        self.enabled = (os.environ.get(RECORDER_ENV, "on").strip().lower() not in ("off", "0", "false", "no")
+                        and mode != "off")
         # torchrun and most launchers export RANK; every row then carries it.
         rank = os.environ.get("RANK", "")
         self.rank = int(rank) if rank.isdigit() else None
         self.unix_minus_host_ns, self.unix_uncertainty_ns = unix_minus_host_ns()
         self.errors: list[str] = []
         self.unusual: list[str] = []
+        if self.cupti_mode == "triggered" and trigger is None:
+            # Nothing would arm it (except arm_gpu()): say so rather than silently record none.
+            self.unusual.append("cupti_mode=triggered without a trigger: GPU activity is armed only by arm_gpu()")
         self.dropped_snapshots = 0
         self.failed_snapshots = 0
         self.auto_snapshots = 0
@@ -149,15 +191,19 @@ class FlightRecorder:
             return self
         self._running = True
         self.tracker.t0_ns = now_ns()
-        for name, src in (("sched", self.sched), ("nvml", self.nvml), ("cupti", self.cupti)):
+        for name, src in (("sched", self.sched), ("nvml", self.nvml)):
             if src is not None:
                 self._guard(f"starting {name}", src.start)
+        if self.cupti is not None:
+            self._guard("starting cupti", lambda: self.cupti.start(armed=self.cupti_mode == "always"))
         self._guard("starting writer", self.writer.start)
         return self
 
     def stop(self) -> None:
         """Stop samplers and the writer (queued snapshots finish); write STALLCASE_STEPS_OUT."""
         if self.enabled and self._running:
+            if self._pending_auto:  # the run ended inside an armed window: write what it has
+                self._close_gpu_window()
             self._running = False
             for name, src in (("sched", self.sched), ("nvml", self.nvml)):
                 if src is not None:
@@ -200,11 +246,34 @@ class FlightRecorder:
             return
         try:
             self.host.record_step(int(step_id), t0, t1, thread_id)
+            if self._gpu_left:
+                self._gpu_left -= 1
+                if not self._gpu_left:
+                    self._close_gpu_window()
             if self.trigger is not None and self.trigger.observe(step_id, t1 - t0):
                 self.auto_snapshots += 1
-                self.snapshot("latency_change", wait=False, automatic=True)
+                if self.cupti_mode == "triggered" and self.arm_gpu():
+                    self._pending_auto = True  # written when the armed window closes
+                elif not self._pending_auto:
+                    self.snapshot("latency_change", wait=False, automatic=True)
         except Exception as exc:  # a recorder bug must not become the workload's exception
             self._error(f"step {step_id}: {type(exc).__name__}: {exc}")
+
+    def arm_gpu(self, steps: int | None = None) -> bool:
+        """Enable CUPTI activity for the next `steps` steps (default gpu_window_steps).
+        False when CUPTI is not running or a window is already armed."""
+        if self.cupti is None or self._gpu_left or not self.cupti.arm():
+            return False
+        self._gpu_left = int(steps or self.gpu_window_steps)
+        return True
+
+    def _close_gpu_window(self) -> None:
+        self._gpu_left = 0
+        if self.cupti is not None:
+            self.cupti.disarm()
+        if self._pending_auto:
+            self._pending_auto = False
+            self.snapshot("latency_change", wait=False, automatic=True)
 
     # ---- declarations ------------------------------------------------------------------
     def declare_input(self, path: str | os.PathLike) -> None:
@@ -291,7 +360,7 @@ class FlightRecorder:
             self.cupti.flush()
             cc = self.cupti.copies()
             tables.update(self.cupti.tables(cc, since, until))
-            sources["cupti"] = self.cupti.manifest_entry(cc)
+            sources["cupti"] = self.cupti.manifest_entry(cc, since, until)
             if "runtime_api" in tables and not self.cupti.thread_ids.startswith("system"):
                 tables["runtime_api"], mapped = _native_thread_ids(tables["runtime_api"])
                 sources["cupti"]["detail"]["thread_ids"] = mapped
@@ -395,6 +464,7 @@ class FlightRecorder:
             "clock": {"unix_minus_host_uncertainty_ns": self.unix_uncertainty_ns},
             "errors": errors,
             "trigger": self.trigger.describe() if self.trigger is not None else None,
+            "mode": {"env": self.mode, "cupti_mode": self.cupti_mode, "gpu_window_steps": self.gpu_window_steps},
         }
         if self.enabled:
             rep["targets"] = self.tracker.report()
@@ -414,7 +484,7 @@ class FlightRecorder:
 
     # ---- trial-runner contract ---------------------------------------------------------
     def unusual_events(self) -> list[str]:
-        out = []
+        out = list(self.unusual)
         if self.trigger is not None and self.trigger.fired:
             out.append(f"latency trigger fired {self.trigger.fired} time(s); last: {self.trigger.last_fire}")
         if self._steps_seen > len(self._durations):

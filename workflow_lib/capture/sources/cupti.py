@@ -69,10 +69,24 @@ def _err(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+MAX_WINDOWS = 1024  # armed windows remembered (a bounded list, like every other record)
+
+
 class CuptiSource:
+    """CUPTI activity, always on (`armed=True` at start) or armed for windows (`arm`/`disarm`).
+
+    Triggered use is the recorder's second tier: the always-on layer (spans, steps, NVML,
+    sched) runs all the time, and CUPTI kernel activity is enabled only for the steps after
+    a latency trigger fires (shared/notes/gpu.md and docs/benchmarks.md: always-on CUPTI
+    cost +16% to +40% on host-bound loops). `windows` are the host-clock intervals during
+    which activity was enabled: outside them kernels were not observed, which is what the
+    diagnosis must say for those steps (`covered_steps` below).
+    """
+
     KINDS = ("CONCURRENT_KERNEL", "MEMCPY", "MEMSET", "RUNTIME", "SYNCHRONIZATION")
 
-    def __init__(self, kernel_cap: int, api_cap: int, memcpy_cap: int):
+    def __init__(self, kernel_cap: int, api_cap: int, memcpy_cap: int, kinds: tuple[str, ...] | None = None,
+                 buffer_bytes: int = 0, flush_period_ms: int = 0):
         self.kernels = Ring("kernels", {"name": "q", "device": "q", "stream": "q", "corr": "q", "start": "q", "end": "q",
                                         "gx": "q", "gy": "q", "gz": "q", "bx": "q", "by": "q", "bz": "q"}, kernel_cap)
         self.api = Ring("runtime_api", {"name": "q", "tid": "q", "corr": "q", "start": "q", "end": "q", "sync": "q"}, api_cap)
@@ -98,6 +112,17 @@ class CuptiSource:
         self._recent_n = 0
         self._lock = threading.Lock()
         self.running = False
+        self.kinds = tuple(kinds) if kinds else self.KINDS
+        unknown = [k for k in self.kinds if k not in self.KINDS]
+        if unknown:
+            raise ValueError(f"CuptiSource: unknown activity kind(s) {unknown}; known: {self.KINDS}")
+        self.buffer_bytes = int(buffer_bytes) or BUFFER_BYTES
+        self.flush_period_ms = int(flush_period_ms)
+        self.mode = "always"
+        self.armed = False
+        self.windows: list[list[int | None]] = []  # [start_ns, end_ns or None while armed], host clock
+        self.windows_dropped = 0
+        self._registered = False
 
     @property
     def nbytes(self) -> int:
@@ -121,27 +146,90 @@ class CuptiSource:
         return i
 
     # ---- lifecycle -----------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, armed: bool = True) -> None:
+        """Always-on (`armed`): register with CUPTI and enable activity now. Triggered: only
+        check that the binding is there; CUPTI is first touched (callbacks registered, clock
+        calibrated) at the first `arm()`, so the always-on layer has no CUPTI in the process
+        at all until a trigger fires."""
         cu = cupti
+        self.mode = "always" if armed else "triggered"
         if cu is None:
             self.reason_absent = "cupti-python absent (pip install cupti-python; needs a matching nvidia-cuda-cupti)"
             return
+        self.running = True
+        if armed and not self._register(cu):
+            return
+        if armed:
+            try:
+                self._enable(cu)
+            except Exception as exc:  # cuptiError and friends: recorded, never raised into the host
+                self._fail(exc)
+
+    def _register(self, cu) -> bool:
+        if self._registered:
+            return True
         try:
             self._system_thread_ids(cu)
             cu.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
-            for k in self.KINDS:
-                kind = getattr(cu.ActivityKind, k, None)
-                if kind is None:
-                    continue
-                cu.activity_enable(kind)
-                self.enabled_kinds.append(k)
-                if k == "RUNTIME":
-                    self._filter_runtime_at_source(cu)
+            if self.flush_period_ms:
+                try:  # a periodic flush is a policy, not a need: without it buffers flush when full
+                    cu.activity_flush_period(self.flush_period_ms)
+                except Exception as exc:
+                    self._error(f"activity_flush_period: {_err(exc)}")
+                    self.flush_period_ms = -1
             self.calibrate()
-            self.running = True
-        except Exception as exc:  # cuptiError and friends: recorded, never raised into the host
-            self.reason_absent = f"CUPTI error: {_err(exc)}"
-            self._error(self.reason_absent)
+            self._registered = True
+            return True
+        except Exception as exc:
+            self._fail(exc)
+            return False
+
+    def _fail(self, exc: BaseException) -> None:
+        self.reason_absent = f"CUPTI error: {_err(exc)}"
+        self._error(self.reason_absent)
+        self._disable()
+        self.running = False
+
+    def _enable(self, cu) -> None:
+        for k in self.kinds:
+            kind = getattr(cu.ActivityKind, k, None)
+            if kind is None:
+                continue
+            cu.activity_enable(kind)
+            self.enabled_kinds.append(k)
+            if k == "RUNTIME":
+                self._filter_runtime_at_source(cu)
+        self.armed = True
+        self._open_window()
+
+    def _open_window(self) -> None:
+        if len(self.windows) >= MAX_WINDOWS:
+            self.windows.pop(0)
+            self.windows_dropped += 1
+        self.windows.append([now_ns(), None])
+
+    def _close_window(self) -> None:
+        if self.windows and self.windows[-1][1] is None:
+            self.windows[-1][1] = now_ns()
+
+    def arm(self) -> bool:
+        """Enable activity now (triggered tier); False when CUPTI is not running or already armed."""
+        if not self.running or self.armed:
+            return False
+        if not self._register(cupti):
+            return False
+        try:
+            self._enable(cupti)
+            self.calibrate()
+            return True
+        except Exception as exc:
+            self._error(f"arm: {_err(exc)}")
+            self._disable()
+            return False
+
+    def disarm(self) -> None:
+        """Disable activity now; records already made arrive at the next flush (the snapshot's)."""
+        if self.armed:
             self._disable()
 
     def _system_thread_ids(self, cu) -> None:
@@ -182,6 +270,9 @@ class CuptiSource:
             except Exception as exc:
                 self._error(f"activity_disable {k}: {_err(exc)}")
         self.enabled_kinds = []
+        if self.armed:
+            self.armed = False
+            self._close_window()
 
     def stop(self) -> None:
         if not self.running:
@@ -192,7 +283,7 @@ class CuptiSource:
 
     def flush(self) -> None:
         """Force CUPTI to hand over every buffered record, then recalibrate."""
-        if not self.running:
+        if not self.running or not self._registered:
             return
         try:
             cupti.activity_flush_all(1)
@@ -220,7 +311,7 @@ class CuptiSource:
 
     # ---- CUPTI callbacks (CUPTI's thread) ------------------------------------------------
     def _buffer_requested(self):
-        return BUFFER_BYTES, 0
+        return self.buffer_bytes, 0
 
     def _buffer_completed(self, activities) -> None:
         try:
@@ -423,8 +514,24 @@ class CuptiSource:
             })
         return out
 
-    def manifest_entry(self, copies: dict) -> dict:
-        detail = {"kinds": list(self.enabled_kinds), "records": self.records, "error_count": self.error_count,
+    def window_list(self, since_ns: int, until_ns: int) -> list[list[int]]:
+        """Armed intervals clipped to [since, until]; an open one ends at `until`."""
+        out = []
+        for s, e in list(self.windows):
+            e = until_ns if e is None else e
+            s, e = max(s, since_ns), min(e, until_ns)
+            if e > s:
+                out.append([int(s), int(e)])
+        return out
+
+    def manifest_entry(self, copies: dict, since_ns: int | None = None, until_ns: int | None = None) -> dict:
+        since_ns = 0 if since_ns is None else since_ns
+        until_ns = now_ns() if until_ns is None else until_ns
+        detail = {"kinds": list(self.kinds), "enabled_now": list(self.enabled_kinds), "mode": self.mode,
+                  "windows": self.window_list(since_ns, until_ns), "windows_dropped": self.windows_dropped,
+                  "windows_rule": ("host-clock intervals during which CUPTI activity was enabled; kernels outside "
+                                   "them were not observed (workflow_lib.capture.sources.cupti.covered_steps)"),
+                  "buffer_bytes": self.buffer_bytes, "flush_period_ms": self.flush_period_ms, "records": self.records, "error_count": self.error_count,
                   "errors": list(self.errors), "calibrations": len(self.calibrations),
                   "sync_records_without_api_call": self.dropped_sync_without_api,
                   "thread_id_type": self.thread_ids,
@@ -444,6 +551,9 @@ class CuptiSource:
             detail["clock_uncertainty_ns_max"] = max(x[3] for x in self.calibrations)
         if self.reason_absent:
             return source("not_observed", self.reason_absent, **detail)
+        if self.mode == "triggered" and not self._registered:
+            return source("not_observed", "triggered GPU activity: no window was armed yet (the latency trigger "
+                          "did not fire), so kernels were not observed", **detail)
         if not self.calibrations:
             return source("not_observed", f"CUPTI error: no clock calibration ({self.errors[0] if self.errors else 'unknown'})", **detail)
         return source("observed", None, **detail)
@@ -523,3 +633,39 @@ def _sync_type(cu, t) -> str:
         except (ValueError, TypeError):
             pass
     return str(t)
+
+
+# ---- for readers of an incident (the diagnosis) -------------------------------------------
+def activity_windows(manifest: dict) -> list[tuple[int, int]] | None:
+    """Host-clock intervals of an incident during which CUPTI activity was recorded.
+
+    None: CUPTI was not observed at all (every step's kernels are "not observed").
+    A manifest from before windows were recorded, with CUPTI observed, was always on: its
+    whole window counts as covered.
+    """
+    src = (manifest.get("sources") or {}).get("cupti") or {}
+    if src.get("status") != "observed":
+        return None
+    detail = src.get("detail") or {}
+    wins = detail.get("windows")
+    if wins is None:
+        w = manifest.get("window") or {}
+        if "start_ns" in w and "end_ns" in w:
+            return [(int(w["start_ns"]), int(w["end_ns"]))]
+        return None
+    return [(int(a), int(b)) for a, b in wins]
+
+
+def covered_steps(manifest: dict, start_ns, end_ns) -> np.ndarray:
+    """Per step (arrays of host start/end ns): True where the whole step lies inside one
+    window of recorded GPU activity, so its kernels were observed; False means "kernels not
+    observed" for that step (CUPTI off, or armed only for other steps)."""
+    start = np.asarray(start_ns, dtype=np.int64)
+    end = np.asarray(end_ns, dtype=np.int64)
+    out = np.zeros(start.shape, dtype=bool)
+    wins = activity_windows(manifest)
+    if not wins:
+        return out
+    for a, b in wins:
+        out |= (start >= a) & (end <= b)
+    return out

@@ -8,6 +8,12 @@ start on a small per-object list. `@rec.span("f")` keeps the start in the wrappe
 (no `with`, no per-object state), so one decorated function serves every thread. Each
 variant tried, with numbers: benchmarks/span_cost.py and docs/benchmarks.md.
 
+With the optional C extension (`_spanext`, built by setup.py where a compiler exists), the
+same span lives in C: `__enter__`/`__exit__` are C methods and the per-thread lookup is a C
+dict lookup, so a span runs no Python bytecode (docs/benchmarks.md: what a `with` costs and
+why C). Without it, or with STALLCASE_SPAN_PATH=python, the pure-Python `_Span` below is used;
+both write the same rows under the same ring contract, and `SPAN_PATH` says which is in use.
+
 Thread ids are Linux tids (the ids /proc and the sched table use), cached in a
 `threading.local` because `threading.get_native_id()` is a syscall (~0.3 us); a dict keyed
 by `threading.get_ident()` would be wrong, as idents are reused after a thread ends. Name
@@ -32,6 +38,14 @@ NAME_BITS = 20
 MAX_NAMES = (1 << NAME_BITS) - 1
 OVERFLOW_NAME = "<span names over budget>"
 
+try:  # optional C span path; see setup.py
+    from .. import _spanext  # type: ignore
+except ImportError:  # not built (no compiler, Python < 3.11): the Python path records the same rows
+    _spanext = None
+if os.environ.get("STALLCASE_SPAN_PATH", "").strip().lower() == "python":
+    _spanext = None
+SPAN_PATH = "c" if _spanext is not None else "python"
+
 _TLS = threading.local()
 _SOURCES: "weakref.WeakSet[HostSource]" = weakref.WeakSet()
 
@@ -43,6 +57,8 @@ def _reset_after_fork() -> None:
     _TLS = threading.local()
     for src in list(_SOURCES):
         src._tls = threading.local()
+        if src._lookup is not None:
+            src._lookup.reset()
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)
@@ -112,6 +128,25 @@ class _Span:
         return wrapper
 
 
+if _spanext is not None:
+    class _CSpan(_spanext.Span):
+        """The C span (`with` in C) plus the Python decorator of `_Span`."""
+
+        __slots__ = ("ring",)
+
+        def __init__(self, ring: Ring, code: int):
+            c = ring.cols
+            super().__init__(c["start_ns"], c["end_ns"], c["code"], c["seq"], ring.ctr, ring.mask, code)
+            self.ring = ring
+
+        @property
+        def outer(self) -> list:  # parity with _Span for callers that inspect an idle span
+            return [0] * self.open_outer
+
+        def __call__(self, fn):
+            return _Span(self.ring, self.code).__call__(fn)
+
+
 class HostSource:
     """Owns the spans and steps rings and the span-name table."""
 
@@ -123,7 +158,12 @@ class HostSource:
         self._names_lock = threading.Lock()
         self.names_over_budget = 0
         self.last_repeated_step_ids = 0
-        self._tls = threading.local()  # .spans: this thread's name -> _Span
+        self._tls = threading.local()  # .spans: this thread's name -> _Span (Python path)
+        self._lookup = None
+        if _spanext is not None:
+            # An instance attribute shadows span(): `rec.span` binds to this C callable.
+            self._lookup = self.span = _spanext.Lookup(self._make_span, MAX_NAMES)
+        self.span_path = SPAN_PATH
         _SOURCES.add(self)
 
     @property
@@ -159,6 +199,10 @@ class HostSource:
             return self._tls.spans[name]
         except (AttributeError, KeyError):
             return self._new_span(name)
+
+    def _make_span(self, name: str):
+        """The calling thread's new C span for `name` (the C lookup caches it per thread)."""
+        return _CSpan(self.spans, current_tid_shifted() | self.name_id(name))
 
     def _new_span(self, name: str) -> _Span:
         cache = self._tls.__dict__.setdefault("spans", {})

@@ -1,0 +1,35 @@
+"""Optional C span path (workflow_lib/capture/_spanext.c); everything else is in pyproject.toml.
+
+The extension is optional: without a C compiler or Python's headers, or on a Python below
+its stable ABI (3.11), the build warns and the package installs with the pure-Python span
+path (workflow_lib/capture/sources/host.py), which records the same rows, only slower.
+"""
+
+import sys
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+
+class OptionalBuildExt(build_ext):
+    """Never fail the install over the optional extension."""
+
+    def run(self):
+        try:
+            super().run()
+        except Exception as exc:  # no compiler at all, broken toolchain, ...
+            self.warn(f"optional C span path not built ({exc}); the pure-Python span path is used")
+
+    def build_extension(self, ext):
+        try:
+            super().build_extension(ext)
+        except Exception as exc:
+            self.warn(f"optional C span path not built ({exc}); the pure-Python span path is used")
+
+
+ext = []
+if sys.version_info >= (3, 11) and sys.implementation.name == "cpython":
+    ext.append(Extension("workflow_lib.capture._spanext", ["workflow_lib/capture/_spanext.c"],
+                         py_limited_api=True, optional=True, extra_compile_args=["-O2"]))
+
+setup(ext_modules=ext, cmdclass={"build_ext": OptionalBuildExt})
