@@ -36,6 +36,10 @@ SENTENCE_PARTS = 4
 MIN_SENTENCE_SHARE = 0.01
 # The remainders: shown after the named causes.
 _REST = (K.UNEXPLAINED, K.NO_SPAN, K.EXCESS_PREFIX + K.UNEXPLAINED)
+# A fix "recovered the bound" when its interval reaches this fraction of it: the bound is itself
+# measured on the baseline's steps, and a fix that leaves under a tenth of the stall did what the
+# diagnosis predicted; below it, the note says how much remains.
+RECOVERED_FRACTION = 0.9
 # At most this many of the baseline diagnoses' next experiments are held against the outcome.
 MAX_PREDICTIONS = 3
 
@@ -205,7 +209,7 @@ def _prediction(check: str, bound: float, by: dict[str, dict]) -> dict:
         out["note"] = f"{what} grew by {fmt_ns(row['delta_ns_per_step'])}/step"
     else:
         reach = out["recovered_interval_ns"][1]
-        out["outcome"] = "recovered_bound" if reach is not None and reach >= bound else "less_than_bound"
+        out["outcome"] = "recovered_bound" if reach is not None and reach >= RECOVERED_FRACTION * bound else "less_than_bound"
         gone = -row["delta_ns_per_step"]
         out["note"] = f"{what} recovered {fmt_ns(gone)}/step of a predicted {fmt_ns(bound)}/step ({gone / bound:.0%})"
         if out["outcome"] == "less_than_bound":
@@ -235,7 +239,7 @@ def fmt_ns(ns: float) -> str:
 
 def _unit(scale: float) -> tuple[str, float]:
     for unit, div in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if scale >= 0.1 * div:
+        if scale >= div:
             return unit, div
     return "ns", 1.0
 
@@ -252,8 +256,8 @@ def _headline(record: dict) -> str:
         n = _decimals(abs(pct), 2)
         return f"{verdict} by {abs(pct):.{n}f}% [{ends[0]:.{n}f}, {ends[1]:.{n}f}]"
     n = _decimals(max(abs(pct), 0.01), 2)
-    span = f" [{(lo - 1) * 100:+.{n}f}, {(hi - 1) * 100:+.{n}f}]" if lo is not None and hi is not None else ""
-    return f"{verdict.replace('_', ' ')} ({pct:+.{n}f}%{span})"
+    span = f" [{_signed((lo - 1) * 100, n)}, {_signed((hi - 1) * 100, n)}]" if lo is not None and hi is not None else ""
+    return f"{verdict.replace('_', ' ')} ({_signed(pct, n)}%{span})"
 
 
 def _part(row: dict, unit: str, div: float, decimals: int) -> str:
