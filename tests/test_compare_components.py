@@ -279,3 +279,28 @@ def test_version_1_comparisons_still_read_and_version_2_needs_components():
 def test_sentence_numbers():
     assert CC.fmt_ns(-12.3e6) == "-12.3 ms" and CC.fmt_ns(950.0) == "950 ns"
     assert CC._signed(-0.04, 1) == "+0.0" and CC._signed(-12.34, 1) == "−12.3"
+
+
+def test_report_shows_why_it_changed(tmp_path):
+    """The report's section: every shown number is the comparison field it names, the sentence
+    is there, and the typical steps of A and B are drawn on one scale."""
+    from workflow_lib.report import why_changed
+    from workflow_lib.report.fmt import esc
+
+    des = cb.design(blocks=8, runs_per_arm=3, control_runs=3)
+    rec = _compare(*B.experiment(des, _loader_comp(25)))
+    page = why_changed.section(rec)
+    assert esc(rec["sentence"]) in page and "A typical step of A and of B" in page
+    import html as H
+    import json
+
+    shown = re.findall(r'data-src="comparison:([^"]+)" data-unit="[^"]*" data-v="([^"]*)"', page)
+    assert len(shown) >= 6 * len(rec["components"])
+    for pointer, value in shown:
+        node = rec
+        for key in pointer.strip("/").split("/"):
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        assert json.loads(H.unescape(value)) == node, pointer
+    old = dict(rec, schema_version=1)
+    del old["components"]
+    assert "has no components" in why_changed.section(old)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from . import plots
+from . import plots, why_changed
 from .assets import CSS, JS
 from .fmt import DASH, esc, num, plain, short
 from .model import MEASURES, SLOW_FACTOR, environment_rows
@@ -278,6 +278,7 @@ def trials_section(m: dict) -> str:
          + num(c["counts"]["planned_blocks"], "count", "comparison:/counts/planned_blocks")),
     ]))
     out.append("<h3>Why</h3><ol>" + "".join(f"<li>{esc(r)}</li>" for r in c["reasons"]) + "</ol>")
+    out.append(why_changed.section(c))
     rows = "".join(
         f"<tr><td>{esc(b['block'])}</td><td>{'yes' if b['used'] else esc(b['exclusion'] or 'no')}</td>"
         + "".join(f"<td class='num'>{num(b['median_ns'][a], 'ns', f'comparison:/blocks/{i}/median_ns/{a}')}</td>" for a in ("A", "B", "A'"))
