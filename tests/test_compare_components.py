@@ -304,3 +304,10 @@ def test_report_shows_why_it_changed(tmp_path):
     old = dict(rec, schema_version=1)
     del old["components"]
     assert "has no components" in why_changed.section(old)
+
+
+def test_describe_prints_components_with_intervals():
+    des = cb.design(blocks=8, runs_per_arm=3, control_runs=3)
+    text = CC.describe(_compare(*B.experiment(des, _loader_comp(26))))
+    line = next(x for x in text.splitlines() if x.strip().startswith("check:input_starvation"))
+    assert re.search(r"-11\.\d{4} ms/step \[-1\d\.\d{4}, -1\d\.\d{4}\] floor ±0\.\d{4} CLEARS share 9\d\.\d%", line), line

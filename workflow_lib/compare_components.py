@@ -299,3 +299,41 @@ def explain(record: dict, per_block: list[dict[str, list]], confidence: float) -
     preds = predictions(per_block, rows)
     return {"components": rows, "change_explained": change_explained(rows), "predictions": preds,
             "sentence": sentence(record, rows, preds)}
+
+
+# --- printing (examples/gpu/h200_demo_pipeline.sh; anyone with a comparison.json) ------------
+
+
+def _ms(ns: float | None) -> str:
+    return "n/a" if ns is None else f"{ns / 1e6:+.4f}"
+
+
+def describe(record: dict) -> str:
+    """Plain-text summary of a comparison record's verdict and components."""
+    est, floor, mde = record["estimate"], record["noise_floor"], record["mde"]
+    lines = [f"verdict {record['verdict']}: ratio {est.get('ratio')} [{est.get('ratio_low')}, {est.get('ratio_high')}], "
+             f"floor {floor.get('pct')}%, mde {mde.get('pct')}%", *(f"  reason: {r}" for r in record["reasons"])]
+    if "components" not in record:
+        return "\n".join(lines + ["  (comparison schema 1: no components)"])
+    lines.append(f"  {record['sentence']}")
+    for r in record["components"]:
+        if r["status"] == "resolved":
+            lo, hi = (_ms(v) for v in r["interval_ns"])
+            share = "" if r["share_of_change"] is None else f" share {r['share_of_change']:.1%}"
+            state = "CLEARS" if r["clears_floor"] else "within"
+            lines.append(f"  {r['name']:<28} {_ms(r['delta_ns_per_step'])} ms/step [{lo}, {hi}] "
+                         f"floor ±{_ms(r['floor_ns']).lstrip('+')} {state}{share}")
+        else:
+            lines.append(f"  {r['name']:<28} unresolved: {r['reason']}")
+    lines += [f"  predicted {p['check']}: {p['outcome']}: {p['note']}" for p in record.get("predictions", [])]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    import sys
+
+    from . import records
+
+    for path in sys.argv[1:]:
+        print(path)
+        print(describe(records.read_record(path, "comparison")))
