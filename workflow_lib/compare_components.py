@@ -272,6 +272,8 @@ def _part(row: dict, unit: str, div: float, decimals: int) -> str:
 
 def sentence(record: dict, rows: list[dict], preds: list[dict]) -> str:
     head = _headline(record)
+    if not record["counts"]["valid_blocks"]:
+        return head + ": no valid block, so no component either"
     if not rows:
         return head + ": no per-run components (trials.record_runs off, or no run was diagnosed)"
     wall = next((r for r in rows if r["name"] == "wall"), None)
