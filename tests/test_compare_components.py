@@ -311,3 +311,46 @@ def test_describe_prints_components_with_intervals():
     text = CC.describe(_compare(*B.experiment(des, _loader_comp(26))))
     line = next(x for x in text.splitlines() if x.strip().startswith("check:input_starvation"))
     assert re.search(r"-11\.\d{4} ms/step \[-1\d\.\d{4}, -1\d\.\d{4}\] floor ±0\.\d{4} CLEARS share 9\d\.\d%", line), line
+
+
+# --- one run's components from a diagnosis built to the contract -----------------------------
+
+
+def _step(i, wall, wait, *, excess, sync_verdict="attributed"):
+    findings = [{"check": "input_starvation", "verdict": "attributed" if wait else "not_applicable", "explains_ns": wait,
+                 "evidence": {}, "missing": []},
+                {"check": "sync_stall", "verdict": sync_verdict, "explains_ns": 100 if sync_verdict == "attributed" else 0,
+                 "evidence": {}, "missing": [] if sync_verdict != "unresolved" else ["host CUDA API calls"]}]
+    st = {"step_id": i, "rank": 0, "thread_id": 7, "start_ns": 1000 * i, "end_ns": 1000 * i + wall, "wall_ns": wall,
+          "kernel_sum_ns": None, "busy_ns": wall - wait, "idle_ns": wait, "host_api_ns": 50, "host_sync_api_ns": 10,
+          "overlap_factor": None, "gaps": {"count": 0, "total_ns": 0, "longest": []}, "findings": findings,
+          "explained_ns": wait + 100, "unexplained_ns": wall - wait - 100}
+    if excess is not False:
+        st["excess"] = excess
+    return st
+
+
+def test_run_components_read_the_contract():
+    from workflow_lib import components as K
+
+    ex = {"typical_ns": 900, "excess_ns": 300, "by_cause": {"input_starvation": 250}, "unexplained_ns": 50}
+    steps = [_step(0, 5000, 4000, excess=None), _step(1, 900, 0, excess=None),  # warm-up, then no reference
+             _step(2, 1200, 300, excess=ex), _step(3, 900, 0, excess={**ex, "by_cause": {}, "excess_ns": 0, "unexplained_ns": 0})]
+    diag = {"checks": ["input_starvation", "sync_stall"], "steps": steps, "summary": {"steps": 4},
+            "next_experiments": [{"rank": 1, "check": "input_starvation", "recoverable_upper_bound_ns": 4300, "steps": 2}]}
+    comp = K.run_components(diag, skip_steps=1)
+    v = comp["values_ns"]
+    assert comp["steps"] == 3 and v["wall"] == 1000 and v["check:input_starvation"] == 100
+    assert v["check:sync_stall"] == 100 and v["unexplained"] == 800 and v["gpu_busy"] == 900 and v["host_api"] == 50
+    assert v["excess:input_starvation"] == 125 and v["excess:unexplained"] == 25  # over the 2 steps with a reference
+    assert comp["excess_available"] and K.value_of(comp, "excess:gpu_work_growth") == (0.0, None)
+    assert comp["next_experiments"] == [{"check": "input_starvation", "bound_ns_per_step": 1075.0}]
+    # Before delay attribution lands (no steps[].excess): excess is not available, never 0.
+    for st in steps:
+        st.pop("excess")
+    comp = K.run_components(diag, skip_steps=1)
+    assert not comp["excess_available"] and K.value_of(comp, "excess:input_starvation")[0] is None
+    # A check unresolved in one measured step is unknown for the run.
+    steps[2] = _step(2, 1200, 300, excess=False, sync_verdict="unresolved")
+    comp = K.run_components(diag, skip_steps=1)
+    assert comp["values_ns"]["check:sync_stall"] is None and "host CUDA API calls" in comp["unobserved"]["check:sync_stall"]
