@@ -76,7 +76,8 @@ def _names(per_block: list[dict[str, list]]) -> list[str]:
             for comp in comps:
                 if comp:
                     seen.update(dict.fromkeys(comp.get("values_ns", {})))
-    return sorted(seen, key=lambda n: (_ORDER[group(n)], n == K.UNEXPLAINED, list(seen).index(n)))
+    first = {n: k for k, n in enumerate(seen)}  # the diagnosis's own order within a group
+    return sorted(seen, key=lambda n: (_ORDER[group(n)], n == K.UNEXPLAINED, first[n]))
 
 
 def _block_values(name: str, per_block: list[dict[str, list]]):
