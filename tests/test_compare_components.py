@@ -224,7 +224,7 @@ def test_fix_recovers_less_than_the_bound_and_time_moves():
     lo, hi = _by(rec)["wall"]["interval_ns"]  # 12 - 6 ms of wait gone, 2 ms of it back as sync
     assert lo <= -4 * MS <= hi and pred["wall_recovered_ns_per_step"] == -_by(rec)["wall"]["delta_ns_per_step"]
     host = next(p for p in rec["predictions"] if p["check"] == "host_submission")
-    assert host["outcome"] == "cause_unchanged"
+    assert host["outcome"] == "cause_unchanged" and host["moved_to"] == [] and "moved" not in host["note"]
 
 
 # --- missing evidence ------------------------------------------------------------------------

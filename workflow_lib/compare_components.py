@@ -198,9 +198,12 @@ def _prediction(check: str, bound: float, by: dict[str, dict]) -> dict:
     out.update(recovered_ns_per_step=-row["delta_ns_per_step"],
                recovered_interval_ns=[None if hi is None else -hi, None if lo is None else -lo],
                wall_recovered_ns_per_step=-wall["delta_ns_per_step"])
-    moved = [r for r in by.values() if r["group"] == "attribution" and r["name"] != name and r["clears_floor"]
-             and r["delta_ns_per_step"] > 0]
-    out["moved_to"] = [r["name"] for r in sorted(moved, key=lambda r: -r["delta_ns_per_step"])]
+    # Time moved to another cause: only meaningful when this cause gave time up.
+    moved = sorted((r for r in by.values() if r["group"] == "attribution" and r["name"] != name and r["clears_floor"]
+                    and r["delta_ns_per_step"] > 0), key=lambda r: -r["delta_ns_per_step"])
+    if not (row["clears_floor"] and row["delta_ns_per_step"] < 0):
+        moved = []
+    out["moved_to"] = [r["name"] for r in moved]
     what = K.label(name)
     if not row["clears_floor"]:
         out["outcome"] = "cause_unchanged"
