@@ -54,24 +54,28 @@ def test_demo_components_explain_the_verdict(demo_pipeline):
     its interval and floor; the GPU-side components this machine cannot observe are unresolved."""
     rec = records.read_record(demo_pipeline.demo / "comparison.json", "comparison")
     print("\n" + rec["sentence"])  # shown with -s: what the user reads
-    assert rec["schema_version"] == 2 and rec["verdict"] == "faster"
+    assert rec["schema_version"] == 2
     comps = _by(rec)
+    # Whatever this (possibly loaded) machine made of the headline, every resolved component is a
+    # Hodges-Lehmann estimate inside its interval, with a floor from the same blocks.
+    for r in rec["components"]:
+        if r["status"] == "resolved":
+            lo, hi = r["interval_ns"]
+            if r["reason"] is None:  # enough valid blocks for an interval and a floor
+                assert lo <= r["delta_ns_per_step"] <= hi and r["floor_ns"] >= 0, r["name"]
+        else:  # what this CPU machine cannot observe is unresolved with the reason, never 0
+            assert r["delta_ns_per_step"] is None and r["reason"] and not r["clears_floor"], r["name"]
     wall, wait = comps["wall"], comps["span:queue.wait"]
-    lo, hi = wall["interval_ns"]
-    assert wall["status"] == "resolved" and lo <= wall["delta_ns_per_step"] <= hi < 0
-    # The queue wait the candidate removes is paced by the producer's sleeps, so it clears its floor
-    # even on a loaded CI machine; the wall's per-step mean also carries the compute time, which
-    # that load stretches, so its floor (6 blocks of one run) is wide and it may or may not clear.
-    lo, hi = wait["interval_ns"]
-    assert wait["status"] == "resolved" and wait["clears_floor"] and lo <= wait["delta_ns_per_step"] <= hi < -wait["floor_ns"]
-    if wall["clears_floor"]:
-        assert wall["share_of_change"] == 1.0 and wait["share_of_change"] >= 0.3
-    else:
-        assert wait["share_of_change"] is None
-    for name in ("gpu_busy", "host_api", "check:input_starvation"):
-        if comps[name]["status"] == "unresolved":
-            assert comps[name]["delta_ns_per_step"] is None and comps[name]["reason"]
-    assert rec["sentence"].startswith("faster by ") and "span queue.wait −" in rec["sentence"]
+    assert wall["status"] == wait["status"] == "resolved"
+    assert rec["sentence"].startswith(rec["verdict"].replace("_", " "))
+    if rec["verdict"] == "faster":
+        # The candidate waits for one queued item instead of four: its queue wait, paced by the
+        # producer's sleeps, is most of what moved, and the sentence names it with its interval.
+        assert wall["delta_ns_per_step"] < 0 and wait["interval_ns"][1] < 0
+        if wait["clears_floor"]:
+            assert re.search(r"span queue\.wait −[\d.]+ ms/step \[−[\d.]+, −[\d.]+\]", rec["sentence"])
+        if wall["clears_floor"]:
+            assert wall["share_of_change"] == 1.0 and wait["share_of_change"] >= 0.3
 
 
 # --- A/A: false component claims ----------------------------------------------------------
