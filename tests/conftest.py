@@ -30,6 +30,7 @@ trials:
   confidence: 0.95
   run_timeout_s: 120
   metric: {name: step_time, source: recorder_steps, statistic: median, skip_steps: 2, unit: ns}
+  record_runs: true
 demo:
   args: ["--steps", "12", "--min-ready", "4", "--sync-every", "1"]
 """

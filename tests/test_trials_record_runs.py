@@ -27,3 +27,36 @@ def test_each_run_has_its_own_incident_and_diagnosis(tmp_path):
         d = records.read_record(cap["diagnosis"], "diagnosis")
         assert len(d["steps"]) == 8 and cap["explained_ns"] + cap["unexplained_ns"] == d["summary"]["wall_ns"]
     assert manifest.read_bytes() == original  # the original incident is untouched
+
+
+def test_each_run_carries_its_components(tmp_path):
+    """The run's capture summary holds per-step means of its components; what the run did not
+    observe (GPU sources on this CPU machine) is null with the reason, never 0."""
+    from pathlib import Path
+
+    from workflow_lib import components as C
+
+    manifest = demo.capture(tmp_path / "inc", ["--steps", "8", "--min-ready", "2", "--producer-ms", "1"])
+    cap = trials._diagnose_capture(manifest.parent.parent, skip_steps=2)
+    comp = cap["components"]
+    d = records.read_record(cap["diagnosis"], "diagnosis")
+    steps = C.measured_steps(d["steps"], 2)
+    assert comp["steps"] == len(steps) == 6
+    v = comp["values_ns"]
+    assert v["wall"] == sum(s["wall_ns"] for s in steps) / 6
+    # The check components and the unexplained time partition the wall time.
+    parts = [x for k, x in v.items() if k.startswith("check:")] + [v["unexplained"]]
+    if all(x is not None for x in parts):
+        assert abs(sum(parts) - v["wall"]) < 1e-6 * v["wall"]
+    # Top-level spans partition the host thread's step time, with the rest in span:(none).
+    spans = [x for k, x in v.items() if k.startswith("span:")]
+    assert v["span:queue.wait"] > 0 and abs(sum(spans) - v["wall"]) < 1e-6 * v["wall"]
+    for name, why in comp["unobserved"].items():
+        assert why
+        if name in v:
+            assert v[name] is None
+    if not d["sources"].get("cupti", {}).get("status") == "observed":
+        assert v["gpu_busy"] is None and "gpu_busy" in comp["unobserved"]
+    assert C.value_of(comp, "span:never-recorded") == (0.0, None)
+    assert C.value_of(None, "wall")[0] is None
+    assert Path(cap["incident"]).is_dir()

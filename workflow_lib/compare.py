@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import records, stats
+from . import compare_components, records, stats
 from . import verdict as V
 from .errors import RecordError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: components[], change_explained, predictions, sentence
 MEASURED_ARMS = ("A", "B", "A'")
 
 EXCLUSIONS = (
@@ -266,7 +266,11 @@ def compare(plan: dict, executions: dict[str, dict], execution_digests: dict[str
         reasons.append(failure)
     if plan["arms"]["candidate"].get("same_as_baseline", False):
         reasons.append(_aa_note(V.VERDICTS[code]))
-    return _record(plan, plan_digest, execution_digests, blocks, dec, code, reasons, len(used), c.size, excluded)
+    record = _record(plan, plan_digest, execution_digests, blocks, dec, code, reasons, len(used), c.size, excluded)
+    # Why it changed: the same statistics per component, from each used block's run diagnoses.
+    per_block = [compare_components.runs_by_arm(executions[b.block]) for b in used]
+    record.update(compare_components.explain(record, per_block, confidence))
+    return record
 
 
 _SCALARS = ("estimate_log", "low_log", "high_log", "floor_log",

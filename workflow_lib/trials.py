@@ -102,8 +102,18 @@ def read_metric(design_metric: dict, steps_file: Path, stdout: str) -> tuple[lis
     return [float(m.group(1))], []
 
 
-def _diagnose_capture(capture_dir: Path) -> dict | None:
-    """The run's own incident (if the workload snapshotted) and its diagnosis, written beside it."""
+def _spans_of(incident_dir: Path):
+    """The run's spans table, or None when its incident has none (the components say so)."""
+    from .incident import read_incident
+
+    inc = read_incident(incident_dir)
+    return inc.table("spans") if inc.observed("host") else None
+
+
+def _diagnose_capture(capture_dir: Path, skip_steps: int = 0) -> dict | None:
+    """The run's own incident (if the workload snapshotted) and its diagnosis, written beside it,
+    with the per-step components the comparison explains the change with (components.py)."""
+    from .components import run_components
     from .diagnose import diagnose_dir
     from .errors import StallcaseError
 
@@ -117,7 +127,8 @@ def _diagnose_capture(capture_dir: Path) -> dict | None:
         return {"incident": str(inc), "diagnosis": None, "error": exc.oneline()}
     s = d["summary"]
     return {"incident": str(inc), "diagnosis": str(inc / "diagnosis.json"), "error": None,
-            "explained_ns": int(s["explained_ns"]), "unexplained_ns": int(s["unexplained_ns"])}
+            "explained_ns": int(s["explained_ns"]), "unexplained_ns": int(s["unexplained_ns"]),
+            "components": run_components(d, skip_steps, _spans_of(inc))}
 
 
 def one_run(spec: dict, design: dict, entry: dict, attempt: int, log, capture_dir: Path | None = None) -> dict:
@@ -164,7 +175,7 @@ def one_run(spec: dict, design: dict, entry: dict, attempt: int, log, capture_di
            "metric_ns": STATISTICS[metric["statistic"]](values) if ok else None,
            "values_ns": values if ok else [], "gpu": watch.summary(), "unusual": unusual, "error": err}
     if capture_dir is not None:
-        run["capture"] = _diagnose_capture(capture_dir)
+        run["capture"] = _diagnose_capture(capture_dir, int(metric.get("skip_steps", 0)))
     return run
 
 
@@ -217,7 +228,7 @@ def run_block(plan: dict, plan_digest: str, preflight_record: dict, preflight_di
     if counted and failed / len(counted) > design["max_failed_fraction"] and status == "complete":
         status = "too_many_failures"
         notes.append(f"{failed} of {len(counted)} runs failed after retries (limit {design['max_failed_fraction']:.0%})")
-    return {"schema_version": 1, "kind": "execution", "block": block, "plan_digest": plan_digest,
+    return {"schema_version": 2, "kind": "execution", "block": block, "plan_digest": plan_digest,
             "preflight_digest": preflight_digest, "node": socket.gethostname(), "started_unix_ns": started,
             "ended_unix_ns": time.time_ns(), "status": status, "runs": runs, "notes": notes}
 

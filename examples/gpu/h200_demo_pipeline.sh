@@ -20,10 +20,4 @@ else
     -- results-aa/demo/comparison.json 2>&1 | tail -40 | tee $OUT/snakemake-aa.log || true
   tar czf $OUT/h200-demo-aa.tgz results-aa/demo/*.json results-aa/demo/preflight results-aa/demo/execution results-aa/demo/logs
 fi
-python3 - <<'PY'
-import json, glob
-for c in glob.glob("results*/demo/comparison.json"):
-    r = json.load(open(c))
-    print(c, r["verdict"], r["estimate"].get("ratio"), r["estimate"].get("ratio_low"), r["estimate"].get("ratio_high"), "floor%", r["noise_floor"].get("pct"), "mde%", r["mde"].get("pct"))
-    print("  ", r["reasons"])
-PY
+python3 -m workflow_lib.compare_components results*/demo/comparison.json | tee $OUT/why-changed-$MODE.txt

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from . import html_glance, palette, plots
+from . import html_glance, palette, plots, why_changed
 from .assets import CSS, JS
 from .fmt import DASH, changes, esc, num, plain, reason, short
 from .fmt import name as fmt_name
@@ -293,6 +293,7 @@ def trials_section(m: dict) -> str:
          + num(c["counts"]["planned_blocks"], "count", "comparison:/counts/planned_blocks")),
     ]))
     out.append("<h3>Why</h3><ol>" + "".join(f"<li>{esc(r)}</li>" for r in c["reasons"]) + "</ol>")
+    out.append(why_changed.section(c))
     rows = "".join(
         f"<tr><td>{esc(b['block'])}</td><td>{'yes' if b['used'] else esc(b['exclusion'] or 'no')}</td>"
         + "".join(f"<td class='num'>{num(b['median_ns'][a], 'ns', f'comparison:/blocks/{i}/median_ns/{a}')}</td>" for a in ("A", "B", "A'"))
