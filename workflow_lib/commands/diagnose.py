@@ -1,4 +1,8 @@
-"""`stallcase diagnose INCIDENT_DIR [-o FILE] [--step-pattern REGEX] [--wait-span REGEX]`."""
+"""`stallcase diagnose INCIDENT_DIR|TRACE.json[.gz]... [-o FILE] [--step-pattern REGEX] [--wait-span REGEX]`.
+
+Given Kineto/Chrome trace files instead of an incident directory, imports them (one per rank)
+into a temporary incident and diagnoses it in the same process; the temporary incident is
+removed afterwards (use `stallcase import kineto` to keep one)."""
 
 from __future__ import annotations
 
@@ -10,7 +14,8 @@ HELP = "diagnose an incident: per-step measures and checked findings (diagnosis.
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("incident_dir", help="incident directory (manifest.json + tables/)")
+    p.add_argument("incident_dir", nargs="+", metavar="INCIDENT_DIR|TRACE",
+                   help="incident directory (manifest.json + tables/), or Kineto/Chrome trace files (.json, .json.gz), one per rank")
     p.add_argument("-o", "--output", default="diagnosis.json",
                    help="where to write the diagnosis (default ./diagnosis.json; the incident directory is left as captured)")
     p.add_argument("--step-pattern", default=None, help="regex with one group (the step id) naming step spans; default: the steps table")
@@ -19,21 +24,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import re
+    import shutil
+    import tempfile
 
     from ..diagnose import DiagnoseOptions, diagnose_dir
     from ..errors import InputError
 
-    kw = {"step_pattern": args.step_pattern}
-    if args.wait_span:
-        for rx in args.wait_span:
-            try:
-                re.compile(rx)
-            except re.error as exc:
-                raise InputError("--wait-span", f"not a valid regex {rx!r}: {exc}") from None
-        kw["wait_patterns"] = tuple(args.wait_span)
+    opts = DiagnoseOptions.from_settings(args.step_pattern, args.wait_span, where="--step-pattern/--wait-span")
     out = Path(args.output)
-    rec = diagnose_dir(args.incident_dir, options=DiagnoseOptions(**kw), out_path=out)
+    paths = [Path(p) for p in args.incident_dir]
+    traces = [p for p in paths if p.is_file()]
+    if traces and len(traces) != len(paths):
+        raise InputError(paths[0], "give one incident directory, or trace files only")
+    if not traces:
+        if len(paths) != 1:
+            raise InputError(paths[1], "one incident directory at a time")
+        rec = diagnose_dir(paths[0], options=opts, out_path=out)
+    else:
+        from ..importers.kineto import import_kineto
+
+        tmp = Path(tempfile.mkdtemp(prefix="stallcase-diagnose-"))
+        try:
+            inc = import_kineto(traces, incident_id="trace", incidents_dir=tmp, step_pattern=args.step_pattern)
+            rec = diagnose_dir(inc, options=DiagnoseOptions.from_settings(None, args.wait_span), out_path=out)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     s = rec["summary"]
     print(f"wrote {out}: {s['steps']} steps, {s['explained_ns'] / 1e6:.3f} of {s['wall_ns'] / 1e6:.3f} ms explained")
     for line in slow_step_lines(rec):

@@ -215,10 +215,13 @@ def diagnose_dir(incident_dir: str | os.PathLike, *, options: DiagnoseOptions | 
 
 
 def diagnose_snapshot_file(snapshot_path: str | os.PathLike, store_root: str | os.PathLike, out_path: str | os.PathLike,
-                           *, options: DiagnoseOptions | None = None) -> dict:
-    """Rule entry: diagnose a snapshot record's tables (read back from the store, verified)."""
+                           *, options: DiagnoseOptions | None = None, settings: dict | None = None) -> dict:
+    """Rule entry: diagnose a snapshot record's tables (read back from the store, verified).
+    `settings` is the workflow's `diagnose:` config section (schema-checked by the workflow)."""
     from ..snapshot import load_tables
 
+    if options is None and settings:
+        options = DiagnoseOptions.from_config(settings)
     snap = records.read_record(snapshot_path, "snapshot")
     inc = load_tables(snap, store_root)
     record = diagnose(inc, incident_id=snap["incident_id"], snapshot_digest=records.digest_of(snap), options=options)

@@ -66,6 +66,38 @@ class DiagnoseOptions:
     """Longest gaps listed per step (all gaps are counted and summed); the record is validated
     node by node, so each listed gap costs write time on runs of thousands of steps."""
 
+    @classmethod
+    def from_settings(cls, step_pattern: str | None = None, wait_patterns=None, warmup_steps: int | None = None,
+                      where: str = "diagnose") -> "DiagnoseOptions":
+        """Options from the CLI flags or the workflow's `diagnose:` config key, regexes checked
+        (one-line error naming the field)."""
+        from ..errors import InputError
+
+        kw: dict = {"step_pattern": step_pattern}
+        if step_pattern is not None:
+            try:
+                rx = re.compile(step_pattern)
+            except re.error as exc:
+                raise InputError(f"{where}.step_pattern", f"not a valid regex: {exc}") from None
+            if rx.groups != 1:
+                raise InputError(f"{where}.step_pattern", "the regex needs exactly one group capturing the step id")
+        if wait_patterns:
+            for p in wait_patterns:
+                try:
+                    re.compile(p)
+                except re.error as exc:
+                    raise InputError(f"{where}.wait_patterns", f"not a valid regex {p!r}: {exc}") from None
+            kw["wait_patterns"] = tuple(wait_patterns)
+        if warmup_steps is not None:
+            kw["warmup_steps"] = int(warmup_steps)
+        return cls(**kw)
+
+    @classmethod
+    def from_config(cls, section: dict | None) -> "DiagnoseOptions":
+        section = section or {}
+        return cls.from_settings(section.get("step_pattern"), section.get("wait_patterns"), section.get("warmup_steps"),
+                                 where="config diagnose")
+
     def wait_regex(self) -> re.Pattern:
         return segment_regex(self.wait_patterns)
 
