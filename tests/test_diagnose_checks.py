@@ -278,3 +278,20 @@ def test_bad_step_pattern_is_one_line_error():
     inc = make_incident(steps=[step(0, 0, 10)], spans=[])
     with pytest.raises(InputError, match="exactly one group"):
         run(inc, step_pattern=r"iter \d+")
+
+
+def test_clock_throttle_from_violation_counters_covers_millisecond_steps():
+    # Polls 1 s apart around 2 ms steps: an unchanged counter rules throttling out for both.
+    ks = [kernel(0, 2 * MS), kernel(10 * MS, 12 * MS)]
+    rows = [nvml(-500 * MS, "violation_power_ns", 7.0), nvml(500 * MS, "violation_power_ns", 7.0)]
+    rec = run(make_incident(steps=[step(0, 0, 2 * MS), step(1, 10 * MS, 12 * MS)], kernels=ks, nvml=rows))
+    f = finding(rec, "clock_throttle")
+    assert f["verdict"] == "not_applicable" and f["evidence"]["violation_ns"] == {"violation_power_ns": 0}
+    # A change inside a long bracket cannot be placed: unresolved, saying so.
+    rows = [nvml(-500 * MS, "violation_thermal_ns", 0.0), nvml(500 * MS, "violation_thermal_ns", 1e6)]
+    f = finding(run(make_incident(steps=[step(0, 0, 2 * MS)], kernels=ks[:1], nvml=rows)), "clock_throttle")
+    assert f["verdict"] == "unresolved" and "bracket" in f["missing"][0]
+    # ... and inside a close bracket it is attributed, capped at busy time.
+    rows = [nvml(-100_000, "violation_thermal_ns", 0.0), nvml(2_100_000, "violation_thermal_ns", 500_000.0)]
+    f = finding(run(make_incident(steps=[step(0, 0, 2 * MS)], kernels=ks[:1], nvml=rows)), "clock_throttle")
+    assert f["verdict"] == "attributed" and f["explains_ns"] == 500_000
