@@ -66,7 +66,10 @@ def slow_step_lines(rec: dict, limit: int = 10) -> list[str]:
         return ["slow steps: not available (diagnosis record without excess attribution)"]
     if not slow:
         return ["slow steps: none at >= 1.5x the typical step"]
-    lines = [f"slow steps (>= 1.5x typical; {len(slow)} listed, largest excess first):"]
+    srcs = rec.get("sources", {})
+    host_only = not any((srcs.get(n) or {}).get("status") == "observed" for n in ("kernels", "cupti"))
+    lines = [f"slow steps (>= 1.5x typical; {len(slow)} listed, largest excess first)"
+             + ("; host-only evidence (no GPU activity observed):" if host_only else ":")]
     for st in slow[:limit]:
         ex = st["excess_ns"]
         rank = "" if st["rank"] is None else f"rank {st['rank']} "
