@@ -41,6 +41,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -147,21 +148,27 @@ def run(args) -> dict:
     slow = {i * batch for i, c in causes.items() if c == "slow_loader"}
     torch.manual_seed(0)
     model, opt, vocab = build(tiny, device)
-    data = TokenData((args.steps + 8) * batch, seq, vocab, slow, sizes["loader_s"])
-    loader = torch.utils.data.DataLoader(data, batch_size=batch, shuffle=False, num_workers=workers, prefetch_factor=2,
-                                         pin_memory=cuda, persistent_workers=True)
-    amp = torch.autocast(device_type=device.type, dtype=torch.bfloat16)
     w_extra = torch.randn(sizes["matmul"], sizes["matmul"], device=device, dtype=torch.bfloat16)
+    data = TokenData((args.steps + 8) * batch, seq, vocab, slow, sizes["loader_s"])
+    cpu = sorted(os.sched_getaffinity(0))[-1]  # the training thread's CPU (the contention target)
+    others = set(os.sched_getaffinity(0)) - {cpu} or {cpu}
+    loader = torch.utils.data.DataLoader(data, batch_size=batch, shuffle=False, num_workers=workers, prefetch_factor=2,
+                                         pin_memory=cuda, persistent_workers=True,
+                                         worker_init_fn=lambda _: os.sched_setaffinity(0, others))
+    amp = torch.autocast(device_type=device.type, dtype=torch.bfloat16)
 
     def sync():
         if cuda:
             torch.cuda.synchronize()
 
-    # Warm-up outside the recording (cuBLAS handles, allocator, the autograd device thread).
+    # Warm-up outside the recording (cuBLAS handles and heuristics, including the injected
+    # matmul's shape, so its first call's host work is not part of "GPU work growth"; the
+    # allocator; the autograd device thread).
     for _ in range(3):
         x = torch.randint(0, vocab, (batch, seq), device=device)
         with amp:
             loss = torch.nn.functional.cross_entropy(model(x).float().view(-1, vocab), x.view(-1))
+            loss = loss + 0 * torch.mm(w_extra, w_extra)[0, 0].float()
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -178,9 +185,17 @@ def run(args) -> dict:
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
         prof = profile(activities=acts)
         prof.__enter__()
-    rec.start()  # recorder threads start unpinned too (a thread inherits its creator's affinity)
-    cpu = sorted(os.sched_getaffinity(0))[-1]
-    os.sched_setaffinity(0, {cpu})  # this thread only: the contention target
+    rec.start()
+    # Only the training thread shares its CPU with the busy processes: every other thread of
+    # the process (autograd, pin-memory, recorder samplers) and the loader workers stay off it.
+    me = threading.get_native_id()
+    for t in os.listdir("/proc/self/task"):
+        if int(t) != me:
+            try:
+                os.sched_setaffinity(int(t), others)
+            except OSError:
+                pass
+    os.sched_setaffinity(0, {cpu})
     busy: list[subprocess.Popen] = []
     walls = {}
     for i in range(args.steps):
@@ -244,7 +259,7 @@ def run(args) -> dict:
         shutil.rmtree(path, ignore_errors=True)  # the kineto run's own recorder incident is not kept
     truth = {
         "steps_total": args.steps, "tiny": tiny, "device": torch.cuda.get_device_name(0) if cuda else "cpu",
-        "torch": torch.__version__, "training_thread_cpu": cpu,
+        "torch": torch.__version__, "training_thread_cpu": cpu, "other_threads_and_workers_cpus": sorted(others),
         "injected": {c: sorted(i for i, k in causes.items() if k == c) for c in CAUSES},
         "accepted_causes": ACCEPTED, "sizes": sizes,
         "model": "embedding + %d TransformerEncoderLayer(d=%d) + head, bf16 autocast, AdamW" % (len(model.layers), model.emb.embedding_dim),

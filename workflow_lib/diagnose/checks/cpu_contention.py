@@ -6,9 +6,11 @@ every thread that issued launch calls in it (the autograd thread included), samp
 step's boundaries (the recorder marks them; periodic samples count when they fall within
 max(10% of the step, 200 us) of each boundary), plus GPU activity. No per-gap brackets: the
 wait over the step is the evidence ("runnable, not running: N ms").
-Explains: up to the largest per-thread run-queue wait, placed on the step's host gaps (GPU
-idle outside syncs, allocator calls and declared waits), longest gap first - the gaps a
-descheduled submitter leaves.
+Explains: up to the largest per-thread run-queue wait, placed on the step's GPU idle gaps
+outside declared waits (a thread blocked on a queue is sleeping, not runnable), longest gap
+first - the gaps a descheduled submitter leaves. Resolved first: a runnable thread that is
+not running stretches whatever it was doing (an allocator call, a spinning sync, Python), so
+the measured run-queue wait names the cause of that much of the step before those do.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import numpy as np
 
 from ..evidence import launching_threads, step_sched
 from ..types import Finding, Intervals
-from .base import CheckInput, attributed, host_gaps, not_applicable, unresolved
+from .. import measures
+from .base import CheckInput, attributed, not_applicable, unresolved
 
 NAME = "cpu_contention"
 # Run-queue wait below this fraction of the step is scheduler noise (a context switch or two).
@@ -54,7 +57,9 @@ def check(ci: CheckInput) -> Finding:
         evidence["threads_not_sampled"] = unsampled
     if wait < max(ci.opts.min_gap_ns, MIN_FRACTION * step.wall_ns):
         return not_applicable(NAME, **evidence)
-    gaps = host_gaps(ci)
+    gaps = ci.base.idle_long
+    if len(ev.wait_union):
+        gaps = measures.subtract(gaps, measures.clip(ev.wait_union, step.start_ns, step.end_ns))
     lengths = gaps.end_ns - gaps.start_ns
     order = np.argsort(-lengths, kind="stable")
     take = np.clip(wait - np.concatenate(([0], np.cumsum(lengths[order])[:-1])), 0, lengths[order])
