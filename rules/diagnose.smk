@@ -9,4 +9,5 @@ rule diagnose:
     log:
         f"{RESULTS}/{{incident}}/logs/diagnose.log",
     run:
-        workflow_lib.rulelog.logged(log[0], workflow_lib.diagnose.diagnose_snapshot_file, input[0], STORE, output[0])
+        workflow_lib.rulelog.logged(log[0], workflow_lib.diagnose.diagnose_snapshot_file, input[0], STORE, output[0],
+                                    settings=config.get("diagnose"))

@@ -65,6 +65,9 @@ class FakeNVML:
     def nvmlDeviceGetCurrentClocksEventReasons(self, h):
         return self._f("nvmlDeviceGetCurrentClocksEventReasons", 0x1)
 
+    def nvmlDeviceGetViolationStatus(self, h, policy):
+        return self._f("nvmlDeviceGetViolationStatus", SimpleNamespace(referenceTime=0, violationTime=1000 * policy))
+
     def nvmlDeviceGetUtilizationRates(self, h):
         return self._f("nvmlDeviceGetUtilizationRates", SimpleNamespace(gpu=97, memory=40))
 

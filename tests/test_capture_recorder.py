@@ -228,3 +228,23 @@ def test_repeated_step_ids_keep_latest_and_are_counted(tmp_path):
     inc = read_incident(path)
     assert inc.table("steps").num_rows == 3
     assert inc.manifest["sources"]["host"]["detail"]["steps_repeated_ids_dropped"] == 3
+
+
+def test_cpu_is_accounted_per_thread_and_nvml_is_never_backed_off():
+    from workflow_lib.capture.budget import Budget, TargetTracker
+
+    asked = []
+    t = TargetTracker(Budget(cpu_share_target=1e-12))
+    t.t0_ns -= 2 * 10**9
+    me = threading.get_native_id()
+    t.check({"sched": me, "nvml": None}, 0, lambda name: asked.append(name) or None)
+    assert asked == ["sched"]  # the costliest thread, by name
+    assert t.report()["per_thread_cpu_ns"]["sched"] > 0
+
+
+def test_recorder_backs_off_only_the_costly_sampler(tmp_path):
+    rec = recorder(tmp_path, sources=("host", "sched"))
+    base = rec.sched.period_s
+    assert rec._back_off("nvml") is None and rec._back_off("writer") is None
+    assert rec.sched.period_s == base
+    assert "sched period ->" in rec._back_off("sched")

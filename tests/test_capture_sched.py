@@ -76,3 +76,31 @@ def test_sampler_thread_feeds_snapshot(tmp_path):
     df = inc.table("sched").to_pandas()
     assert threading.get_native_id() in set(df["thread_id"])
     assert "stallcase-sched" in set(df["thread_name"])
+
+
+def test_step_boundaries_also_sample_the_autograd_threads():
+    import threading
+
+    from workflow_lib.capture.sources.sched import SchedSampler
+
+    ready, done, tid = threading.Event(), threading.Event(), []
+
+    def autograd_like():
+        tid.append(threading.get_native_id())
+        with open(f"/proc/self/task/{tid[0]}/comm", "w") as fh:
+            fh.write("pt_autograd_0")
+        ready.set()
+        done.wait(10)
+
+    th = threading.Thread(target=autograd_like, daemon=True)
+    th.start()
+    ready.wait(10)
+    s = SchedSampler(capacity=1024)
+    s.mark_current_thread()
+    s.mark_current_thread()
+    done.set()
+    th.join()
+    c = s.ring.copy().columns
+    mine = c["tid"] == tid[0]
+    assert int(mine.sum()) == 2  # one row per step boundary, counters read
+    assert (c["cpu"][mine] >= 0).all() and (c["wait"][mine] >= 0).all()

@@ -36,12 +36,16 @@ def test_digest_and_written_record(tmp_path):
     assert {f["verdict"] for s in rec["steps"] for f in s["findings"] if f["check"] == "host_submission"} == {"attributed"}
 
 
-def test_removing_scheduler_evidence_turns_host_gaps_unresolved(tmp_path):
+def test_removing_scheduler_evidence_leaves_only_the_host_state_open(tmp_path):
+    # Issue 14: a gap with nothing queued while the host was in a user span is host work in
+    # that span without scheduler evidence; only "on CPU or descheduled?" stays unresolved.
     make_incident(write_to=tmp_path / "without", **_host_gap_rows(False))
     rec = diagnose_dir(tmp_path / "without")
     findings = [f for s in rec["steps"] for f in s["findings"] if f["check"] == "host_submission"]
-    assert {f["verdict"] for f in findings} == {"unresolved"}
+    assert {f["verdict"] for f in findings} == {"attributed"}
     assert all(f["evidence"]["examples"][0]["host_span"] == "optimizer" for f in findings)
+    assert all(f["evidence"]["examples"][0]["host_state"] is None for f in findings)
+    assert all(any("sched not observed" in m for m in f["evidence"]["host_state_missing"]) for f in findings)
 
 
 def test_no_steps_is_one_line_error(tmp_path):

@@ -43,7 +43,10 @@ def _attributed(d, check, min_ns=MS):
 def test_host_gap_is_host_submission_on_exactly_the_injected_steps(diagnoses):
     t = _truth("host-gap")
     d = diagnoses["host-gap"]
-    assert _attributed(d, "host_submission") == set(t["injected_steps"])
+    # Warm-up steps (the first iteration's host work: allocator growth, lazy init) are real host
+    # work too since issue 14's tiered evidence; outside them only the injected steps have >= 1 ms.
+    warm = d["options"]["warmup_steps"]
+    assert {i for i in _attributed(d, "host_submission") if i >= warm} == set(t["injected_steps"])
     for s in d["steps"]:
         if s["step_id"] in t["injected_steps"]:
             f = _finding(s, "host_submission")
@@ -89,9 +92,12 @@ def test_without_scheduler_evidence_host_gap_steps_become_unresolved(tmp_path):
     t = _truth("host-gap")
     for s in d["steps"]:
         if s["step_id"] in t["injected_steps"]:
+            # Issue 14: still host work in the span (nothing queued, the host in user code);
+            # only the host state (on CPU or descheduled?) is open, naming the missing samples.
             f = _finding(s, "host_submission")
-            assert f["verdict"] == "unresolved" and f["explains_ns"] == 0
-            assert any("sched" in m or "scheduler" in m for m in f["missing"])
+            assert f["verdict"] == "attributed" and f["explains_ns"] >= 0.8 * t["injected_ms"] * MS
+            assert f["evidence"]["host_state_ns"].get("unresolved", 0) >= 0.8 * t["injected_ms"] * MS
+            assert any("sched not observed" in m for m in f["evidence"]["host_state_missing"])
 
 
 def _window_stats(starts, ends, lo, hi):

@@ -569,13 +569,13 @@ def kineto() -> None:
     put("whitespace", b"   \n\t  ", "")
     put("not-json", b"this is not a trace", "")
     put("binary", bytes(range(256)) * 4, "")
-    put("top-level-array", j(_good_events()), "")
+    # top-level-array and no-steps are valid since issue 14 (the Chrome JSON-array format; a trace
+    # without ProfilerStep#N is diagnosed over its window): tests/test_kineto_traces_as_users_have_them.py
     put("top-level-string", b'"traceEvents"', "")
     put("top-level-null", b"null", "")
     put("trace-events-object", j({"traceEvents": {"a": 1}}), "")
     put("trace-events-string", j({"traceEvents": "x"}), "")
     put("no-trace-events", j({"schemaVersion": 1}), "")
-    put("no-steps", j(_trace([e for e in _good_events() if e["cat"] != "user_annotation"])), "no step spans")
     put("events-not-objects", j(_trace([1, 2, 3])), "")
     put("ts-string", j(_trace([dict(e, ts="soon") for e in _good_events()])), "")
     put("ts-missing", j(_trace([{k: v for k, v in e.items() if k != "ts"} for e in _good_events()])), "")

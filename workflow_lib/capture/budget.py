@@ -4,8 +4,10 @@ Hard: retained bytes of all rings together, the time window a snapshot covers, a
 number of incidents being written at once (a trigger beyond it is dropped and counted,
 never queued without bound), plus a bound on the per-step duration list for the trial
 runner. Targets: the recorder's own CPU share (its sampler and writer threads, read from
-schedstat) and its memory; when over target the samplers double their periods and the
-manifest says so.
+schedstat, accounted per thread) and its memory; when over target only the costliest
+thread's sampler backs off (doubling its period), and the manifest says so. The cheap
+samplers the diagnosis depends on (NVML's poll; the scheduler's step-boundary marks) are
+never backed off for another thread's cost.
 """
 
 from __future__ import annotations
@@ -80,20 +82,28 @@ class TargetTracker:
         self.over_memory_events = 0
         self.peak_memory_bytes = 0
         self.actions: list[str] = []
+        self.per_thread_cpu_ns: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def check(self, thread_ids: list[int | None], memory_bytes: int, back_off) -> None:
-        """`back_off()` is called when over the CPU target; it returns a description or None."""
-        cpu = sum(thread_cpu_ns(t) for t in thread_ids)
+    def check(self, thread_ids, memory_bytes: int, back_off) -> None:
+        """CPU is accounted per recorder thread (`thread_ids`: {name: tid}, or a list);
+        `back_off(costliest_name)` is called when over the CPU target, naming the thread that
+        costs most, so only that one slows down; it returns a description or None."""
+        named = thread_ids if isinstance(thread_ids, dict) else {str(i): t for i, t in enumerate(thread_ids)}
+        per = {n: thread_cpu_ns(t) for n, t in named.items()}
+        cpu = sum(per.values())
         wall = max(now_ns() - self.t0_ns, 1)
         with self._lock:
             self.cpu_ns = max(self.cpu_ns, cpu)
+            for n, v in per.items():
+                self.per_thread_cpu_ns[n] = max(self.per_thread_cpu_ns.get(n, 0), v)
             self.peak_memory_bytes = max(self.peak_memory_bytes, memory_bytes)
             share = cpu / wall
             # Ignore the first second: thread start-up dominates a tiny denominator.
             if wall > 10**9 and share > self.budget.cpu_share_target:
                 self.over_cpu_events += 1
-                what = back_off()
+                costliest = max(per, key=per.get) if per else None
+                what = back_off(costliest)
                 if what and len(self.actions) < 50:
                     self.actions.append(f"cpu share {share:.4f} over target {self.budget.cpu_share_target}: {what}")
             if memory_bytes > self.budget.memory_target_bytes:
@@ -105,6 +115,7 @@ class TargetTracker:
             "cpu_share_target": self.budget.cpu_share_target,
             "cpu_share_sampled": self.cpu_ns / wall,
             "recorder_threads_cpu_ns": self.cpu_ns,
+            "per_thread_cpu_ns": dict(self.per_thread_cpu_ns),
             "wall_ns": wall,
             "over_cpu_target_events": self.over_cpu_events,
             "memory_target_bytes": self.budget.memory_target_bytes,

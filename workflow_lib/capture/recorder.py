@@ -439,15 +439,17 @@ class FlightRecorder:
         return sum(s.nbytes for s in (self.host, self.sched, self.nvml, self.cupti) if s is not None)
 
     def _housekeeping(self) -> None:
-        threads = [self.writer.native_id] + [s.native_id for s in (self.sched, self.nvml) if s is not None]
+        threads = {"writer": self.writer.native_id} | {n: s.native_id for n, s in (("sched", self.sched), ("nvml", self.nvml)) if s is not None}
         self.tracker.check(threads, self.retained_bytes(), self._back_off)
 
-    def _back_off(self) -> str | None:
-        done = []
-        for name, src in (("sched", self.sched), ("nvml", self.nvml)):
-            if src is not None and src.back_off():
-                done.append(f"{name} period -> {getattr(src, 'period_s', getattr(src, 'poll_s', None))} s")
-        return "; ".join(done) or None
+    def _back_off(self, costliest: str | None = None) -> str | None:
+        # Only the thread that costs backs off; the scheduler's periodic all-thread sample is the
+        # costly one (its step-boundary marks, which the diagnosis reads, are unaffected), NVML's
+        # poll is cheap and is the clock/throttle evidence, so it is never slowed for another's cost.
+        src = self.sched if costliest == "sched" else None
+        if src is not None and src.back_off():
+            return f"sched period -> {src.period_s} s (costliest recorder thread)"
+        return None
 
     def report(self) -> dict:
         """The manifest's `recorder` section."""

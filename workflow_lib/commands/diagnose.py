@@ -1,4 +1,8 @@
-"""`stallcase diagnose INCIDENT_DIR [-o FILE] [--step-pattern REGEX] [--wait-span REGEX]`."""
+"""`stallcase diagnose INCIDENT_DIR|TRACE.json[.gz]... [-o FILE] [--step-pattern REGEX] [--wait-span REGEX]`.
+
+Given Kineto/Chrome trace files instead of an incident directory, imports them (one per rank)
+into a temporary incident and diagnoses it in the same process; the temporary incident is
+removed afterwards (use `stallcase import kineto` to keep one)."""
 
 from __future__ import annotations
 
@@ -10,7 +14,8 @@ HELP = "diagnose an incident: per-step measures and checked findings (diagnosis.
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("incident_dir", help="incident directory (manifest.json + tables/)")
+    p.add_argument("incident_dir", nargs="+", metavar="INCIDENT_DIR|TRACE",
+                   help="incident directory (manifest.json + tables/), or Kineto/Chrome trace files (.json, .json.gz), one per rank")
     p.add_argument("-o", "--output", default="diagnosis.json",
                    help="where to write the diagnosis (default ./diagnosis.json; the incident directory is left as captured)")
     p.add_argument("--step-pattern", default=None, help="regex with one group (the step id) naming step spans; default: the steps table")
@@ -19,23 +24,64 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import re
+    import shutil
+    import tempfile
 
     from ..diagnose import DiagnoseOptions, diagnose_dir
     from ..errors import InputError
 
-    kw = {"step_pattern": args.step_pattern}
-    if args.wait_span:
-        for rx in args.wait_span:
-            try:
-                re.compile(rx)
-            except re.error as exc:
-                raise InputError("--wait-span", f"not a valid regex {rx!r}: {exc}") from None
-        kw["wait_patterns"] = tuple(args.wait_span)
+    opts = DiagnoseOptions.from_settings(args.step_pattern, args.wait_span, where="--step-pattern/--wait-span")
     out = Path(args.output)
-    rec = diagnose_dir(args.incident_dir, options=DiagnoseOptions(**kw), out_path=out)
+    paths = [Path(p) for p in args.incident_dir]
+    traces = [p for p in paths if p.is_file()]
+    if traces and len(traces) != len(paths):
+        raise InputError(paths[0], "give one incident directory, or trace files only")
+    if not traces:
+        if len(paths) != 1:
+            raise InputError(paths[1], "one incident directory at a time")
+        rec = diagnose_dir(paths[0], options=opts, out_path=out)
+    else:
+        from ..importers.kineto import import_kineto
+
+        tmp = Path(tempfile.mkdtemp(prefix="stallcase-diagnose-"))
+        try:
+            inc = import_kineto(traces, incident_id="trace", incidents_dir=tmp, step_pattern=args.step_pattern)
+            rec = diagnose_dir(inc, options=DiagnoseOptions.from_settings(None, args.wait_span), out_path=out)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     s = rec["summary"]
     print(f"wrote {out}: {s['steps']} steps, {s['explained_ns'] / 1e6:.3f} of {s['wall_ns'] / 1e6:.3f} ms explained")
+    for line in slow_step_lines(rec):
+        print(line)
     for e in rec["next_experiments"][:3]:
         print(f"  {e['rank']}. {e['check']}: up to {e['recoverable_upper_bound_ns'] / 1e6:.3f} ms ({e['risk']} risk) - {e['candidate_change']}")
     return 0
+
+
+def slow_step_lines(rec: dict, limit: int = 10) -> list[str]:
+    """The answer to "why was step N slower than usual?" first: each slow step, its excess
+    over the typical step and the causes that explain it, largest first."""
+    slow = rec.get("summary", {}).get("slow_steps")
+    if slow is None:
+        return ["slow steps: not available (diagnosis record without excess attribution)"]
+    if not slow:
+        return ["slow steps: none at >= 1.5x the typical step"]
+    srcs = rec.get("sources", {})
+    host_only = not any((srcs.get(n) or {}).get("status") == "observed" for n in ("kernels", "cupti"))
+    lines = [f"slow steps (>= 1.5x typical; {len(slow)} listed, largest excess first)"
+             + ("; host-only evidence (no GPU activity observed):" if host_only else ":")]
+    for st in slow[:limit]:
+        ex = st["excess_ns"]
+        rank = "" if st["rank"] is None else f"rank {st['rank']} "
+        causes = sorted(st["by_cause"].items(), key=lambda kv: -kv[1])
+        parts = [f"{c} {v / 1e6:.3f} ms ({100 * v / ex:.0f}%)" for c, v in causes]
+        if st["unexplained_ns"]:
+            parts.append(f"unexplained {st['unexplained_ns'] / 1e6:.3f} ms ({100 * st['unexplained_ns'] / ex:.0f}%)")
+        lines.append(f"  {rank}step {st['step_id']}: {st['wall_ns'] / 1e6:.3f} ms vs typical {st['typical_ns'] / 1e6:.3f} ms "
+                     f"(+{ex / 1e6:.3f} ms): " + "; ".join(parts))
+        grew = st.get("grew") or {}
+        for what, key in (("kernels", "kernels_ns"), ("host spans", "host_spans_ns")):
+            top = list((grew.get(key) or {}).items())[:3]
+            if top and any(v >= 0.05 * ex for _, v in top):
+                lines.append(f"    {what} that grew: " + ", ".join(f"{n[:60]} +{v / 1e6:.3f} ms" for n, v in top if v >= 0.05 * ex))
+    return lines

@@ -18,6 +18,7 @@ import numpy as np
 from .. import records
 from ..incident import MANIFEST, Incident, read_incident
 from . import evidence as evidence_mod
+from . import excess as excess_mod
 from . import measures, next_experiments, timeline
 from .checks import CHECKS, NAMES
 from .checks.base import CheckInput, make_base
@@ -65,7 +66,7 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
     origin = int(np.min(steps["start_ns"].to_numpy()))
     wait_re = opts.wait_regex()
     rank_keys = steps["rank_key"].to_numpy()
-    step_records, windows = [], []
+    step_records, windows, slow = [], [], []
     coll = _collective_findings(incident)
     for rk in np.unique(rank_keys):  # ranks are few
         sel = np.flatnonzero(rank_keys == rk)
@@ -76,11 +77,15 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
         tids = steps["thread_id"].to_numpy()[sel]
         m = _step_measures(ev, starts, ends, src)
         windows.append(_window_record(ev, int(starts.min()), int(ends.max()), src, origin, opts))
+        rank_recs = []
         for i in range(sel.size):  # steps, not events
             sw = StepWindow(int(ids[i]), ev.rank, int(tids[i]), int(starts[i]), int(ends[i]))
-            step_records.append(_step_record(sw, ev, src, opts, m, i, origin, coll.get((ev.rank, int(ids[i])))))
+            rank_recs.append(_step_record(sw, ev, src, opts, m, i, origin, coll.get((ev.rank, int(ids[i])))))
+        ref = excess_mod.attach(rank_recs, opts)
+        slow.extend(_slow_with_growth(rank_recs, ref, ev, starts, ends, opts))
+        step_records.extend(rank_recs)
     record = {
-        "schema_version": 1,
+        "schema_version": 2,
         "kind": "diagnosis",
         "incident_id": incident_id,
         "snapshot_digest": snapshot_digest,
@@ -89,7 +94,7 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
                     for name, s in sorted(incident.manifest.get("sources", {}).items())},
         "checks": list(NAMES),
         "steps": step_records,
-        "summary": _summary(step_records, windows),
+        "summary": _summary(step_records, windows, slow),
         "next_experiments": next_experiments.rank(step_records),
     }
     if validate:
@@ -159,7 +164,22 @@ def _step_record(sw: StepWindow, ev, src, opts, m: dict, i: int, origin: int, co
     return rec
 
 
-def _summary(steps: list[dict], windows: list[dict]) -> dict:
+def _slow_with_growth(recs: list[dict], ref: dict, ev, starts, ends, opts) -> list[dict]:
+    """This rank's slow steps, each naming the kernels and host spans whose time grew."""
+    rows = excess_mod.slow_steps(recs, opts.slow_step_factor)
+    if not rows or not ref:
+        return rows
+    pos = {r["step_id"]: i for i, r in enumerate(recs)}
+    idx = np.array([pos[r["step_id"]] for r in rows], np.int64)
+    comp = ref["comparable"]
+    k = excess_mod.grew(starts, ends, ev.k_name.codes, ev.k_name.dictionary, ev.k_start, ev.k_end, idx, comp)
+    h = excess_mod.grew(starts, ends, ev.span_name.codes, ev.span_name.dictionary, ev.span_start, ev.span_end, idx, comp)
+    for r, kk, hh in zip(rows, k, h):
+        r["grew"] = {"kernels_ns": kk, "host_spans_ns": hh}
+    return rows
+
+
+def _summary(steps: list[dict], windows: list[dict], slow: list[dict] | None = None) -> dict:
     by_check: dict[str, dict] = {n: {"attributed_steps": 0, "unresolved_steps": 0, "not_applicable_steps": 0, "explains_ns": 0}
                                  for n in NAMES}
     for st in steps:
@@ -174,6 +194,7 @@ def _summary(steps: list[dict], windows: list[dict]) -> dict:
         "unexplained_ns": sum(s["unexplained_ns"] for s in steps),
         "by_check": by_check,
         "windows": windows,
+        "slow_steps": sorted(slow or [], key=lambda s: -s["excess_ns"])[:excess_mod.MAX_SLOW_LISTED],
     }
 
 
@@ -194,10 +215,13 @@ def diagnose_dir(incident_dir: str | os.PathLike, *, options: DiagnoseOptions | 
 
 
 def diagnose_snapshot_file(snapshot_path: str | os.PathLike, store_root: str | os.PathLike, out_path: str | os.PathLike,
-                           *, options: DiagnoseOptions | None = None) -> dict:
-    """Rule entry: diagnose a snapshot record's tables (read back from the store, verified)."""
+                           *, options: DiagnoseOptions | None = None, settings: dict | None = None) -> dict:
+    """Rule entry: diagnose a snapshot record's tables (read back from the store, verified).
+    `settings` is the workflow's `diagnose:` config section (schema-checked by the workflow)."""
     from ..snapshot import load_tables
 
+    if options is None and settings:
+        options = DiagnoseOptions.from_config(settings)
     snap = records.read_record(snapshot_path, "snapshot")
     inc = load_tables(snap, store_root)
     record = diagnose(inc, incident_id=snap["incident_id"], snapshot_digest=records.digest_of(snap), options=options)

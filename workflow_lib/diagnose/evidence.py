@@ -14,19 +14,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .. import vocabulary
 from ..incident import Incident
 from . import measures
 from .index import IntervalIndex
 from .types import Intervals
 
-# Runtime/driver calls that enqueue GPU work: what a launch-bound host spends its time in.
-LAUNCH_RE = re.compile(r"(LaunchKernel|cuLaunch|LaunchCooperative|cudaGraphLaunch|cuGraphLaunch|MemcpyAsync|MemsetAsync)", re.IGNORECASE)
-NCCL_RE = re.compile(r"nccl", re.IGNORECASE)
-
-
-def rank_key(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """Ranks as int64 with -1 for null (single-process work)."""
-    return pc.fill_null(col.cast(pa.int64()), -1).to_numpy()
+# Names (launch calls, NCCL/RCCL kernels, sync and allocator calls) come from one vocabulary.
+LAUNCH_RE = vocabulary.LAUNCH_RE
+NCCL_RE = vocabulary.COLLECTIVE_KERNEL_RE
+rank_key = vocabulary.rank_key
 
 
 def _i64(col) -> np.ndarray:
@@ -51,7 +48,10 @@ class Names:
         return self.dictionary[self.codes[idx]]
 
     def matches(self, rx: re.Pattern) -> np.ndarray:
-        hits = np.array([bool(rx.search(str(n))) for n in self.dictionary], bool)
+        return self.where(lambda n: rx.search(n))
+
+    def where(self, fn) -> np.ndarray:
+        hits = np.array([bool(fn(str(n))) for n in self.dictionary], bool)
         return hits[self.codes] if hits.size else np.zeros(self.codes.size, bool)
 
 
@@ -76,6 +76,7 @@ class RankEvidence:
     k_end: np.ndarray
     k_corr: np.ndarray  # -1 where unknown
     k_nccl: np.ndarray  # bool
+    k_name: Names
     gpu_start_sorted: np.ndarray  # starts of all GPU activity (kernels+memcpy), ascending
     gpu_corr_sorted: np.ndarray  # their correlation ids in the same order
     rt_name: Names
@@ -85,11 +86,13 @@ class RankEvidence:
     rt_corr: np.ndarray
     rt_sync: np.ndarray
     rt_launch: np.ndarray
+    rt_alloc: np.ndarray  # allocator calls (vocabulary.ALLOC_CALLS)
     rt_index: IntervalIndex  # runtime calls by time (rows sorted by start)
     rt_corr_order: np.ndarray  # row indices sorted by correlation id
     rt_corr_sorted: np.ndarray  # rt_corr[rt_corr_order]
     api_union: Intervals
     sync_union: Intervals
+    alloc_union: Intervals
     span_name: Names
     span_thread: np.ndarray
     span_depth: np.ndarray
@@ -156,7 +159,8 @@ def build(inc: Incident, rk: int, origin_ns: int, wait_re: re.Pattern) -> RankEv
     k_start = _i64(k["start_ns"]) - origin_ns
     k_end = _i64(k["end_ns"]) - origin_ns
     k_corr = pc.fill_null(k["correlation_id"], -1).to_numpy() if k.num_rows else np.zeros(0, np.int64)
-    k_nccl = Names(k["name"]).matches(NCCL_RE)
+    k_name = Names(k["name"])
+    k_nccl = k_name.matches(NCCL_RE)
     m_start = _i64(m["start_ns"]) - origin_ns
     m_end = _i64(m["end_ns"]) - origin_ns
     m_corr = pc.fill_null(m["correlation_id"], -1).to_numpy() if m.num_rows else np.zeros(0, np.int64)
@@ -168,9 +172,13 @@ def build(inc: Incident, rk: int, origin_ns: int, wait_re: re.Pattern) -> RankEv
     r = _sorted(_table_for_rank(inc.table("runtime_api"), rk))
     rt_start = _i64(r["start_ns"]) - origin_ns
     rt_end = _i64(r["end_ns"]) - origin_ns
-    rt_sync = r["is_sync"].to_numpy(zero_copy_only=False).astype(bool) if r.num_rows else np.zeros(0, bool)
     rt_names = Names(r["name"])
+    # The stored is_sync of older captures or OR-ed with the one vocabulary (which also knows
+    # HIP and driver spellings the writer may not have).
+    rt_sync = r["is_sync"].to_numpy(zero_copy_only=False).astype(bool) if r.num_rows else np.zeros(0, bool)
+    rt_sync = rt_sync | rt_names.where(vocabulary.is_sync_call)
     rt_launch = rt_names.matches(LAUNCH_RE)
+    rt_alloc = rt_names.where(vocabulary.is_alloc_call)
 
     rt_corr = np.asarray(pc.fill_null(r["correlation_id"], -1).to_numpy(), np.int64) if r.num_rows else np.zeros(0, np.int64)
     corr_order = np.argsort(rt_corr, kind="stable")
@@ -185,14 +193,15 @@ def build(inc: Incident, rk: int, origin_ns: int, wait_re: re.Pattern) -> RankEv
         rank=None if rk < 0 else int(rk),
         devices=tuple(int(d) for d in devices),
         busy=measures.union(g_start, np.concatenate([k_end, m_end])),
-        k_start=k_start, k_end=k_end, k_corr=np.asarray(k_corr, np.int64), k_nccl=k_nccl,
+        k_start=k_start, k_end=k_end, k_corr=np.asarray(k_corr, np.int64), k_nccl=k_nccl, k_name=k_name,
         gpu_start_sorted=g_start[order], gpu_corr_sorted=g_corr[order],
         rt_name=rt_names, rt_start=rt_start, rt_end=rt_end, rt_thread=_i64(r["thread_id"]),
         rt_corr=rt_corr,
-        rt_sync=rt_sync, rt_launch=rt_launch, rt_index=IntervalIndex(rt_start, rt_end),
+        rt_sync=rt_sync, rt_launch=rt_launch, rt_alloc=rt_alloc, rt_index=IntervalIndex(rt_start, rt_end),
         rt_corr_order=corr_order, rt_corr_sorted=rt_corr[corr_order],
         api_union=measures.union(rt_start, rt_end),
         sync_union=measures.union(rt_start[rt_sync], rt_end[rt_sync]),
+        alloc_union=measures.union(rt_start[rt_alloc], rt_end[rt_alloc]),
         span_name=span_name, span_thread=_i64(s["thread_id"]),
         span_depth=np.asarray(s["depth"].to_numpy(zero_copy_only=False), np.int64) if s.num_rows else np.zeros(0, np.int64),
         span_start=span_start, span_end=span_end, span_index=IntervalIndex(span_start, span_end),
@@ -255,3 +264,36 @@ def launch_rows(ev: RankEvidence, corr: np.ndarray) -> tuple[np.ndarray, np.ndar
     pos = np.minimum(np.searchsorted(sorted_corr, corr), sorted_corr.size - 1)
     rows = ev.rt_corr_order[pos]
     return rows, (corr >= 0) & (sorted_corr[pos] == corr)
+
+
+def step_sched(ev: RankEvidence, tid: int, lo: int, hi: int) -> dict | None:
+    """The thread's scheduler counters over a step [lo, hi): samples nearest each boundary,
+    each within max(10% of the step, 200 us) of it (the recorder marks step boundaries itself).
+    Returns {cpu_ns, runqueue_wait_ns, span_ns} or None when the step is not bracketed."""
+    s = ev.sched.get(int(tid))
+    if s is None or s.ts_ns.size < 2:
+        return None
+    tol = max((hi - lo) // 10, 200_000)
+    i0 = int(np.searchsorted(s.ts_ns, lo, side="right")) - 1
+    if i0 + 1 < s.ts_ns.size and (i0 < 0 or abs(s.ts_ns[i0 + 1] - lo) < abs(lo - s.ts_ns[i0])):
+        i0 += 1
+    i1 = int(np.searchsorted(s.ts_ns, hi, side="left"))
+    if i1 - 1 >= 0 and (i1 >= s.ts_ns.size or abs(hi - s.ts_ns[i1 - 1]) < abs(s.ts_ns[i1] - hi)):
+        i1 -= 1
+    if i0 < 0 or i1 >= s.ts_ns.size or i1 <= i0:
+        return None
+    if abs(int(s.ts_ns[i0]) - lo) > tol or abs(int(s.ts_ns[i1]) - hi) > tol:
+        return None
+    dcpu = s.cpu_time_ns[i1] - s.cpu_time_ns[i0]
+    drq = s.runqueue_wait_ns[i1] - s.runqueue_wait_ns[i0]
+    if not (np.isfinite(dcpu) and np.isfinite(drq)):
+        return None
+    return {"cpu_ns": int(max(dcpu, 0)), "runqueue_wait_ns": int(max(drq, 0)), "span_ns": int(s.ts_ns[i1] - s.ts_ns[i0])}
+
+
+def launching_threads(ev: RankEvidence, lo: int, hi: int, step_thread: int) -> list[int]:
+    """The step's own thread and every thread that issued a launch call inside the step
+    (the autograd/backward thread included)."""
+    rows = ev.rt_index.overlapping(lo, hi)
+    tids = set(np.unique(ev.rt_thread[rows[ev.rt_launch[rows]]]).tolist()) if rows.size else set()
+    return [int(step_thread)] + sorted(int(t) for t in tids if int(t) != int(step_thread))

@@ -1,6 +1,8 @@
 """Next experiments: attributed findings ranked by the time they explain, each with a candidate
 change and an upper bound on the time it could recover (the explained time: removing a cause
-cannot give back more than the time it occupied). Risky changes are flagged."""
+cannot give back more than the time it occupied). Risky changes are flagged. gpu_work (busy time
+whatever the busy fraction) has no candidate of its own: "reduce GPU work" is gpu_bound's, for
+steps bounded by it."""
 
 from __future__ import annotations
 
@@ -19,6 +21,14 @@ CANDIDATES = {
                         "depends on what the host span does"),
     "clock_throttle": ("check cooling and power limits (nvidia-smi -q -d PERFORMANCE); re-run on a cool, "
                        "uncapped GPU to confirm", "low", "an environment change, not a code change"),
+    "cpu_contention": ("give the training thread a CPU of its own: pin it (os.sched_setaffinity, taskset, numactl) "
+                       "away from other busy processes and threads, or lower their priority", "low",
+                       "an environment change; the run-queue wait is measured, not inferred"),
+    "allocator_churn": ("stop releasing and re-allocating device memory each step: drop torch.cuda.empty_cache() from "
+                        "the loop, keep tensor shapes stable, or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+                        "low", "memory use can grow; numerics unchanged"),
+    "host_work": ("shorten the host work in the spans named in the evidence (host-only: no GPU was observed)",
+                  "medium", "depends on what the host span does"),
     "gpu_bound": ("reduce GPU work: mixed precision, better kernels (torch.compile, cuDNN/cuBLAS settings), "
                   "less recomputation", "high", "changes numerics or memory; the bound is all busy time, "
                   "real gains are a fraction of it"),

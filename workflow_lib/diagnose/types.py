@@ -10,11 +10,18 @@ import numpy as np
 VERDICTS = ("attributed", "unresolved", "not_applicable")
 
 # Names a dataloader/queue wait tends to carry (torch DataLoader's record_function is
-# "enumerate(DataLoader)#_...Iter.__next__"); matched case-insensitively anywhere in a span name.
+# "enumerate(DataLoader)#_...Iter.__next__"). Matched case-insensitively as whole name
+# segments (bounded by the name's start/end or a non-alphanumeric character such as '.', '_',
+# ' ', '#'), so "queue.wait" and "load_batch" match and "enqueue_work" does not.
 DEFAULT_WAIT_PATTERNS = (
-    r"queue", r"dataloader", r"data_wait", r"next[ _]?batch", r"get_batch",
+    r"queue", r"dataloader", r"data_wait", r"(next|get|load|fetch)[ _]?batch",
     r"wait_for_data", r"prefetch", r"_next_data",
 )
+
+
+def segment_regex(patterns) -> re.Pattern:
+    """Patterns matched as whole name segments (see DEFAULT_WAIT_PATTERNS)."""
+    return re.compile(r"(?<![A-Za-z0-9])(?:" + "|".join(f"(?:{p})" for p in patterns) + r")(?![A-Za-z0-9])", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -25,7 +32,8 @@ class DiagnoseOptions:
     """Regex over span names whose matches become steps (one group = step id) when the incident
     has no steps table or to override it; None uses the steps table."""
     wait_patterns: tuple[str, ...] = DEFAULT_WAIT_PATTERNS
-    """Regexes (case-insensitive) naming declared wait spans: host time in them is input wait."""
+    """Regexes (case-insensitive, matched as whole name segments) naming declared wait spans:
+    host time in them is input wait."""
     gpu_bound_min_busy_fraction: float = 0.9
     """busy/wall at or above this is GPU-bound: the last 10% is launch latency and step edges
     that no host-side change removes."""
@@ -46,12 +54,52 @@ class DiagnoseOptions:
     throttle_clock_fraction: float = 0.95
     """SM clock below this fraction of its maximum while busy counts as throttled: boost
     clocks wander by a few percent without any clock-event reason set."""
+    warmup_steps: int = 2
+    """Steps at the start of each rank left out of the typical reference: the first steps pay
+    for CUDA context, cuBLAS handles, allocator growth and autotuning, once."""
+    min_comparable_steps: int = 3
+    """Fewer comparable steps give no typical reference (excess is null): a median of one or
+    two steps is that step itself."""
+    slow_step_factor: float = 1.5
+    """A step at least this many times its typical wall is a slow step (summary.slow_steps)."""
     max_gaps_listed: int = 5
     """Longest gaps listed per step (all gaps are counted and summed); the record is validated
     node by node, so each listed gap costs write time on runs of thousands of steps."""
 
+    @classmethod
+    def from_settings(cls, step_pattern: str | None = None, wait_patterns=None, warmup_steps: int | None = None,
+                      where: str = "diagnose") -> "DiagnoseOptions":
+        """Options from the CLI flags or the workflow's `diagnose:` config key, regexes checked
+        (one-line error naming the field)."""
+        from ..errors import InputError
+
+        kw: dict = {"step_pattern": step_pattern}
+        if step_pattern is not None:
+            try:
+                rx = re.compile(step_pattern)
+            except re.error as exc:
+                raise InputError(f"{where}.step_pattern", f"not a valid regex: {exc}") from None
+            if rx.groups != 1:
+                raise InputError(f"{where}.step_pattern", "the regex needs exactly one group capturing the step id")
+        if wait_patterns:
+            for p in wait_patterns:
+                try:
+                    re.compile(p)
+                except re.error as exc:
+                    raise InputError(f"{where}.wait_patterns", f"not a valid regex {p!r}: {exc}") from None
+            kw["wait_patterns"] = tuple(wait_patterns)
+        if warmup_steps is not None:
+            kw["warmup_steps"] = int(warmup_steps)
+        return cls(**kw)
+
+    @classmethod
+    def from_config(cls, section: dict | None) -> "DiagnoseOptions":
+        section = section or {}
+        return cls.from_settings(section.get("step_pattern"), section.get("wait_patterns"), section.get("warmup_steps"),
+                                 where="config diagnose")
+
     def wait_regex(self) -> re.Pattern:
-        return re.compile("|".join(f"(?:{p})" for p in self.wait_patterns), re.IGNORECASE)
+        return segment_regex(self.wait_patterns)
 
     def as_record(self) -> dict:
         return {
@@ -65,6 +113,9 @@ class DiagnoseOptions:
             "launch_bound_min_host_launch_fraction": self.launch_bound_min_host_launch_fraction,
             "throttle_clock_fraction": self.throttle_clock_fraction,
             "max_gaps_listed": self.max_gaps_listed,
+            "warmup_steps": self.warmup_steps,
+            "min_comparable_steps": self.min_comparable_steps,
+            "slow_step_factor": self.slow_step_factor,
         }
 
 

@@ -1,4 +1,6 @@
-"""Streaming reader for Chrome-trace JSON (`{"traceEvents": [...], ...}`), plain or gzip.
+"""Streaming reader for Chrome-trace JSON, plain or gzip: the object format
+(`{"traceEvents": [...], ...}`) and the JSON-array format (`[event, event, ...]`, whose
+closing `]` the Chrome trace-event spec makes optional).
 
 Memory stays a small multiple of one chunk, not of the file: the file is read as bytes in
 blocks, the event array is cut into pieces at candidate element boundaries ("}" followed by
@@ -124,7 +126,7 @@ class _Buffer:
             return val
 
 
-def _events(b: _Buffer, parse: Callable[[bytes], T], on_piece: Callable[[T], None]) -> None:
+def _events(b: _Buffer, parse: Callable[[bytes], T], on_piece: Callable[[T], None], open_end: bool = False) -> None:
     b.expect(b"[", "'[' opening traceEvents")
     if b.peek() == b"]":
         b.pos += 1
@@ -140,12 +142,23 @@ def _events(b: _Buffer, parse: Callable[[bytes], T], on_piece: Callable[[T], Non
         else:
             on_piece(got)
         nxt = b.peek()
-        if nxt == b"]":
+        if nxt == b"]" or (open_end and nxt == b""):
             b.pos += 1
+            return
+        if open_end and nxt == b"," and _at_end(b):
             return
         if nxt != b",":
             raise InputError(b.path, f"malformed traceEvents array: expected ',' or ']', found {nxt.decode('latin-1') or 'end of file'!r}")
         b.pos += 1
+
+
+def _at_end(b: _Buffer) -> bool:
+    """A trailing ',' then end of input (allowed in the array format without its ']')."""
+    b.pos += 1
+    if b.peek() == b"":
+        return True
+    b.pos -= 1
+    return False
 
 
 def _parse_prefix(b: _Buffer, parse: Callable[[bytes], T]):
@@ -179,7 +192,13 @@ def read_trace(path: str | os.PathLike, on_piece: Callable[[T], None], parse: Ca
     meta: dict = {}
     seen_events = False
     try:
-        b.expect(b"{", "a JSON object at the top level")
+        if b.peek() == b"[":
+            # JSON-array format: the whole file is the event array; no metadata.
+            _events(b, parse, on_piece, open_end=True)
+            if b.peek() != b"":
+                raise InputError(path, "malformed trace JSON: data after the event array")
+            return meta
+        b.expect(b"{", "a JSON object (or an event array) at the top level")
         if b.peek() == b"}":
             b.pos += 1
         else:

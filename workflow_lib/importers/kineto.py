@@ -23,22 +23,20 @@ import pyarrow.compute as pc
 
 import blake3
 
+from .. import vocabulary
 from ..errors import InputError, StallcaseError
 from ..incident import MANIFEST, incident_dir, source, write_incident
 from . import kineto_events as ke
 from .json_stream import read_trace
 
 DEFAULT_STEP_PATTERN = r"ProfilerStep#(\d+)"
+# Without ProfilerStep#N (profiled without schedule/step()): annotations people write
+# around their loop body (record_function("train_step_12"), "iteration 3", "step#4").
+FALLBACK_STEP_PATTERN = r"(?i)(?<![A-Za-z0-9])(?:train_step|training_step|step|iteration|iter)[ _#:-]?(\d+)(?![A-Za-z0-9])"
 
-# Calls that block the calling host thread until the GPU (or a stream/event) catches up.
-# cudaMemcpy (not Async) synchronizes with the device; .item() appears as cudaMemcpyAsync
-# followed by cudaStreamSynchronize, which the second name catches.
-SYNC_RE = re.compile(
-    r"^(cudaStreamSynchronize|cudaDeviceSynchronize|cudaEventSynchronize|cudaThreadSynchronize"
-    r"|cudaMemcpy|cudaMemcpy2D|cudaMemcpy3D|cudaMemcpyFromSymbol|cudaMemcpyToSymbol|cudaMemcpyPeer"
-    r"|cuStreamSynchronize|cuCtxSynchronize|cuEventSynchronize|cuMemcpy|cuMemcpy_v2"
-    r"|cuMemcpyDtoH|cuMemcpyDtoH_v2|cuMemcpyHtoD|cuMemcpyHtoD_v2|cuMemcpyDtoD|cuMemcpyDtoD_v2)$"
-)
+# Calls that block the calling host thread until the GPU catches up: one definition for every
+# stage (workflow_lib/vocabulary.py: CUDA runtime, driver and HIP; .item() shows up as
+# cudaMemcpyAsync + cudaStreamSynchronize, the second is the sync).
 _COPY_KIND = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|PtoP)\b")
 
 
@@ -64,17 +62,6 @@ def _read_one(path: Path) -> tuple[dict[str, list[pa.Table]], dict]:
 
     meta = read_trace(path, on_piece, parse=ke.parse_piece)
     return parts, meta
-
-
-def _codes(names, rx: re.Pattern) -> np.ndarray:
-    """rx.search per distinct name, broadcast to events (names repeat thousands of times)."""
-    if len(names) == 0:
-        return np.zeros(0, bool)
-    enc = pc.dictionary_encode(names)
-    if isinstance(enc, pa.ChunkedArray):
-        enc = enc.combine_chunks()
-    hits = np.array([bool(rx.search(n)) for n in enc.dictionary.to_pylist()], bool)
-    return hits[enc.indices.to_numpy(zero_copy_only=False)]
 
 
 def _depths(tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -185,13 +172,66 @@ def _finish(parts: dict[str, list[pa.Table]], rank: int, base_ns: int, shift_us:
         kind = pa.array([], pa.string())
     out["memcpy"] = m.drop_columns(["name", "is_set"]).append_column("kind", kind)
     r = out["runtime_api"]
-    out["runtime_api"] = r.append_column("is_sync", pa.array(_codes(r["name"], SYNC_RE)))
+    out["runtime_api"] = r.append_column("is_sync", pa.array(vocabulary.per_name(r["name"], vocabulary.is_sync_call)))
     sp = out["spans"]
     tid = sp["thread_id"].to_numpy()
     depth = _depths(tid, sp["start_ns"].to_numpy(), sp["end_ns"].to_numpy()) if sp.num_rows else np.zeros(0, np.int64)
     out["spans"] = sp.append_column("depth", pa.array(depth.astype(np.int32)))
-    out["steps"] = _steps(out["spans"], step_rx)
+    steps, basis = _steps(out["spans"], step_rx), "pattern"
+    if steps.num_rows == 0 and step_rx.pattern == DEFAULT_STEP_PATTERN:
+        steps, basis = _steps(out["spans"], re.compile(FALLBACK_STEP_PATTERN)), "annotation"
+    if steps.num_rows == 0 and step_rx.pattern == DEFAULT_STEP_PATTERN:
+        steps, basis = _window_step(out, rank), "window"
+    out["steps"] = _with_launched_gpu_work(steps, out)
+    out["_basis"] = basis
     return out
+
+
+def _window_step(out: dict[str, pa.Table], rank: int) -> pa.Table:
+    """No step annotations at all: one step over the trace window (every event), owned by the
+    thread with the most runtime calls (else the most host spans)."""
+    starts = [int(pc.min(t["start_ns"]).as_py()) for t in out.values() if t.num_rows]
+    ends = [int(pc.max(t["end_ns"]).as_py()) for t in out.values() if t.num_rows]
+    if not starts:
+        return _steps(out["spans"], re.compile(DEFAULT_STEP_PATTERN))
+    src = out["runtime_api"] if out["runtime_api"].num_rows else out["spans"]
+    if src.num_rows:
+        tids, counts = np.unique(src["thread_id"].to_numpy(), return_counts=True)
+        tid = int(tids[np.argmax(counts)])
+    else:
+        tid = 0
+    return pa.table({"step_id": pa.array([0], pa.int64()), "thread_id": pa.array([tid], pa.int64()),
+                     "start_ns": pa.array([min(starts)], pa.int64()), "end_ns": pa.array([max(ends)], pa.int64()),
+                     "rank": pa.array([rank], pa.int32())})
+
+
+def _with_launched_gpu_work(steps: pa.Table, out: dict[str, pa.Table]) -> pa.Table:
+    """GPU work launched inside a step that runs after the step's host end counts toward the
+    step that launched it: each step's end moves to the end of that work, up to the next
+    step's start (the last step: to the end of its work)."""
+    r = out["runtime_api"]
+    if steps.num_rows == 0 or r.num_rows == 0:
+        return steps
+    g_corr = np.concatenate([pc.fill_null(out[n]["correlation_id"], -1).to_numpy() for n in ("kernels", "memcpy")]).astype(np.int64)
+    g_end = np.concatenate([out[n]["end_ns"].to_numpy() for n in ("kernels", "memcpy")]).astype(np.int64)
+    if g_corr.size == 0:
+        return steps
+    r_corr = pc.fill_null(r["correlation_id"], -1).to_numpy().astype(np.int64)
+    r_start = r["start_ns"].to_numpy().astype(np.int64)
+    order = np.argsort(r_corr, kind="stable")
+    pos = np.minimum(np.searchsorted(r_corr[order], g_corr), order.size - 1)
+    ok = (g_corr >= 0) & (r_corr[order][pos] == g_corr)
+    launch_t, work_end = r_start[order][pos][ok], g_end[ok]
+    st = steps.sort_by([("start_ns", "ascending")])
+    s0 = st["start_ns"].to_numpy().astype(np.int64)
+    e0 = st["end_ns"].to_numpy().astype(np.int64)
+    k = np.searchsorted(s0, launch_t, side="right") - 1
+    inside = (k >= 0) & (launch_t < e0[np.maximum(k, 0)])
+    last = e0.copy()
+    np.maximum.at(last, k[inside], work_end[inside])
+    nxt = np.append(s0[1:], np.iinfo(np.int64).max)
+    new_end = np.maximum(e0, np.minimum(last, nxt))
+    return st.set_column(st.schema.get_field_index("end_ns"), "end_ns", pa.array(new_end, pa.int64()))
 
 
 def _steps(spans: pa.Table, rx: re.Pattern) -> pa.Table:
@@ -247,7 +287,7 @@ def import_kineto(files, *, incident_id: str, incidents_dir: str | os.PathLike =
     if step_rx.groups != 1:
         raise InputError("--step-pattern", "the regex needs exactly one group capturing the step id")
     parts: dict[str, list[pa.Table]] = {}
-    ranks, unix_known, artifacts = [], True, []
+    ranks, unix_known, artifacts, bases = [], True, [], set()
     for i, path in enumerate(files):
         pieces, meta = _read_one(path)
         rank = _rank_of(meta, i, path)
@@ -256,7 +296,9 @@ def import_kineto(files, *, incident_id: str, incidents_dir: str | os.PathLike =
         ranks.append(rank)
         base, shift, known = _base(meta, pieces, path)
         unix_known &= known
-        for name, t in _finish(pieces, rank, base, shift, step_rx, path).items():
+        done = _finish(pieces, rank, base, shift, step_rx, path)
+        bases.add(done.pop("_basis"))
+        for name, t in done.items():
             parts.setdefault(name, []).append(t)
         artifacts.append({"role": "input", "path": str(path.resolve()), "relpath": None,
                           "digest": _hash_streaming(path), "size": path.stat().st_size})
@@ -264,13 +306,19 @@ def import_kineto(files, *, incident_id: str, incidents_dir: str | os.PathLike =
     data = {name: pa.concat_tables(ts, promote_options="permissive") for name, ts in parts.items()}
     if data["steps"].num_rows == 0:
         raise InputError(files[0], f"no step spans match {step_rx.pattern!r}: profile with schedule/step() or pass --step-pattern")
-    write_incident(out_dir, _manifest(incident_id, data, ranks, unix_known, artifacts, step_rx.pattern), data)
+    write_incident(out_dir, _manifest(incident_id, data, ranks, unix_known, artifacts, step_rx.pattern, sorted(bases)), data)
     del data, parts
     pa.default_memory_pool().release_unused()  # hand parse buffers back before the caller goes on
     return out_dir
 
 
-def _manifest(incident_id: str, data: dict[str, pa.Table], ranks: list[int], unix_known: bool, artifacts: list, pattern: str) -> dict:
+_BASIS = {"pattern": "step spans matched by the step pattern",
+          "annotation": f"no ProfilerStep#N: steps from loop annotations ({FALLBACK_STEP_PATTERN})",
+          "window": "no step annotations: one step over each rank's trace window"}
+
+
+def _manifest(incident_id: str, data: dict[str, pa.Table], ranks: list[int], unix_known: bool, artifacts: list, pattern: str,
+              bases: list[str] = ("pattern",)) -> dict:
     gpu = data["kernels"].num_rows + data["memcpy"].num_rows
     not_in_kineto = "Kineto traces carry no {}"
     starts = [pc.min(t["start_ns"]).as_py() for t in data.values() if t.num_rows]
@@ -283,11 +331,11 @@ def _manifest(incident_id: str, data: dict[str, pa.Table], ranks: list[int], uni
         "window": {"start_ns": min(starts), "end_ns": max(ends)} if starts else None,
         "ranks": sorted(ranks),
         "sources": {
-            "kernels": source("observed") if gpu else source("not_observed", "trace has no GPU activity (profiled without ProfilerActivity.CUDA?)"),
+            "kernels": source("observed") if gpu else source("not_observed", "trace has no CUDA/HIP GPU activity (profiled without ProfilerActivity.CUDA, or another device kind such as MTIA, whose events are not read)"),
             "memcpy": source("observed") if gpu else source("not_observed", "trace has no GPU activity"),
             "runtime_api": source("observed") if data["runtime_api"].num_rows else source("not_observed", "trace has no cuda_runtime/cuda_driver events"),
             "spans": source("observed") if data["spans"].num_rows else source("not_observed", "trace has no cpu_op/user_annotation events"),
-            "steps": source("observed", None, pattern=pattern),
+            "steps": source("observed", None, pattern=pattern, basis="; ".join(_BASIS[b] for b in bases)),
             "sched": source("not_observed", not_in_kineto.format("scheduler samples")),
             "nvml": source("not_observed", not_in_kineto.format("NVML samples")),
             "clock_sync": source("not_observed", "Kineto maps GPU times onto the host clock itself (CUPTI); no calibration rows"),

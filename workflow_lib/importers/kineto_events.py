@@ -13,8 +13,11 @@ Category spellings, current and older Kineto:
     kernel           kernel / Kernel
     gpu_memcpy       gpu_memcpy / Memcpy
     gpu_memset       gpu_memset / Memset
-    cuda_runtime     cuda_runtime / Runtime, cuda_driver / Driver
+    cuda_runtime     cuda_runtime / Runtime, cuda_driver / Driver (HIP calls under the same
+                     categories on ROCm builds; hip_runtime / hip_api where a tool writes them)
     host spans       cpu_op / Operator, user_annotation, python_function
+(the one list: workflow_lib/vocabulary.SOURCE_ALIASES). Other device kinds' categories
+(e.g. MTIA's) are not read: the import marks GPU sources not observed, saying why.
 """
 
 from __future__ import annotations
@@ -40,11 +43,13 @@ EVENT = pa.struct([
     ("ts", pa.float64()), ("dur", pa.float64()), ("args", ARGS),
 ])
 
-KERNEL = ("kernel",)
-MEMCPY = ("gpu_memcpy", "memcpy")
-MEMSET = ("gpu_memset", "memset")
-RUNTIME = ("cuda_runtime", "runtime", "cuda_driver", "driver")
-HOST = ("cpu_op", "operator", "user_annotation", "python_function")
+from ..vocabulary import SOURCE_ALIASES
+
+KERNEL = SOURCE_ALIASES["kernel"]
+MEMCPY = SOURCE_ALIASES["memcpy"]
+MEMSET = SOURCE_ALIASES["memset"]
+RUNTIME = SOURCE_ALIASES["runtime_api"]
+HOST = SOURCE_ALIASES["spans"]
 KEPT = KERNEL + MEMCPY + MEMSET + RUNTIME + HOST
 
 

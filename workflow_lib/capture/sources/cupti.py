@@ -38,15 +38,16 @@ BUFFER_BYTES = 4 << 20
 CALIBRATION_READS = 7
 MEMCPY_KINDS = {0: "unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
                 8: "DtoD", 9: "HtoH", 10: "PtoP"}
-# Runtime calls that block the calling host thread until the GPU reaches a point.
-SYNC_CALLS = ("Synchronize", "cudaMemcpy_v", "cudaMemcpy2D_v", "cudaFree_v")
+# Runtime calls that block the calling host thread until the GPU reaches a point: one
+# definition for every stage (workflow_lib/vocabulary.py; cudaFree yes, cudaMalloc no).
+from ...vocabulary import is_sync_call
 # Runtime calls left out of runtime_api: queries that return at once, neither enqueue GPU
 # work nor wait for it. PyTorch issues some per kernel launch (cudaGetLastError after each
 # launch, cudaGetDevice in device guards), doubling the records of a launch-bound loop.
 # What the diagnosis reads from runtime_api, and why these are not in it:
 #   launch_bound: launch calls (LAUNCH_RE: *LaunchKernel*, *GraphLaunch*, Memcpy/MemsetAsync)
 #     joined to kernels by correlation id, their durations and thread - kept;
-#   sync_stall and the host_sync_api_ns measure: calls with is_sync (SYNC_CALLS) and
+#   sync_stall and the host_sync_api_ns measure: calls with is_sync (vocabulary) and
 #     SYNCHRONIZATION records - kept;
 #   host_submission: "was the host in a sync" (is_sync rows - kept) and the submitting thread
 #     (the thread of the last call before a gap: launches are kept, so it is the thread that
@@ -417,7 +418,7 @@ class CuptiSource:
         got = self._cbids.get(cbid)
         if got is None:
             name = _api_name(cu, cbid)
-            got = self._cbids[cbid] = (self._name(name), int(any(s in name for s in SYNC_CALLS)),
+            got = self._cbids[cbid] = (self._name(name), int(is_sync_call(name)),
                                        self.filter_runtime and _base_api_name(name) in DROPPED_RUNTIME_CALLS)
         return got
 

@@ -30,7 +30,14 @@ except ImportError:  # pragma: no cover - depends on the host
     pynvml = None
 
 METRICS = ("gpu_util_pct", "mem_util_pct", "sm_clock_mhz", "mem_clock_mhz", "max_sm_clock_mhz",
-           "power_mw", "temp_c", "mem_used_bytes", "clock_event_reasons")
+           "power_mw", "temp_c", "mem_used_bytes", "clock_event_reasons",
+           "violation_power_ns", "violation_thermal_ns", "violation_board_limit_ns", "violation_reliability_ns")
+# nvmlDeviceGetViolationStatus policies (nvml.h nvmlPerfPolicyType_t): cumulative ns the GPU
+# spent held below its clocks for each reason since the driver loaded. A delta between two
+# polls says exactly how long it was throttled in between, however short the steps are: a
+# zero delta rules throttling out for every step inside, whatever the poll period.
+VIOLATIONS = (("violation_power_ns", 0), ("violation_thermal_ns", 1), ("violation_board_limit_ns", 3),
+              ("violation_reliability_ns", 5))
 _M = {m: i for i, m in enumerate(METRICS)}
 SOURCES = ("poll", "driver_samples")
 # Consecutive failed polls after which the sampler stops (and says so) instead of spinning on errors.
@@ -55,6 +62,7 @@ class NvmlSampler:
         self.backoffs = 0
         self.stopped_on_errors = False
         self._last_sample_us: dict[int, int] = {}
+        self._no_violations: set[int] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._inited = False
@@ -121,11 +129,14 @@ class NvmlSampler:
                 ("temp_c", lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
                 ("mem_used_bytes", lambda: nv.nvmlDeviceGetMemoryInfo(h).used),
                 ("clock_event_reasons", lambda: _reasons(nv, h)),
-            )
+            ) + tuple((m, (lambda p=p: nv.nvmlDeviceGetViolationStatus(h, p).violationTime)) for m, p in VIOLATIONS
+                      if dev not in self._no_violations)
             for metric, q in queries:
                 try:
                     v = float(q())
                 except Exception as exc:
+                    if metric.startswith("violation_"):
+                        self._no_violations.add(dev)  # not supported on this GPU/driver: asked once
                     self._error(f"device {dev} {metric}: {_err(exc)}")
                     continue
                 self.ring.append(dev, ts, _M[metric], v, 0)

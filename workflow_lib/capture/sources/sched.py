@@ -23,6 +23,12 @@ _STATES = "RSDZTtXxKWPI"
 _RUNNING = _STATES.index("R")  # a thread reading its own counters is running
 _TLS = threading.local()  # per thread: its tid and an open fd of its own schedstat
 _NULL = -1  # ring sentinel for an unread counter (real counters are >= 0)
+_UNKNOWN = ord("?")  # state code of a step-boundary sample of another thread (stat not read)
+# Threads that launch GPU work besides the step's own: PyTorch's autograd engine names its
+# device threads "pt_autograd_<n>" (c10::setThreadName).
+LAUNCHER_NAMES = (b"pt_autograd",)
+RESCAN = 256  # step boundaries between scans for new launcher threads
+MAX_LAUNCHERS = 16
 
 
 def read_task(pid: int, tid: int) -> tuple[str, str, int, int, int] | None:
@@ -84,6 +90,10 @@ class SchedSampler:
         self._thread: threading.Thread | None = None
         self.native_id: int | None = None
         self.boundary_marks = 0
+        # Other threads that launch the step's GPU work (the autograd engine's backward
+        # threads): sampled at every step boundary too, found by name every RESCAN marks.
+        self._launchers: dict[int, int] = {}  # tid -> open fd of its schedstat
+        self._marks_since_scan = RESCAN
 
     @property
     def nbytes(self) -> int:
@@ -137,6 +147,50 @@ class SchedSampler:
             return
         self.ring.append(now_ns(), _TLS.tid, _RUNNING, int(cpu), int(wait), int(slices))
         self.boundary_marks += 1
+        self._mark_launchers()
+
+    def watch_thread(self, tid: int) -> None:
+        """Sample this thread (of the recorded process) at every step boundary as well."""
+        if tid in self._launchers or len(self._launchers) >= MAX_LAUNCHERS or self.pid != os.getpid():
+            return
+        try:
+            self._launchers[tid] = os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY)
+        except OSError:
+            pass
+
+    def _mark_launchers(self) -> None:
+        self._marks_since_scan += 1
+        if self._marks_since_scan >= RESCAN:
+            self._marks_since_scan = 0
+            self._scan_launchers()
+        if not self._launchers:
+            return
+        ts = now_ns()
+        for tid, fd in list(self._launchers.items()):
+            if tid == _TLS.tid:
+                continue
+            try:
+                cpu, wait, slices = os.pread(fd, 128, 0).split()[:3]
+            except (OSError, ValueError):
+                os.close(fd)  # the thread ended
+                del self._launchers[tid]
+                continue
+            # State unknown without reading stat (costly): counters are what the diagnosis reads.
+            self.ring.append(ts, tid, _UNKNOWN, int(cpu), int(wait), int(slices))
+
+    def _scan_launchers(self) -> None:
+        if self.pid != os.getpid():
+            return
+        try:
+            tids = os.listdir("/proc/self/task")
+        except OSError:
+            return
+        for t in tids:
+            if not t.isdigit() or int(t) in self._launchers:
+                continue
+            comm = _read(f"/proc/self/task/{t}/comm")
+            if comm and comm.startswith(LAUNCHER_NAMES):
+                self.watch_thread(int(t))
 
     def sample_once(self) -> int:
         """Read every thread once; returns rows written."""

@@ -7,7 +7,14 @@ plain GPU-bound explain busy time.
 
 from __future__ import annotations
 
-from . import clock_throttle, collective_wait, gpu_bound, host_submission, input_starvation, launch_bound, sync_stall
+from . import (allocator_churn, clock_throttle, collective_wait, cpu_contention, gpu_bound, gpu_work, host_submission,
+               host_work, input_starvation, launch_bound, sync_stall)
 
-CHECKS = (sync_stall, input_starvation, collective_wait, launch_bound, host_submission, clock_throttle, gpu_bound)
+# cpu_contention first (measured run-queue wait: a runnable thread that is not running stretches
+# whatever it was doing); allocator_churn precedes sync_stall (cudaFree is both: the churn is
+# the more specific name);
+# gpu_work takes the busy time gpu_bound (the "bounded by" verdict) did not; host_work is the
+# host-only reading when no GPU was observed.
+CHECKS = (cpu_contention, allocator_churn, sync_stall, input_starvation, collective_wait, launch_bound, host_submission,
+          clock_throttle, gpu_bound, gpu_work, host_work)
 NAMES = tuple(c.NAME for c in CHECKS)

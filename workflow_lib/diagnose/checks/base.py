@@ -38,6 +38,18 @@ def make_base(step: StepWindow, ev: RankEvidence, min_gap_ns: int) -> StepBase:
     return StepBase(step, busy, idle, Intervals(idle.start_ns[keep], idle.end_ns[keep]))
 
 
+def host_gaps(ci: "CheckInput") -> Intervals:
+    """GPU idle gaps (>= min_gap_ns) where the host was neither in a synchronizing call, an
+    allocator call nor a declared wait: the candidates for host-side causes."""
+    ev, lo, hi = ci.ev, ci.step.start_ns, ci.step.end_ns
+    cand = ci.base.idle_long
+    for u in (ev.sync_union, ev.alloc_union, ev.wait_union):
+        if len(u):
+            cand = measures.subtract(cand, measures.clip(u, lo, hi))
+    keep = (cand.end_ns - cand.start_ns) >= ci.opts.min_gap_ns
+    return Intervals(cand.start_ns[keep], cand.end_ns[keep])
+
+
 def unresolved(check: str, missing: list[str], **evidence) -> Finding:
     return Finding(check, "unresolved", measures.empty(), evidence, tuple(missing))
 

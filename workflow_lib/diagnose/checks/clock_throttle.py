@@ -1,7 +1,13 @@
 """clock_throttle: NVML says the GPU slowed itself (thermal, power, hardware slowdown) or ran
 its SM clock below maximum while busy during the step.
 
-Evidence required: NVML samples covering the step (one inside it, or two bracketing it at
+Evidence, first choice: NVML violation counters (nvmlDeviceGetViolationStatus: cumulative ns
+held below clocks for power, thermal, board limit, reliability), polled as deltas. The two
+polls around the step bracket it: an unchanged counter rules throttling out for the whole
+bracket however long it is, so millisecond steps are covered by a 1 s poll; a change inside a
+bracket at most 2x the step is attributed (the delta, capped at busy time); a change in a
+longer bracket cannot be placed and is unresolved, saying so.
+Otherwise: NVML clock samples covering the step (one inside it, or two bracketing it at
 most 2x the step apart). Unresolved without them.
 Explains: the step's busy time times (1 - mean busy SM clock / max SM clock): the work that a
 full clock would have finished sooner. Taken from the end of the busy intervals.
@@ -53,10 +59,45 @@ def _take_tail(busy: Intervals, amount_ns: int) -> Intervals:
     return Intervals(s[::-1], e[::-1])
 
 
+VIOLATION_METRICS = ("violation_power_ns", "violation_thermal_ns", "violation_board_limit_ns", "violation_reliability_ns")
+
+
+def _violations(ci: CheckInput) -> Finding | None:
+    """The verdict from violation counters, or None when they do not bracket the step."""
+    ev, step = ci.ev, ci.step
+    total, span, per = 0.0, 0, {}
+    for m in VIOLATION_METRICS:
+        got = ev.nvml.get(m)
+        if got is None or got[0].size < 2:
+            continue
+        ts, v = got
+        i0 = int(np.searchsorted(ts, step.start_ns, side="right")) - 1
+        i1 = int(np.searchsorted(ts, step.end_ns, side="left"))
+        if i0 < 0 or i1 >= ts.size:
+            return None
+        d = float(np.max(v[i0:i1 + 1]) - v[i0])  # several devices interleave: the rank's worst
+        per[m] = int(max(d, 0))
+        total = max(total, d)
+        span = max(span, int(ts[i1] - ts[i0]))
+    if not per:
+        return None
+    evidence = {"basis": "NVML violation counters (deltas)", "violation_ns": per, "bracket_ns": span}
+    if total <= 0:
+        return not_applicable(NAME, **evidence)
+    if span > 2 * max(step.wall_ns, 1):
+        return unresolved(NAME, [f"violation counters changed by {int(total)} ns within a {span} ns bracket around the "
+                                 f"{step.wall_ns} ns step: a poll closer to the step's boundaries"], **evidence)
+    busy = ci.base.busy
+    return attributed(NAME, _take_tail(busy, int(min(total, busy.total_ns))), **evidence)
+
+
 def check(ci: CheckInput) -> Finding:
     ev, step, opts = ci.ev, ci.step, ci.opts
     if not ci.src.nvml or not ev.nvml:
         return unresolved(NAME, ["NVML samples (nvml not observed)"])
+    by_counters = _violations(ci)
+    if by_counters is not None:
+        return by_counters
     reasons = ev.nvml.get("clock_event_reasons")
     clocks = ev.nvml.get("sm_clock_mhz")
     rwin = _window(reasons[0], step.start_ns, step.end_ns) if reasons is not None else None

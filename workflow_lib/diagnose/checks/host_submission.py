@@ -1,18 +1,20 @@
-"""host_submission: the GPU went idle with nothing queued while the host was neither in a
-synchronizing call nor in a declared wait; the host was late to submit.
+"""host_submission: the GPU sat idle with nothing queued while the host was neither in a
+synchronizing call, an allocator call nor a declared wait; the host was late to submit.
 
-Evidence required, per gap:
-  * runtime_api (to know the host was not in a sync, and which thread submits),
-  * GPU activity with correlation ids (to know nothing was queued: the next GPU activity
-    after the gap was launched after the gap began),
-  * scheduler samples of the submitting thread that cover the gap: one sample at or before
-    its start and one at or after its end, at most 2x the gap apart, so the thread's
-    running / runnable / blocked split over that bracket is mostly the gap itself,
-  * GPU->host clock uncertainty below `clock_uncertainty_max_fraction` of the gap. Rule:
-    clock_sync rows give the uncertainty; with none, a Kineto import counts as measured on
-    one timebase (CUPTI corrects GPU times onto the host clock it reads) and is accepted
-    with the uncertainty reported as "not measured"; any other source is unresolved.
-A gap missing any of these is unresolved, with the host span it fell in and what is missing.
+Tiered evidence, per gap (>= min_gap_ns):
+  * required: runtime_api (which thread submits; that it was not in a sync) and GPU activity
+    with correlation ids (nothing queued: the next GPU activity after the gap was launched
+    after the gap began), and GPU->host clock uncertainty below
+    `clock_uncertainty_max_fraction` of the gap (clock_sync rows; a Kineto import counts as one
+    CUPTI timebase and is accepted with the uncertainty "not measured");
+  * tier 1 (what the host did): the submitting thread was in user code at the gap - a host
+    span or Python op, or a non-synchronizing CUDA call - so the gap is host work in that span.
+    This needs no scheduler evidence;
+  * tier 2 (on CPU or descheduled?): scheduler samples of the thread bracketing the gap within
+    2x its length, else the thread's counters over the whole step (sampled at step boundaries).
+    Without either, the host state stays unresolved and the evidence names what is missing;
+    the gap is still host work.
+A gap with neither a host span/call nor scheduler evidence is unresolved.
 Explains: the attributed gaps.
 """
 
@@ -21,9 +23,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import measures
-from ..evidence import RankEvidence, launch_rows
+from ..evidence import RankEvidence, launch_rows, step_sched
 from ..types import Finding, Intervals
-from .base import CheckInput, attributed, not_applicable, unresolved
+from .base import CheckInput, attributed, host_gaps, not_applicable, unresolved
 
 NAME = "host_submission"
 _EXAMPLES = 5
@@ -61,6 +63,19 @@ def _span_at(ev: RankEvidence, tid: int, t: int) -> str | None:
     return str(ev.span_name[idx[np.argmax(ev.span_depth[idx])]])
 
 
+def _call_at(ev: RankEvidence, tid: int, t: int) -> str | None:
+    """Name of a non-synchronizing runtime/driver call of thread `tid` running at time t."""
+    idx = ev.rt_index.containing(t)
+    idx = idx[(ev.rt_thread[idx] == tid) & ~ev.rt_sync[idx]]
+    return None if idx.size == 0 else str(ev.rt_name[idx[-1]])
+
+
+def _state_of(cpu: float, rq: float, span: float) -> tuple[str, dict]:
+    run, wait = cpu / span, rq / span
+    fractions = {"running": run, "runnable_not_running": wait, "sleeping_or_blocked": max(0.0, 1.0 - run - wait)}
+    return max(fractions, key=fractions.get), {k: round(float(v), 4) for k, v in fractions.items()}
+
+
 def _host_state(ev: RankEvidence, tid: int, a: int, b: int) -> tuple[str | None, dict]:
     """(state, detail) from the thread's scheduler samples bracketing [a, b); state None if not covered."""
     s = ev.sched.get(tid)
@@ -76,10 +91,7 @@ def _host_state(ev: RankEvidence, tid: int, a: int, b: int) -> tuple[str | None,
     dcpu = s.cpu_time_ns[i1] - s.cpu_time_ns[i0]
     drq = s.runqueue_wait_ns[i1] - s.runqueue_wait_ns[i0]
     if np.isfinite(dcpu) and np.isfinite(drq) and span > 0:
-        run, wait = dcpu / span, drq / span
-        fractions = {"running": run, "runnable_not_running": wait, "sleeping_or_blocked": max(0.0, 1.0 - run - wait)}
-        state = max(fractions, key=fractions.get)
-        return state, {k: round(float(v), 4) for k, v in fractions.items()}
+        return _state_of(dcpu, drq, span)
     states = s.state[i0 : i1 + 1].astype(str)
     r = float(np.mean(states == "R"))
     # /proc state 'R' is running or runnable: without schedstat counters the two are not separable.
@@ -90,11 +102,7 @@ def check(ci: CheckInput) -> Finding:
     ev, step, src, opts = ci.ev, ci.step, ci.src, ci.opts
     if not src.kernels:
         return unresolved(NAME, ["GPU activity (kernels not observed)"])
-    lo, hi = step.start_ns, step.end_ns
-    cand = measures.subtract(measures.subtract(ci.base.idle_long, measures.clip(ev.sync_union, lo, hi)), measures.clip(ev.wait_union, lo, hi))
-    lengths = cand.end_ns - cand.start_ns
-    keep = lengths >= opts.min_gap_ns
-    cand = Intervals(cand.start_ns[keep], cand.end_ns[keep])
+    cand = host_gaps(ci)
     if len(cand) == 0:
         return not_applicable(NAME, candidate_gaps=0)
     if not src.runtime_api:
@@ -112,35 +120,51 @@ def check(ci: CheckInput) -> Finding:
     state_ns: dict[str, int] = {}
     span_ns: dict[str, int] = {}
     missing: set[str] = set()
+    state_missing: set[str] = set()
     examples = []
-    # Per-gap evidence: gaps of at least min_gap_ns in one step are few (tens at most).
+    step_state: dict[int, tuple] = {}
+    # Per-gap evidence: gaps of at least min_gap_ns in one step are tens to hundreds.
     for i in range(gs.size):
         a, b, tid = int(gs[i]), int(ge[i]), int(tids[i])
         length = b - a
-        span = _span_at(ev, tid, (a + b) // 2)
+        mid = (a + b) // 2
+        span = _span_at(ev, tid, mid)
+        call = _call_at(ev, tid, mid)
+        host_in = f"CUDA call {call}" if call is not None else span
         why = []
         if q[i] == -1:
             why.append("correlation ids to tell whether work was queued")
-        if not src.sched:
-            why.append("scheduler samples (sched not observed)")
-            state, detail = None, {}
-        else:
-            state, detail = _host_state(ev, tid, a, b)
-            if state is None:
-                why.append(f"scheduler coverage of thread {tid}: {detail['reason']}")
         if unc is None and not src.shared_timebase:
             why.append("GPU->host clock uncertainty (clock_sync not observed)")
         elif unc is not None and unc >= opts.clock_uncertainty_max_fraction * length:
             why.append(f"clock uncertainty {unc} ns is not below {opts.clock_uncertainty_max_fraction} x the {length} ns gap")
+        state, detail, basis = None, {}, None
+        if src.sched:
+            state, detail = _host_state(ev, tid, a, b)
+            basis = "gap" if state is not None else None
+            if state is None:
+                if tid not in step_state:
+                    st = step_sched(ev, tid, step.start_ns, step.end_ns)
+                    step_state[tid] = _state_of(st["cpu_ns"], st["runqueue_wait_ns"], st["span_ns"]) if st and st["span_ns"] > 0 else (None, detail)
+                state, sdetail = step_state[tid]
+                if state is not None:
+                    detail, basis = sdetail, "step"
+                else:
+                    state_missing.add(f"on CPU or descheduled: scheduler samples of thread {tid} bracketing the gap or the step ({detail.get('reason')})")
+        else:
+            state_missing.add("on CPU or descheduled: scheduler samples (sched not observed)")
+        if host_in is None and state is None:
+            why.append("a host span, Python op or CUDA call of the submitting thread at the gap, or scheduler samples of it")
         if not why:
             attributed_mask[i] = True
-            state_ns[state] = state_ns.get(state, 0) + length
+            key = state or "unresolved"
+            state_ns[key] = state_ns.get(key, 0) + length
         missing.update(why)
-        key = span or "(no host span)"
+        key = host_in or "(no host span)"
         span_ns[key] = span_ns.get(key, 0) + length
         if len(examples) < _EXAMPLES:
-            examples.append({"gap_ns": length, "thread_id": tid, "host_span": span, "host_state": state,
-                             "state_detail": detail, "attributed": not why})
+            examples.append({"gap_ns": length, "thread_id": tid, "host_span": host_in, "host_state": state,
+                             "host_state_basis": basis, "state_detail": detail, "attributed": not why})
     claimed = Intervals(gs[attributed_mask], ge[attributed_mask])
     evidence = {
         "candidate_gaps": int(gs.size),
@@ -152,6 +176,8 @@ def check(ci: CheckInput) -> Finding:
         "clock_uncertainty_ns": unc if unc is not None else ("not measured (shared CUPTI timebase)" if src.shared_timebase else None),
         "examples": examples,
     }
+    if state_missing:
+        evidence["host_state_missing"] = sorted(state_missing)
     if len(claimed) == 0:
         return unresolved(NAME, sorted(missing), **evidence)
     if missing:

@@ -3,7 +3,8 @@
 Evidence required: host spans and GPU activity. Attributed from time spent waiting, never
 from a queue-depth sample: a sampled depth says nothing about the moments between samples,
 while a wait span is the host's own record of having nothing to submit.
-Explains: GPU idle inside wait spans.
+Explains: GPU idle inside wait spans. Without any GPU source (a CPU-only machine) the wait
+time itself, labelled "basis: host-only": there is no GPU to idle, the step waited.
 """
 
 from __future__ import annotations
@@ -16,23 +17,20 @@ NAME = "input_starvation"
 
 
 def check(ci: CheckInput) -> Finding:
-    missing = []
     if not ci.src.spans:
-        missing.append("host spans (spans table not observed)")
-    if not ci.src.kernels:
-        missing.append("GPU activity (kernels not observed)")
-    if missing:
-        return unresolved(NAME, missing)
+        return unresolved(NAME, ["host spans (spans table not observed)"])
     ev, step = ci.ev, ci.step
     wait = measures.clip(ev.wait_union, step.start_ns, step.end_ns)
     if wait.total_ns == 0:
         return not_applicable(NAME, wait_ns=0, patterns=list(ci.opts.wait_patterns))
-    claimed = measures.intersect(ci.base.idle, wait)
+    host_only = not ci.src.kernels
+    claimed = wait if host_only else measures.intersect(ci.base.idle, wait)
     regex = ci.opts.wait_regex()
     sel = ev.span_index.overlapping(step.start_ns, step.end_ns)
     names = ev.span_name[sel]
     is_wait = [bool(regex.search(str(n))) for n in names]  # spans of one step: a handful
     evidence = {
+        **({"basis": "host-only: no GPU activity observed; the step's own wait spans"} if host_only else {}),
         "wait_ns": wait.total_ns,
         "gpu_idle_during_wait_ns": claimed.total_ns,
         "wait_spans": top_names(names[is_wait], (ev.span_end[sel] - ev.span_start[sel])[is_wait]),

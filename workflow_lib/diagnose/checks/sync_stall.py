@@ -3,7 +3,9 @@
 Evidence required: host CUDA API calls with is_sync (runtime_api) and GPU activity.
 Explains: GPU idle from the start of each synchronizing call until the next GPU activity
 after it returns (the queue is empty when a sync returns, so the GPU waits for the host to
-submit again).
+submit again; host work before the next launch is the refill the sync forced), except time
+after the return that the host spent in a declared wait or an allocator call: overlapping
+causes are split by time, each credited with its own interval.
 """
 
 from __future__ import annotations
@@ -36,8 +38,13 @@ def check(ci: CheckInput) -> Finding:
     j = np.searchsorted(ev.gpu_start_sorted, e, side="left")
     nxt = np.where(j < ev.gpu_start_sorted.size, ev.gpu_start_sorted[np.minimum(j, ev.gpu_start_sorted.size - 1)], step.end_ns)
     nxt = np.minimum(np.maximum(nxt, e), step.end_ns)
-    windows = measures.union(s, nxt)
-    claimed = measures.intersect(ci.base.idle, measures.clip(windows, step.start_ns, step.end_ns))
+    windows = measures.clip(measures.union(s, nxt), step.start_ns, step.end_ns)
+    # Each cause gets its own interval: after the call returns, time the host spends in a
+    # declared wait or an allocator call is that cause's, not the sync's refill.
+    for other in (ev.wait_union, ev.alloc_union):
+        if len(other):
+            windows = measures.subtract(windows, measures.subtract(measures.clip(other, step.start_ns, step.end_ns), blocked))
+    claimed = measures.intersect(ci.base.idle, windows)
     after = measures.intersect(ci.base.idle, measures.clip(measures.union(e, nxt), step.start_ns, step.end_ns))
     evidence = {
         "sync_calls": int(sel.size),

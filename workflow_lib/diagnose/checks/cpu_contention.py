@@ -1,0 +1,74 @@
+"""cpu_contention: a thread that launches the step's GPU work was runnable but not running
+(waiting in the CPU run queue) during the step, and the GPU idled for want of its launches.
+
+Evidence required: scheduler counters (run-queue wait ns) of the step's own thread and of
+every thread that issued launch calls in it (the autograd thread included), sampled at the
+step's boundaries (the recorder marks them; periodic samples count when they fall within
+max(10% of the step, 200 us) of each boundary), plus GPU activity. No per-gap brackets: the
+wait over the step is the evidence ("runnable, not running: N ms").
+Explains: up to the largest per-thread run-queue wait, placed on the step's GPU idle gaps
+outside declared waits (a thread blocked on a queue is sleeping, not runnable), longest gap
+first - the gaps a descheduled submitter leaves. Resolved first: a runnable thread that is
+not running stretches whatever it was doing (an allocator call, a spinning sync, Python), so
+the measured run-queue wait names the cause of that much of the step before those do.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..evidence import launching_threads, step_sched
+from ..types import Finding, Intervals
+from .. import measures
+from .base import CheckInput, attributed, not_applicable, unresolved
+
+NAME = "cpu_contention"
+# Run-queue wait below this fraction of the step is scheduler noise (a context switch or two).
+MIN_FRACTION = 0.02
+
+
+def check(ci: CheckInput) -> Finding:
+    ev, step, src = ci.ev, ci.step, ci.src
+    missing = []
+    if not src.sched:
+        missing.append("scheduler samples (sched not observed)")
+    if not src.kernels:
+        missing.append("GPU activity (kernels not observed)")
+    if missing:
+        return unresolved(NAME, missing)
+    threads = launching_threads(ev, step.start_ns, step.end_ns, step.thread_id)
+    per = {}
+    for tid in threads:
+        st = step_sched(ev, tid, step.start_ns, step.end_ns)
+        if st is not None:
+            per[tid] = st
+    if not per:
+        return unresolved(NAME, [f"scheduler counters of threads {threads} at the step's boundaries"], threads=threads)
+    worst = max(per, key=lambda t: per[t]["runqueue_wait_ns"])
+    wait = per[worst]["runqueue_wait_ns"]
+    evidence = {
+        "runqueue_wait_ns": int(wait),
+        "thread_id": int(worst),
+        "sentence": f"runnable, not running: {wait / 1e6:.3f} ms",
+        "threads": {str(t): v for t, v in sorted(per.items())},
+    }
+    unsampled = [t for t in threads if t not in per]
+    if unsampled:
+        evidence["threads_not_sampled"] = unsampled
+    if wait < max(ci.opts.min_gap_ns, MIN_FRACTION * step.wall_ns):
+        return not_applicable(NAME, **evidence)
+    gaps = ci.base.idle_long
+    if len(ev.wait_union):
+        gaps = measures.subtract(gaps, measures.clip(ev.wait_union, step.start_ns, step.end_ns))
+    lengths = gaps.end_ns - gaps.start_ns
+    order = np.argsort(-lengths, kind="stable")
+    take = np.clip(wait - np.concatenate(([0], np.cumsum(lengths[order])[:-1])), 0, lengths[order])
+    keep = take > 0
+    s = gaps.start_ns[order][keep]
+    e = s + take[keep]
+    o = np.argsort(s)
+    evidence["placed_on_gaps_ns"] = int(take.sum())
+    if take.sum() < ci.opts.min_gap_ns:
+        evidence["note"] = "the thread waited for a CPU but the GPU stayed busy: the wait was hidden"
+        return not_applicable(NAME, **evidence)
+    return attributed(NAME, Intervals(s[o], e[o]), **evidence)

@@ -1,0 +1,24 @@
+"""gpu_work: the GPU was executing the step's kernels, copies and memsets.
+
+Evidence required: GPU activity. Explains: the busy time that clock_throttle and gpu_bound
+did not claim. Busy time is the GPU doing the step's work whatever the busy fraction, so it
+is explained by that work; whether the step is *bounded* by it is gpu_bound's question (busy
+fraction >= 0.9). Growth of this time over the typical step is the excess cause
+"gpu_work_growth", with the kernels whose time grew named in summary.slow_steps.
+"""
+
+from __future__ import annotations
+
+from ..types import Finding
+from .base import CheckInput, attributed, not_applicable, unresolved
+
+NAME = "gpu_work"
+
+
+def check(ci: CheckInput) -> Finding:
+    if not ci.src.kernels:
+        return unresolved(NAME, ["GPU activity (kernels table not observed)"])
+    busy = ci.base.busy
+    if busy.total_ns == 0:
+        return not_applicable(NAME, busy_ns=0)
+    return attributed(NAME, busy, busy_ns=busy.total_ns, intervals=len(busy))

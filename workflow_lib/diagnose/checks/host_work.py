@@ -1,0 +1,46 @@
+"""host_work: host-only evidence where no GPU activity was observed (a CPU-only machine, or a
+capture without a GPU source): the step's thread was working in its own host spans.
+
+Evidence required: host spans and a GPU source that is not observed (with kernels observed,
+host time is read through the GPU's idle gaps by host_submission instead). Labelled
+"basis: host-only". Explains: the step thread's time in its spans that are not declared waits
+(waits are input_starvation's), excluding spans that enclose the whole step (the step itself).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import measures
+from ..types import Finding
+from .base import CheckInput, attributed, not_applicable, top_names, unresolved
+
+NAME = "host_work"
+BASIS = "host-only: no GPU activity observed; from the step thread's own host spans"
+
+
+def host_span_rows(ci: CheckInput) -> np.ndarray:
+    """Rows of the step thread's spans inside the step, not enclosing all of it."""
+    ev, step = ci.ev, ci.step
+    sel = ev.span_index.overlapping(step.start_ns, step.end_ns)
+    sel = sel[ev.span_thread[sel] == step.thread_id]
+    whole = (ev.span_start[sel] <= step.start_ns) & (ev.span_end[sel] >= step.end_ns)
+    return sel[~whole]
+
+
+def check(ci: CheckInput) -> Finding:
+    if ci.src.kernels:
+        return not_applicable(NAME, note="GPU activity observed: host time is read through the GPU's idle gaps (host_submission)")
+    if not ci.src.spans:
+        return unresolved(NAME, ["host spans (spans table not observed)"])
+    ev, step = ci.ev, ci.step
+    sel = host_span_rows(ci)
+    work = measures.union(ev.span_start[sel], ev.span_end[sel])
+    work = measures.clip(work, step.start_ns, step.end_ns)
+    wait = measures.clip(ev.wait_union, step.start_ns, step.end_ns)
+    claimed = measures.subtract(work, wait) if len(wait) else work
+    if claimed.total_ns == 0:
+        return not_applicable(NAME, basis=BASIS, host_span_ns=0)
+    names = ev.span_name[sel]
+    return attributed(NAME, claimed, basis=BASIS, host_span_ns=claimed.total_ns,
+                      spans=top_names(names, ev.span_end[sel] - ev.span_start[sel]))

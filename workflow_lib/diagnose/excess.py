@@ -1,0 +1,124 @@
+"""Excess attribution: why was this step slower than the typical step of its rank?
+
+Typical reference (per rank): the median wall of the rank's comparable steps, i.e. every step
+after the first `warmup_steps` (those pay for context creation, handles, allocator growth and
+autotuning once). The median is robust to the slow steps themselves: up to half the steps can
+be slow without moving it. With fewer than `min_comparable_steps` comparable steps there is no
+reference and `excess` is null; warm-up steps get null too.
+
+Split of a positive excess (`excess_ns = wall_ns - typical_ns`): each step's findings already
+credit disjoint time to causes (timeline.resolve). Per cause, the typical amount is the median
+of that cause's credited ns over the comparable steps; the step's growth in a cause is
+max(0, credited - typical). Busy time (gpu_work and gpu_bound) is the cause
+"gpu_work_growth", host-only span time "host_work", every other cause keeps its check's name.
+The growths are overlap-free (they come from disjoint credits); when their sum exceeds the
+excess (medians do not add, other causes may have shrunk) they are scaled down together to
+the excess, so `sum(by_cause) + unexplained_ns == excess_ns`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+BUSY_CHECKS = ("gpu_work", "gpu_bound")
+MAX_SLOW_LISTED = 20
+_MAX_TYPICAL_SAMPLE = 2000  # comparable steps sampled for the per-kernel typical (bounded memory)
+
+
+def cause_of(check: str) -> str:
+    return "gpu_work_growth" if check in BUSY_CHECKS else check
+
+
+def attach(records: list[dict], opts) -> dict:
+    """Fill records[i]['excess'] and each finding's share_of_excess for one rank's steps (in
+    time order). Returns {'typical_ns', 'comparable': indices, 'typical_by_cause'} or {}."""
+    n = len(records)
+    comp = np.arange(opts.warmup_steps, n)
+    for r in records:
+        r["excess"] = None
+        for f in r["findings"]:
+            f["share_of_excess"] = None
+    if comp.size < opts.min_comparable_steps:
+        return {}
+    wall = np.array([r["wall_ns"] for r in records], np.int64)
+    typical = int(np.median(wall[comp]))
+    causes = sorted({cause_of(f["check"]) for r in records for f in r["findings"]})
+    col = {c: k for k, c in enumerate(causes)}
+    amt = np.zeros((n, len(causes)), np.int64)
+    for i, r in enumerate(records):
+        for f in r["findings"]:
+            if f["explains_ns"]:
+                amt[i, col[cause_of(f["check"])]] += f["explains_ns"]
+    typ = np.median(amt[comp], axis=0).astype(np.int64) if causes else np.zeros(0, np.int64)
+    growth = np.maximum(amt - typ, 0)
+    for i in comp:
+        r = records[i]
+        excess = int(wall[i] - typical)
+        by = {}
+        if excess > 0 and causes:
+            g = growth[i].astype(float)
+            tot = g.sum()
+            if tot > excess:
+                g = np.floor(g * (excess / tot))
+            by = {causes[k]: int(g[k]) for k in range(len(causes)) if g[k] > 0}
+        unexplained = max(excess - sum(by.values()), 0) if excess > 0 else 0
+        r["excess"] = {"typical_ns": typical, "excess_ns": excess, "by_cause": by, "unexplained_ns": int(unexplained)}
+        for f in r["findings"]:
+            if excess > 0:
+                c = cause_of(f["check"])
+                share = by.get(c, 0) / excess
+                # Busy time is split over two findings (gpu_bound, gpu_work): credit the one that explains it.
+                if c == "gpu_work_growth" and f["explains_ns"] == 0:
+                    share = 0.0
+                f["share_of_excess"] = round(float(share), 6)
+    return {"typical_ns": typical, "comparable": comp, "typical_by_cause": {c: int(typ[k]) for c, k in col.items()}}
+
+
+def slow_steps(records: list[dict], factor: float) -> list[dict]:
+    """Steps at least `factor` x typical, largest excess first (at most MAX_SLOW_LISTED)."""
+    out = []
+    for r in records:
+        x = r.get("excess")
+        if x is None or x["typical_ns"] <= 0 or r["wall_ns"] < factor * x["typical_ns"]:
+            continue
+        out.append({"rank": r["rank"], "step_id": r["step_id"], "wall_ns": r["wall_ns"], "typical_ns": x["typical_ns"],
+                    "excess_ns": x["excess_ns"], "by_cause": dict(x["by_cause"]), "unexplained_ns": x["unexplained_ns"]})
+    out.sort(key=lambda s: (-s["excess_ns"], s["rank"] if s["rank"] is not None else -1, s["step_id"]))
+    return out[:MAX_SLOW_LISTED]
+
+
+def grew(starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, names, ev_start: np.ndarray, ev_end: np.ndarray,
+         slow: np.ndarray, comp: np.ndarray, limit: int = 5) -> list[dict[str, int]]:
+    """Per slow step: the names (kernels or host spans) whose time in the step grew most over
+    their median time in the comparable steps, {name: delta_ns}. Vectorized: each interval is
+    assigned to the step its start falls in by a binary search."""
+    if slow.size == 0 or ev_start.size == 0:
+        return [{} for _ in slow]
+    k = np.searchsorted(starts, ev_start, side="right") - 1
+    kk = np.maximum(k, 0)
+    # Intervals enclosing the whole step (the step's own span, a whole-run wrapper) are not growth.
+    ok = (k >= 0) & (ev_start < ends[kk]) & ~((ev_start <= starts[kk]) & (ev_end >= ends[kk]))
+    dur = (ev_end - ev_start)[ok]
+    k, c = k[ok], codes[ok]
+    ncode = int(codes.max()) + 1 if codes.size else 1
+    sample = comp if comp.size <= _MAX_TYPICAL_SAMPLE else comp[np.linspace(0, comp.size - 1, _MAX_TYPICAL_SAMPLE).astype(np.int64)]
+    out = []
+    for s in slow:
+        m = k == s
+        per = np.bincount(c[m], weights=dur[m], minlength=ncode)
+        top = np.argsort(-per)[: 4 * limit]
+        top = top[per[top] > 0]
+        if top.size == 0:
+            out.append({})
+            continue
+        mat = np.zeros((sample.size, top.size))
+        pos = {int(t): j for j, t in enumerate(top)}
+        sel = np.isin(k, sample) & np.isin(c, top)
+        row = np.searchsorted(sample, k[sel])
+        colj = np.array([pos[int(x)] for x in c[sel]], np.int64) if sel.any() else np.zeros(0, np.int64)
+        np.add.at(mat, (row, colj), dur[sel])
+        delta = per[top] - np.median(mat, axis=0)
+        order = np.argsort(-delta)[:limit]
+        out.append({str(names[int(top[j])]): int(delta[j]) for j in order if delta[j] > 0})
+    return out
+
