@@ -38,16 +38,37 @@ def entry(record_id: int, seq: int, t_ns: int, *, pg: str = "0", desc: str = "de
     return e
 
 
+def counters_of(entries: list[dict], *, timing: bool = True) -> dict[str, dict[str, int]]:
+    """pg_status as torch keeps it: per numeric pg_id, the last enqueued/started/completed collective seq (-1: none)."""
+    out: dict[str, dict[str, int]] = {}
+    for e in entries:
+        if e.get("is_p2p") or not isinstance(e, dict) or "collective_seq_id" not in e or "pg_id" not in e:
+            continue
+        c = out.setdefault(str(e["pg_id"]), {"last_enqueued_collective": -1, "last_started_collective": -1,
+                                              "last_completed_collective": -1})
+        s = e["collective_seq_id"]
+        c["last_enqueued_collective"] = max(c["last_enqueued_collective"], s)
+        if timing and e["state"] in ("started", "completed"):
+            c["last_started_collective"] = max(c["last_started_collective"], s)
+        if e["state"] == "completed":
+            c["last_completed_collective"] = max(c["last_completed_collective"], s)
+    return out
+
+
 def dump(entries: list[dict], groups: dict[str, tuple[str, list[int]]] | None = None, *, version: str = "2.10",
-         rank: int | None = None) -> dict:
+         rank: int | None = None, pending_only: bool = False, pg_status: dict | None = None,
+         counters_from: list[dict] | None = None) -> dict:
+    """One rank's dump. pg_status is computed from `counters_from` (default: `entries`, before any
+    ring-buffer cut) unless given; `pending_only` leaves completed entries out, as onlyActive does."""
     groups = groups or {"0": ("default_pg", [0, 1])}
+    status = pg_status if pg_status is not None else counters_of(counters_from if counters_from is not None else entries)
     d = {
         "version": version,
         "pg_config": {name: {"name": name, "desc": desc, "ranks": "[" + ", ".join(map(str, ranks)) + "]"}
                       for name, (desc, ranks) in groups.items()},
         "comm_lib_version": "2.27.7",
-        "pg_status": {"0": {"last_enqueued_collective": 0, "last_started_collective": 0, "last_completed_collective": 0}},
-        "entries": entries,
+        "pg_status": status,
+        "entries": [e for e in entries if not (pending_only and e["state"] == "completed")],
     }
     if rank is not None:
         d["rank"] = rank
@@ -62,6 +83,13 @@ def to_json(d: dict) -> dict:
             e[k] = e[k] or 0
     out["pg_status"] = {k: {kk: str(vv) for kk, vv in v.items()} for k, v in out["pg_status"].items()}
     return out
+
+
+def cut(d: dict, entries: list[dict]) -> dict:
+    """A rank that stopped: keep `entries` and recompute its pg_status from them."""
+    d["entries"] = entries
+    d["pg_status"] = counters_of(entries)
+    return d
 
 
 def write_dumps(directory: Path, dumps: dict[int, dict], *, fmt: str = "pickle", prefix: str = "nccl_trace_rank_") -> list[Path]:
@@ -125,5 +153,5 @@ def job(n_ranks: int = 2, n_steps: int = 30, *, late: dict[int, tuple[int, int]]
     dumps = {}
     for r in ranks:
         es = entries[r][-buffer:] if buffer else entries[r]
-        dumps[r] = dump(es, groups)
+        dumps[r] = dump(es, groups, counters_from=entries[r])
     return Job(dumps=dumps, steps=steps, late=dict(late))

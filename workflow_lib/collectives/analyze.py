@@ -1,4 +1,4 @@
-"""load -> match -> attribute -> transport, assembled into the `collectives` record."""
+"""load -> match -> attribute -> culprits -> transport, assembled into the `collectives` record."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import pandas as pd
 from ..incident import Incident
 from .attribute import attribute
 from .clocks import domains
+from .culprits import culprits
 from .load import load
 from .match import KEY, match
 from .transport import transport
-from .types import ATTRIBUTED, SCHEMA_VERSION, STATUSES, UNRESOLVED, Options
+from .types import ATTRIBUTED, PENDING, PROGRESSES, SCHEMA_VERSION, STATE_NAMES, STATUSES, UNRESOLVED, Options
 
 
 def _int(v) -> int | None:
@@ -52,13 +53,17 @@ def analyze_collectives(incidents: list[Incident], options: Options | None = Non
     opts = options or Options()
     df, sources = load(incidents)
     ops, comms, ident = match(df, sources)
-    doms = domains(incidents, opts)
+    doms = domains(incidents, sources, opts)
     atts = attribute(ops, ident, sources, doms, incidents, opts) if len(ops) else []
+    found, hung_on = culprits(ops, ident, atts, sources) if len(ops) else ([], None)
     per_rank = _per_rank(ident)
     op_records = []
     for i, op in enumerate(ops.itertuples(index=False)):
         key = (op.comm, int(op.seq_id), int(op.sub))
         op_records.append({
+            "progress": op.progress,
+            "states": {str(r): STATE_NAMES[int(c)] for r, c in zip(op.expected_ranks, op.state_codes)},
+            "counter_ranks": list(op.counter_ranks),
             "comm": op.comm, "pg_id": op.pg_id, "pg_name": None if pd.isna(op.pg_name) else op.pg_name,
             "seq_id": int(op.seq_id), "sub": int(op.sub), "op_type": op.op_type, "status": op.status,
             "expected_ranks": list(op.expected_ranks), "present_ranks": list(op.present_ranks),
@@ -67,19 +72,25 @@ def analyze_collectives(incidents: list[Incident], options: Options | None = Non
             "per_rank": per_rank.get(key, {}), "attribution": _jsonable(atts[i]) if atts else None,
         })
     status_counts = {s: int((ops["status"] == s).sum()) for s in STATUSES} if len(ops) else {s: 0 for s in STATUSES}
+    progress_counts = {p: int((ops["progress"] == p).sum()) if len(ops) else 0 for p in PROGRESSES}
     verdicts = [a["verdict"] for a in atts if a]
     ident_all = df[df["identity"] == "seq"]
     record = {
         "schema_version": SCHEMA_VERSION, "kind": "collectives",
+        "hung_on": _jsonable(hung_on),
+        "culprits": _jsonable(found),
         "incidents": [{"path": str(i.path), "incident_id": i.manifest["incident_id"], "clock_host": i.manifest["clock"]["host"],
                        "ranks": sorted(r for r, s in sources.items() if s.incident == str(i.path))} for i in incidents],
         "options": opts.to_json(),
         "ranks": {str(r): _jsonable(s.to_json()) for r, s in sorted(sources.items())},
-        "clock_domains": [_jsonable(d.to_json()) for d in doms.values()],
+        "clock_domains": [_jsonable(d.to_json()) for _, d in sorted(doms.items())],
         "summary": {
             "ops": int(len(ops)), **status_counts,
             "attributed": verdicts.count(ATTRIBUTED), "unresolved": verdicts.count(UNRESOLVED),
-            "not_attributed": len(verdicts) - verdicts.count(ATTRIBUTED) - verdicts.count(UNRESOLVED),
+            "pending": verdicts.count(PENDING),
+            "not_attributed": len(verdicts) - verdicts.count(ATTRIBUTED) - verdicts.count(UNRESOLVED) - verdicts.count(PENDING),
+            **{f"{p}_ops": n for p, n in progress_counts.items()}, "culprits": len(found),
+            "clock_groups": len({d.group for d in doms.values()}),
             "p2p_skipped": int(ident_all["op_type"].isin(["send", "recv", "coalesced_p2p"]).sum()),
         },
         "communicators": _jsonable(comms),
