@@ -22,11 +22,18 @@ def _int(v) -> int | None:
 def _per_rank(ident: pd.DataFrame) -> dict[tuple, dict]:
     """(comm, seq_id, sub) -> {rank: times of that rank's record}, each on its own incident's timeline."""
     out: dict[tuple, dict] = {}
-    cols = ["comm", "seq_id", "sub", "rank", "incident", "enqueue_ns", "gpu_start_ns", "gpu_duration_ns", "state"]
-    for row in ident[cols].itertuples(index=False):
-        out.setdefault((row.comm, int(row.seq_id), int(row.sub)), {})[str(int(row.rank))] = {
-            "incident": row.incident, "enqueue_ns": _int(row.enqueue_ns), "gpu_start_ns": _int(row.gpu_start_ns),
-            "gpu_duration_ns": _int(row.gpu_duration_ns), "state": None if pd.isna(row.state) else str(row.state)}
+
+    def col(name):  # plain Python values, None for missing (no per-cell pandas scalars)
+        c = ident[name]
+        return c.astype(object).where(c.notna(), None).tolist()
+
+    rows = zip(ident["comm"].tolist(), ident["seq_id"].tolist(), ident["sub"].tolist(), ident["rank"].tolist(),
+               ident["incident"].tolist(), col("enqueue_ns"), col("gpu_start_ns"), col("gpu_duration_ns"), col("state"))
+    for comm, seq, sub, rank, inc, enq, start, dur, state in rows:
+        out.setdefault((comm, int(seq), int(sub)), {})[str(int(rank))] = {
+            "incident": inc, "enqueue_ns": None if enq is None else int(enq),
+            "gpu_start_ns": None if start is None else int(start),
+            "gpu_duration_ns": None if dur is None else int(dur), "state": None if state is None else str(state)}
     return out
 
 

@@ -179,6 +179,20 @@ def _op_type(e: dict) -> str:
     return "coalesced_p2p" if name == "coalesced" and e.get("is_p2p") else name
 
 
+def _sizes_json(v: list) -> str:
+    # A list of lists of ints prints as JSON already (str is C-fast); anything else via json.
+    if type(v) is list and all(type(s) is list for s in v):
+        return str(v)
+    return json.dumps(v)
+
+
+def _dtypes_json(e: dict, cache: dict) -> str:
+    key = (tuple(e.get("input_dtypes") or ()), tuple(e.get("output_dtypes") or ()))
+    if key not in cache:
+        cache[key] = json.dumps({"input": list(key[0]), "output": list(key[1])})
+    return cache[key]
+
+
 def dump_table(dump: dict, rank: int, where) -> pa.Table:
     """The `collectives` rows of one rank's dump."""
     entries = check_entries(dump, where)
@@ -186,6 +200,8 @@ def dump_table(dump: dict, rank: int, where) -> pa.Table:
     pg = [e["process_group"][0] for e in entries]
     ranks_of = [members.get(p) for p in pg]
     dur = [e.get("duration_ms") for e in entries]
+    members_json = {p: json.dumps(r) for p, r in members.items()}
+    dtypes_cache: dict = {}
     return conform("collectives", pa.table({
         "rank": pa.array([rank] * len(entries), pa.int32()),
         "pg_id": pa.array(pg, pa.string()),
@@ -194,12 +210,11 @@ def dump_table(dump: dict, rank: int, where) -> pa.Table:
         "seq_id": pa.array([e["collective_seq_id"] for e in entries], pa.int64()),
         "p2p_seq_id": pa.array([e.get("p2p_seq_id") for e in entries], pa.int64()),
         "op_type": pa.array([_op_type(e) for e in entries], pa.string()),
-        "input_sizes": pa.array([json.dumps(e["input_sizes"]) for e in entries], pa.string()),
-        "output_sizes": pa.array([json.dumps(e["output_sizes"]) if "output_sizes" in e else None for e in entries], pa.string()),
-        "dtypes": pa.array([json.dumps({"input": list(e.get("input_dtypes") or []), "output": list(e.get("output_dtypes") or [])})
-                            for e in entries], pa.string()),
+        "input_sizes": pa.array([_sizes_json(e["input_sizes"]) for e in entries], pa.string()),
+        "output_sizes": pa.array([_sizes_json(e["output_sizes"]) if "output_sizes" in e else None for e in entries], pa.string()),
+        "dtypes": pa.array([_dtypes_json(e, dtypes_cache) for e in entries], pa.string()),
         "group_size": pa.array([len(r) if r is not None else None for r in ranks_of], pa.int32()),
-        "group_ranks": pa.array([json.dumps(r) if r is not None else None for r in ranks_of], pa.string()),
+        "group_ranks": pa.array([members_json.get(p) for p in pg], pa.string()),
         "enqueue_ns": pa.array([e["time_created_ns"] for e in entries], pa.int64()),
         "gpu_start_ns": pa.nulls(len(entries), pa.int64()),
         "gpu_end_ns": pa.nulls(len(entries), pa.int64()),

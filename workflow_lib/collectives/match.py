@@ -41,7 +41,8 @@ def _dtype_set(s: pd.Series) -> pd.Series:
             return None
         d = json.loads(v)
         return json.dumps(sorted(set(d.get("input", [])) | set(d.get("output", []))))
-    return s.map(norm)
+    # Few distinct values (one per op signature): decode each once.
+    return s.map({v: norm(v) for v in s.dropna().unique()})
 
 
 def identified(df: pd.DataFrame) -> pd.DataFrame:

@@ -15,6 +15,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all-ops", action="store_true", help="also list every attributed op (default: culprits only)")
 
 
+def verdict_lines(v: dict) -> list[str]:
+    """The hang verdict of a record or of a diagnosis' `collectives` block, first line first."""
+    return _hang_lines(v)
+
+
 def _hang_lines(record: dict) -> list[str]:
     """The collective the job hung on first, then every culprit in collective order (schema 2)."""
     h = record.get("hung_on")
@@ -29,7 +34,7 @@ def _hang_lines(record: dict) -> list[str]:
         if not h["culprit_ranks"]:
             lines.append(f"  {h['reason']}")
     for c in record.get("culprits", []):
-        more = f" (+{c['ops_affected'] - 1} later ops)" if c["ops_affected"] > 1 else ""
+        more = f" (+{c['ops_affected'] - 1} later ops)" if c.get("ops_affected", 1) > 1 else ""
         lines.append(f"  {c['kind']}: rank {c['rank']} at {c['comm']} seq {c['seq']} {c['op']}{more}: {c['evidence'][0]}")
         for m in c["missing"]:
             lines.append(f"    missing: {m}")

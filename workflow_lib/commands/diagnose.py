@@ -35,6 +35,13 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output)
     rec = diagnose_dir(args.incident_dir, options=DiagnoseOptions(**kw), out_path=out)
     s = rec["summary"]
+    if "collectives" in rec:  # dump-only incident: the collectives verdict is the diagnosis
+        from .collectives import verdict_lines
+
+        print(f"wrote {out}: no steps; collectives only")
+        for line in verdict_lines(rec["collectives"]):
+            print(line)
+        return 0
     print(f"wrote {out}: {s['steps']} steps, {s['explained_ns'] / 1e6:.3f} of {s['wall_ns'] / 1e6:.3f} ms explained")
     for e in rec["next_experiments"][:3]:
         print(f"  {e['rank']}. {e['check']}: up to {e['recoverable_upper_bound_ns'] / 1e6:.3f} ms ({e['risk']} risk) - {e['candidate_change']}")
