@@ -94,3 +94,18 @@ def test_skewed_enqueue_on_a_hung_op_is_no_wait(tmp_path):
     a = analyze([make_incident(tmp_path, "skew", h.dumps, hostname="node0")])
     op = next(o for o in a["ops"] if o["seq_id"] == h.hang_seq + 1)
     assert op["attribution"]["verdict"] == "pending" and a["summary"]["attributed"] == 0
+
+
+def test_dumps_imported_with_a_hostname_share_one_clock(tmp_path):
+    from tests.fr_builders import write_dumps
+    from workflow_lib import cli
+    from workflow_lib.incident import read_incident
+
+    h = hang_job(16, "straggler", 5)
+    files = [str(f) for f in write_dumps(tmp_path / "d", h.dumps)]
+    assert cli.main(["import", "torch-fr", *files, "--incident", "h", "--incidents-dir", str(tmp_path / "i"),
+                     "--hostname", "node7"]) == 0
+    a = analyze([read_incident(tmp_path / "i" / "h")])
+    assert a["summary"]["clock_groups"] == 1
+    assert {d["how"] for d in a["clock_domains"]} == {"reference", "same_clock"}
+    assert {d["hostname"] for d in a["clock_domains"]} == {"node7"}
