@@ -35,7 +35,7 @@ def _op_times(analysis: dict) -> pd.DataFrame:
     rows = []
     for i, op in enumerate(analysis["ops"]):
         for rank, t in op["per_rank"].items():
-            ts = t["enqueue_ns"] if t["enqueue_ns"] is not None else t["gpu_start_ns"]
+            ts = t.get("enqueue_ns") if t.get("enqueue_ns") is not None else t.get("gpu_start_ns")
             if ts is not None:
                 rows.append((int(rank), ts, i))
     return pd.DataFrame(rows, columns=["rank", "t_ns", "op"])
