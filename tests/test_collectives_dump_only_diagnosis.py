@@ -35,3 +35,26 @@ def test_real_h200_hang_dump_diagnoses(tmp_path, capsys):
     assert cli.main(["diagnose", str(inc), "-o", str(out)]) == 0
     assert "hung on: 0|[0] seq 6 all_reduce: no rank singled out" in capsys.readouterr().out
     assert read_record(out, "diagnosis")["collectives"]["pending"] == 1
+
+
+def test_collectives_rule_record_is_what_the_diagnosis_reads(tmp_path, monkeypatch):
+    from workflow_lib import records
+    from workflow_lib.collectives import rule
+    from workflow_lib.diagnose import diagnose_snapshot_file
+    from workflow_lib.snapshot import ingest
+
+    h = hang_job(16, "gil", 6)
+    inc = make_incident(tmp_path, "pipe", h.dumps)
+    res = tmp_path / "results"
+    ingest(inc.path, res, res / "snapshot.json")
+    coll = rule.collectives_snapshot_file(res / "snapshot.json", res, res / "collectives.json")
+    assert records.read_record(res / "collectives.json", "collectives")["hung_on"]["culprit_ranks"] == [6]
+    # The diagnosis takes the written record as it is: no second analysis inside it.
+    import workflow_lib.collectives.analyze as analyze_mod
+
+    def refuse(*a, **k):
+        raise AssertionError("analysed again")
+
+    monkeypatch.setattr(analyze_mod, "analyze_collectives", refuse)
+    d = diagnose_snapshot_file(res / "snapshot.json", res, res / "diagnosis.json", collectives_path=res / "collectives.json")
+    assert d["collectives"]["hung_on"] == coll["hung_on"]
