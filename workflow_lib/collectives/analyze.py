@@ -86,6 +86,7 @@ def analyze_collectives(incidents: list[Incident], options: Options | None = Non
         "schema_version": SCHEMA_VERSION, "kind": "collectives",
         "hung_on": _jsonable(hung_on),
         "culprits": _jsonable(found),
+        "culprit_order": _order_note(found, doms),
         "incidents": [{"path": str(i.path), "incident_id": i.manifest["incident_id"], "clock_host": i.manifest["clock"]["host"],
                        "ranks": sorted(r for r, s in sources.items() if s.incident == str(i.path))} for i in incidents],
         "options": opts.to_json(),
@@ -108,6 +109,22 @@ def analyze_collectives(incidents: list[Incident], options: Options | None = Non
     # Validated where it is persisted (records.write_record); validating 10k ops here too
     # would double the analysis time.
     return record
+
+
+def _order_note(found: list[dict], doms: dict) -> dict:
+    """How far the culprits' order across communicators can be trusted.
+
+    Within one communicator the order is the sequence numbers' (exact). Across
+    communicators it is the earliest host enqueue of each op, which compares clocks of
+    different ranks: exact only when every rank is in one clock domain."""
+    comms = {c["comm"] for c in found}
+    one_domain = len({d.group for d in doms.values()}) <= 1
+    if len(comms) <= 1 or one_domain:
+        return {"basis": "sequence numbers" if len(comms) <= 1 else "earliest host enqueue, one clock domain",
+                "exact": True}
+    return {"basis": "earliest host enqueue across clock domains that cannot be compared", "exact": False,
+            "note": "ops of different communicators first enqueued on different hosts are ordered by clocks whose offset "
+                    "is unknown: their order is a guess unless their enqueue times differ by more than that offset"}
 
 
 def _jsonable(v):

@@ -33,6 +33,9 @@ def _hang_lines(record: dict) -> list[str]:
         lines.append(f"hung on: {h['comm']} seq {h['seq']} {h['op']}: {who}")
         if not h["culprit_ranks"]:
             lines.append(f"  {h['reason']}")
+    order = record.get("culprit_order") or {}
+    if order and not order.get("exact", True):
+        lines.append(f"  (order across communicators: {order['note']})")
     for c in record.get("culprits", []):
         more = f" (+{c['ops_affected'] - 1} later ops)" if c.get("ops_affected", 1) > 1 else ""
         lines.append(f"  {c['kind']}: rank {c['rank']} at {c['comm']} seq {c['seq']} {c['op']}{more}: {c['evidence'][0]}")
