@@ -11,6 +11,7 @@ configfile: "config/config.yaml"
 include: "rules/common.smk"
 include: "rules/capture.smk"
 include: "rules/snapshot.smk"
+include: "rules/collectives.smk"
 include: "rules/diagnose.smk"
 include: "rules/plan.smk"
 include: "rules/preflight.smk"
@@ -22,6 +23,7 @@ include: "rules/report.smk"
 localrules:
     all,
     snapshot,
+    collectives,
     diagnose,
     plan,
     compare,

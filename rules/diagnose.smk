@@ -4,10 +4,11 @@
 rule diagnose:
     input:
         f"{RESULTS}/{{incident}}/snapshot.json",
+        collectives=f"{RESULTS}/{{incident}}/collectives.json",
     output:
         f"{RESULTS}/{{incident}}/diagnosis.json",
     log:
         f"{RESULTS}/{{incident}}/logs/diagnose.log",
     run:
         workflow_lib.rulelog.logged(log[0], workflow_lib.diagnose.diagnose_snapshot_file, input[0], STORE, output[0],
-                                    settings=config.get("diagnose"))
+                                    settings=config.get("diagnose"), collectives_path=input.collectives)

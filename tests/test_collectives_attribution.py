@@ -14,7 +14,8 @@ LATE = {5: (1, 30 * MS), 12: (1, 30 * MS), 20: (0, 50 * MS)}
 @pytest.fixture(scope="module")
 def two_rank(tmp_path_factory):
     j = job(n_steps=30, late=LATE, subgroup=[0, 1])
-    inc = make_incident(tmp_path_factory.mktemp("two"), "two", j.dumps)
+    # Both ranks on one named host: their CLOCK_REALTIME enqueue times may be compared.
+    inc = make_incident(tmp_path_factory.mktemp("two"), "two", j.dumps, hostname="node0")
     return j, analyze([inc])
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from tests.collectives_helpers import make_incident
-from tests.fr_builders import MS, job
+from tests.fr_builders import MS, hang_job, job
 from workflow_lib import cli
 from workflow_lib.records import read_record
 
@@ -18,7 +18,8 @@ def test_cli_writes_a_valid_record_and_names_the_late_rank(tmp_path, capsys):
     rc = cli.main(["collectives", str(inc.path), "-o", str(out)])
     text = capsys.readouterr().out
     assert rc == 0
-    assert "late: 0|[0, 1, 2] seq 5 all_reduce: rank 2 (gpu_duration)" in text
+    assert "hung on: nothing" in text.splitlines()[0]
+    assert "late: rank 2 at 0|[0, 1, 2] seq 5 all_reduce" in text
     assert "mismatch: 0|[0, 1, 2] seq 7 input_sizes: culprit [1]" in text
     assert "transport: not_observed" in text
     rec = read_record(out, "collectives")
@@ -36,3 +37,31 @@ def test_cli_refuses_negative_min_wait(tmp_path, capsys):
     inc = make_incident(tmp_path, "neg", job(n_steps=2).dumps)
     assert cli.main(["collectives", str(inc.path), "--min-wait-ms", "-1"]) == 2
     assert "--min-wait-ms" in capsys.readouterr().err
+
+
+def test_cli_prints_the_hung_collective_first(tmp_path, capsys):
+    h = hang_job(16, "gil", 9)
+    inc = make_incident(tmp_path, "hang", h.dumps)
+    assert cli.main(["collectives", str(inc.path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("hung on: 0|[") and lines[0].endswith(f"seq {h.hang_seq} all_reduce: rank 9 (never_joined)")
+    assert lines[1].startswith("  never_joined: rank 9 at ")
+    assert any(line.startswith("clocks: 16 domains") for line in lines)
+
+
+def test_cli_reads_a_version_1_record(tmp_path, capsys):
+    from workflow_lib.commands.collectives import summary_lines
+
+    inc = make_incident(tmp_path, "v1", job(n_steps=2).dumps)
+    from tests.collectives_helpers import analyze
+
+    rec = analyze([inc])
+    old = {k: v for k, v in rec.items() if k not in ("culprits", "hung_on")}
+    old["schema_version"] = 1
+    for op in old["ops"]:
+        for k in ("progress", "states", "counter_ranks"):
+            op.pop(k)
+    from workflow_lib import records
+
+    records.validate(old, "collectives")
+    assert summary_lines(old)[0] == "hung on: not available (a version-1 record)"

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from tests.collectives_helpers import analyze, findings_by, make_incident, ops_of
-from tests.fr_builders import MS, T0_NS, job
+from tests.fr_builders import MS, T0_NS, cut, job
 
 
 def _mismatch(op: dict, field: str) -> dict:
@@ -73,7 +73,7 @@ def test_all_to_all_sizes_may_differ(tmp_path):
 
 def test_rank_that_never_joined(tmp_path):
     j = job(n_steps=12)
-    j.dumps[1]["entries"] = j.dumps[1]["entries"][:8]  # rank 1 stopped after seq 8
+    cut(j.dumps[1], j.dumps[1]["entries"][:8])  # rank 1 stopped after seq 8 (its counters too)
     a = analyze([make_incident(tmp_path, "nj", j.dumps)])
     ops = ops_of(a)
     assert ops[8]["status"] == "matched" and ops[9]["status"] == "not_joined"
@@ -98,8 +98,12 @@ def test_wrapped_ring_buffers_differ_between_ranks(tmp_path):
     assert a["ranks"]["0"]["wrapped"] and a["ranks"]["1"]["wrapped"]
     world = ops_of(a)
     assert min(world) == 9
-    assert {world[s]["status"] for s in range(9, 16)} == {"incomplete_window"}
-    assert world[10]["evicted_ranks"] == [0]
+    # Rank 0's records of 9..15 are gone, but its pg_status shows it completed them: joined,
+    # completed, not evicted-and-unknown; identity unchecked and no wait measured.
+    assert {world[s]["status"] for s in range(9, 16)} == {"joined_by_counter"}
+    assert {world[s]["progress"] for s in range(9, 16)} == {"completed"}
+    assert world[10]["evicted_ranks"] == [] and world[10]["counter_ranks"] == [0]
+    assert world[10]["states"] == {"0": "completed", "1": "completed"} and world[10]["attribution"] is None
     assert {world[s]["status"] for s in range(16, 31)} == {"matched"}
     assert a["communicators"][0]["windows"] == {"0": [16, 30], "1": [9, 30]}
     f = findings_by(a, j.steps)
@@ -107,7 +111,7 @@ def test_wrapped_ring_buffers_differ_between_ranks(tmp_path):
     # step 3 fell out of both buffers; step 10 only out of rank 0's: neither can be judged
     assert f[(0, 3)]["verdict"] == "unresolved" and "wrapped" in f[(0, 3)]["missing"][0]
     assert f[(1, 3)]["verdict"] == "unresolved"
-    assert f[(1, 10)]["verdict"] == "unresolved" and "incomplete_window" in f[(1, 10)]["missing"][0]
+    assert f[(1, 10)]["verdict"] == "unresolved" and "joined_by_counter" in f[(1, 10)]["missing"][0]
     assert f[(0, 16)]["verdict"] == "not_applicable"
 
 

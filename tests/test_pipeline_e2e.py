@@ -15,7 +15,7 @@ from workflow_lib.cas import CAS
 
 ROOT = Path(__file__).resolve().parent.parent
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
-STAGES = ["capture_demo", "snapshot", "diagnose", "plan", "preflight", "trials", "compare", "report"]
+STAGES = ["capture_demo", "snapshot", "collectives", "diagnose", "plan", "preflight", "trials", "compare", "report"]
 
 
 def smk(*args, cwd=ROOT, timeout=600):

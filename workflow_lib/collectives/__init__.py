@@ -1,16 +1,30 @@
-"""Multi-rank collective analysis: who waited on whom, from matched communicator and op identities.
+"""Multi-rank collective analysis: who waited on whom, and which rank hung the job.
 
+    dump.py       one flight-recorder dump: parse, rows, pg_status counters (shared with capture)
     load.py       collectives of every rank (flight recorder, recorder, NCCL kernels)
-    match.py      align on (communicator, sequence number); mismatches and culprits
+    match.py      align on (communicator, sequence number); per-rank state; mismatches
+    culprits.py   hang versus straggler: the ranks that hung the job, in collective order
     clocks.py     which ranks' host clocks may be compared, and how well
-    attribute.py  per matched op: late rank, wait caused, the late host's activity
+    attribute.py  per completed op: late rank, wait caused, the late host's activity
     transport.py  NVLink/PCIe as observed by NVML, or `not_observed`
     analyze.py    the `collectives` record (schemas/collectives.schema.json)
     findings.py   per-step `collective_wait` findings for the diagnosis
+
+Imported lazily: the recorder reads dumps through `dump` inside the workload, which must
+not pay for pandas.
 """
 
-from .analyze import analyze_collectives
-from .findings import collective_wait_findings, steps_from_incidents
-from .types import Options
+from __future__ import annotations
 
-__all__ = ["analyze_collectives", "collective_wait_findings", "steps_from_incidents", "Options"]
+_LAZY = {"analyze_collectives": "analyze", "collective_wait_findings": "findings",
+         "steps_from_incidents": "findings", "Options": "types"}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(name)

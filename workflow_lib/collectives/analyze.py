@@ -1,4 +1,4 @@
-"""load -> match -> attribute -> transport, assembled into the `collectives` record."""
+"""load -> match -> attribute -> culprits -> transport, assembled into the `collectives` record."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import pandas as pd
 from ..incident import Incident
 from .attribute import attribute
 from .clocks import domains
+from .culprits import culprits
 from .load import load
 from .match import KEY, match
 from .transport import transport
-from .types import ATTRIBUTED, SCHEMA_VERSION, STATUSES, UNRESOLVED, Options
+from .types import ATTRIBUTED, PENDING, PROGRESSES, SCHEMA_VERSION, STATE_NAMES, STATUSES, UNRESOLVED, Options
 
 
 def _int(v) -> int | None:
@@ -21,11 +22,18 @@ def _int(v) -> int | None:
 def _per_rank(ident: pd.DataFrame) -> dict[tuple, dict]:
     """(comm, seq_id, sub) -> {rank: times of that rank's record}, each on its own incident's timeline."""
     out: dict[tuple, dict] = {}
-    cols = ["comm", "seq_id", "sub", "rank", "incident", "enqueue_ns", "gpu_start_ns", "gpu_duration_ns", "state"]
-    for row in ident[cols].itertuples(index=False):
-        out.setdefault((row.comm, int(row.seq_id), int(row.sub)), {})[str(int(row.rank))] = {
-            "incident": row.incident, "enqueue_ns": _int(row.enqueue_ns), "gpu_start_ns": _int(row.gpu_start_ns),
-            "gpu_duration_ns": _int(row.gpu_duration_ns), "state": None if pd.isna(row.state) else str(row.state)}
+
+    def col(name):  # plain Python values, None for missing (no per-cell pandas scalars)
+        c = ident[name]
+        return c.astype(object).where(c.notna(), None).tolist()
+
+    rows = zip(ident["comm"].tolist(), ident["seq_id"].tolist(), ident["sub"].tolist(), ident["rank"].tolist(),
+               ident["incident"].tolist(), col("enqueue_ns"), col("gpu_start_ns"), col("gpu_duration_ns"), col("state"))
+    for comm, seq, sub, rank, inc, enq, start, dur, state in rows:
+        out.setdefault((comm, int(seq), int(sub)), {})[str(int(rank))] = {
+            "incident": inc, "enqueue_ns": None if enq is None else int(enq),
+            "gpu_start_ns": None if start is None else int(start),
+            "gpu_duration_ns": None if dur is None else int(dur), "state": None if state is None else str(state)}
     return out
 
 
@@ -52,13 +60,17 @@ def analyze_collectives(incidents: list[Incident], options: Options | None = Non
     opts = options or Options()
     df, sources = load(incidents)
     ops, comms, ident = match(df, sources)
-    doms = domains(incidents, opts)
+    doms = domains(incidents, sources, opts)
     atts = attribute(ops, ident, sources, doms, incidents, opts) if len(ops) else []
+    found, hung_on = culprits(ops, ident, atts, sources) if len(ops) else ([], None)
     per_rank = _per_rank(ident)
     op_records = []
     for i, op in enumerate(ops.itertuples(index=False)):
         key = (op.comm, int(op.seq_id), int(op.sub))
         op_records.append({
+            "progress": op.progress,
+            "states": {str(r): STATE_NAMES[int(c)] for r, c in zip(op.expected_ranks, op.state_codes)},
+            "counter_ranks": list(op.counter_ranks),
             "comm": op.comm, "pg_id": op.pg_id, "pg_name": None if pd.isna(op.pg_name) else op.pg_name,
             "seq_id": int(op.seq_id), "sub": int(op.sub), "op_type": op.op_type, "status": op.status,
             "expected_ranks": list(op.expected_ranks), "present_ranks": list(op.present_ranks),
@@ -67,19 +79,26 @@ def analyze_collectives(incidents: list[Incident], options: Options | None = Non
             "per_rank": per_rank.get(key, {}), "attribution": _jsonable(atts[i]) if atts else None,
         })
     status_counts = {s: int((ops["status"] == s).sum()) for s in STATUSES} if len(ops) else {s: 0 for s in STATUSES}
+    progress_counts = {p: int((ops["progress"] == p).sum()) if len(ops) else 0 for p in PROGRESSES}
     verdicts = [a["verdict"] for a in atts if a]
     ident_all = df[df["identity"] == "seq"]
     record = {
         "schema_version": SCHEMA_VERSION, "kind": "collectives",
+        "hung_on": _jsonable(hung_on),
+        "culprits": _jsonable(found),
+        "culprit_order": _order_note(found, doms),
         "incidents": [{"path": str(i.path), "incident_id": i.manifest["incident_id"], "clock_host": i.manifest["clock"]["host"],
                        "ranks": sorted(r for r, s in sources.items() if s.incident == str(i.path))} for i in incidents],
         "options": opts.to_json(),
         "ranks": {str(r): _jsonable(s.to_json()) for r, s in sorted(sources.items())},
-        "clock_domains": [_jsonable(d.to_json()) for d in doms.values()],
+        "clock_domains": [_jsonable(d.to_json()) for _, d in sorted(doms.items())],
         "summary": {
             "ops": int(len(ops)), **status_counts,
             "attributed": verdicts.count(ATTRIBUTED), "unresolved": verdicts.count(UNRESOLVED),
-            "not_attributed": len(verdicts) - verdicts.count(ATTRIBUTED) - verdicts.count(UNRESOLVED),
+            "pending": verdicts.count(PENDING),
+            "not_attributed": len(verdicts) - verdicts.count(ATTRIBUTED) - verdicts.count(UNRESOLVED) - verdicts.count(PENDING),
+            **{f"{p}_ops": n for p, n in progress_counts.items()}, "culprits": len(found),
+            "clock_groups": len({d.group for d in doms.values()}),
             "p2p_skipped": int(ident_all["op_type"].isin(["send", "recv", "coalesced_p2p"]).sum()),
         },
         "communicators": _jsonable(comms),
@@ -90,6 +109,22 @@ def analyze_collectives(incidents: list[Incident], options: Options | None = Non
     # Validated where it is persisted (records.write_record); validating 10k ops here too
     # would double the analysis time.
     return record
+
+
+def _order_note(found: list[dict], doms: dict) -> dict:
+    """How far the culprits' order across communicators can be trusted.
+
+    Within one communicator the order is the sequence numbers' (exact). Across
+    communicators it is the earliest host enqueue of each op, which compares clocks of
+    different ranks: exact only when every rank is in one clock domain."""
+    comms = {c["comm"] for c in found}
+    one_domain = len({d.group for d in doms.values()}) <= 1
+    if len(comms) <= 1 or one_domain:
+        return {"basis": "sequence numbers" if len(comms) <= 1 else "earliest host enqueue, one clock domain",
+                "exact": True}
+    return {"basis": "earliest host enqueue across clock domains that cannot be compared", "exact": False,
+            "note": "ops of different communicators first enqueued on different hosts are ordered by clocks whose offset "
+                    "is unknown: their order is a guess unless their enqueue times differ by more than that offset"}
 
 
 def _jsonable(v):

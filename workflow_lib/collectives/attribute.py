@@ -12,7 +12,10 @@ Two measures, the first that the data allows:
                 uncertainty is the clock relation's. A host enqueue skew is an upper bound
                 on the GPU wait (the early rank's GPU may have been busy anyway).
 
-Verdict per op, with U the uncertainty and W the largest wait:
+Only ops that every member completed are measured; an op some member has not completed
+gets verdict `pending` (a hang state) and no wait, whatever its enqueue skew.
+
+Verdict per measured op, with U the uncertainty and W the largest wait:
   attributed      W > min_wait_ns, W > U and the late rank leads the next-latest by > U
   not_attributed  W + U <= min_wait_ns (surely no wait worth naming)
   unresolved      anything else (e.g. a skew within a cross-host clock uncertainty)
@@ -26,7 +29,8 @@ import pandas as pd
 from ..incident import Incident
 from .load import to_pandas
 from .match import KEY
-from .types import ATTRIBUTED, MATCHED, NOT_ATTRIBUTED, UNRESOLVED, ClockDomain, Options, RankSource
+from .types import (ATTRIBUTED, MATCHED, NOT_ATTRIBUTED, PENDING, PROGRESS_COMPLETED, PROGRESS_PENDING, UNRESOLVED,
+                    ClockDomain, Options, RankSource)
 
 
 def _pivot(g: pd.DataFrame, col: str, keys: pd.MultiIndex, ranks: list[int]) -> np.ndarray:
@@ -52,8 +56,10 @@ def _relative(g: pd.DataFrame, offsets: dict[int, int]) -> pd.DataFrame:
 
 def _clock_relation(ranks: list[int], sources: dict[int, RankSource], doms: dict[str, ClockDomain]):
     """Per-rank offsets to a common timeline and the pairwise uncertainty, or None if not comparable."""
-    ds = [doms[sources[r].incident] for r in ranks]
+    ds = [doms[r] for r in ranks]
     if len({d.group for d in ds}) != 1:
+        return None
+    if any(d.offset_ns is None or d.uncertainty_ns is None for d in ds):
         return None
     offsets = [int(d.offset_ns) for d in ds]
     unc = sorted((d.uncertainty_ns for d in ds), reverse=True)
@@ -172,12 +178,24 @@ class HostContext:
         return out
 
 
+def _pending(op) -> dict:
+    why = ("no member completed this op: the job hung here (or the dumps were taken while it ran); "
+           "a pending op has no measured wait") if op["progress"] == PROGRESS_PENDING else \
+        "some members completed this op and others did not: a hang state, no measured wait"
+    return {"verdict": PENDING, "reason": why, "method": None, "late_rank": None, "wait_ns": {}, "uncertainty_ns": None,
+            "arrival": "host_enqueue", "arrival_skew_ns": None, "host_late_rank": None, "clock": []}
+
+
 def attribute(ops: pd.DataFrame, ident: pd.DataFrame, sources: dict[int, RankSource], doms: dict[str, ClockDomain],
               incidents: list[Incident], opts: Options) -> list[dict | None]:
     """One attribution per op (None for ops that are not matched), in `ops` order."""
     result: list[dict | None] = [None] * len(ops)
     host = HostContext(incidents)
-    matched = ops[ops["status"] == MATCHED]
+    # Only an op every member completed has a wait to measure; one that some member has
+    # not completed is a hang state, whatever its host enqueue skew says.
+    for pos in np.flatnonzero((ops["progress"] != PROGRESS_COMPLETED).to_numpy()):
+        result[pos] = _pending(ops.iloc[pos])
+    matched = ops[(ops["status"] == MATCHED) & (ops["progress"] == PROGRESS_COMPLETED)]
     for comm, m in matched.groupby("comm", sort=False):
         g = ident[ident["comm"] == comm]
         for pos, a in zip(m.index, attribute_comm(g, m, sources, doms, opts)):

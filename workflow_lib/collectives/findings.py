@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .types import ATTRIBUTED, MATCHED, UNRESOLVED
+from .types import ATTRIBUTED, MATCHED, PENDING, UNRESOLVED
 
 CHECK = "collective_wait"
 
@@ -35,7 +35,7 @@ def _op_times(analysis: dict) -> pd.DataFrame:
     rows = []
     for i, op in enumerate(analysis["ops"]):
         for rank, t in op["per_rank"].items():
-            ts = t["enqueue_ns"] if t["enqueue_ns"] is not None else t["gpu_start_ns"]
+            ts = t.get("enqueue_ns") if t.get("enqueue_ns") is not None else t.get("gpu_start_ns")
             if ts is not None:
                 rows.append((int(rank), ts, i))
     return pd.DataFrame(rows, columns=["rank", "t_ns", "op"])
@@ -44,7 +44,7 @@ def _op_times(analysis: dict) -> pd.DataFrame:
 def _why(op: dict) -> str:
     a = op["attribution"]
     if op["status"] != MATCHED:
-        who = op["missing_dump_ranks"] or op["not_joined_ranks"] or op["evicted_ranks"]
+        who = op["missing_dump_ranks"] or op["not_joined_ranks"] or op["evicted_ranks"] or op.get("counter_ranks")
         return f"{op['comm']} seq {op['seq_id']} ({op['op_type']}): {op['status']}" + (f" (ranks {who})" if who else "")
     return f"{op['comm']} seq {op['seq_id']} ({op['op_type']}): {a['reason']}"
 
@@ -110,7 +110,7 @@ def _finding(rank: int, step_id: int, ops: list[dict], ctx: dict, min_wait: int)
     waited = 0
     for op in ops:
         a = op["attribution"]
-        if op["status"] != MATCHED or a is None or a["verdict"] == UNRESOLVED:
+        if op["status"] != MATCHED or a is None or a["verdict"] in (UNRESOLVED, PENDING):
             f["missing"].append(_why(op))
             continue
         if a["verdict"] != ATTRIBUTED:

@@ -120,6 +120,21 @@ def _kernel_only(inc: Incident, kern: pd.DataFrame) -> pd.DataFrame:
     }, index=k.index)
 
 
+def _dump_details(inc: Incident) -> dict[str, dict]:
+    """rank -> the manifest's detail of that rank's flight-recorder dump (importer or recorder)."""
+    src = inc.manifest.get("sources", {})
+    out = dict((src.get("collectives", {}).get("detail") or {}).get("dumps") or {})
+    out.update((src.get("torch_fr", {}).get("detail") or {}).get("dumps") or {})
+    return out
+
+
+def _rank_host(inc: Incident, detail: dict | None) -> str | None:
+    """The host a rank ran on: given at import, else the incident's own (a recorder writes it)."""
+    if detail and detail.get("hostname"):
+        return str(detail["hostname"])
+    return (inc.manifest.get("provenance") or {}).get("hostname")
+
+
 def load(incidents: list[Incident]) -> tuple[pd.DataFrame, dict[int, RankSource]]:
     """All ranks' records (COLUMNS) and, per rank, where its dump came from.
 
@@ -134,7 +149,7 @@ def load(incidents: list[Incident]) -> tuple[pd.DataFrame, dict[int, RankSource]
         if not kern.empty and not rec.empty:
             rec = _link_kernels(rec, kern)
         orphan = kern[~kern["rank"].isin(rec["rank"].unique())] if not kern.empty else kern
-        detail = inc.manifest.get("sources", {}).get("torch_fr", {}).get("detail", {}).get("dumps", {})
+        detail = _dump_details(inc)
         # A rank "has a dump" only where collectives were observed for it: its rows, its FR
         # dump (possibly empty), or a recorder that declares the `collectives` source
         # observed for the incident's ranks. A rank merely listed in the manifest (say, by a
@@ -148,9 +163,16 @@ def load(incidents: list[Incident]) -> tuple[pd.DataFrame, dict[int, RankSource]
                 raise StallcaseError(inc.path, f"rank {r} is also in incident {sources[r].incident}; give each rank's dump once")
             mine = rec[rec["rank"] == r]
             first = mine["record_id"].min() if not mine.empty else None
-            wrapped = bool(detail.get(str(r), {}).get("wrapped", False)) or (first is not None and pd.notna(first) and first > 0)
+            d = detail.get(str(r))
+            if d is not None and "wrapped_reason" in d:
+                wrapped = bool(d["wrapped"])  # decided from record ids and counters (dump.py)
+            else:  # an older import: only the record ids
+                wrapped = bool((d or {}).get("wrapped", False)) or (first is not None and pd.notna(first) and first > 0)
             sources[r] = RankSource(rank=r, incident=str(inc.path), wrapped=bool(wrapped), records=int(len(mine)),
-                                    kernel_only=mine.empty and not orphan.empty and bool((orphan["rank"] == r).any()))
+                                    kernel_only=mine.empty and not orphan.empty and bool((orphan["rank"] == r).any()),
+                                    counters=dict((d or {}).get("groups") or {}), hostname=_rank_host(inc, d),
+                                    pending_only=bool((d or {}).get("pending_only", False)),
+                                    dump_version=(d or {}).get("version"))
         frames.append(rec)
         if not orphan.empty:
             frames.append(_kernel_only(inc, orphan))

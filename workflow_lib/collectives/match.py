@@ -25,8 +25,9 @@ import json
 import numpy as np
 import pandas as pd
 
-from .types import (CANNOT_DECIDE, INCOMPLETE_WINDOW, INPUT_SIZES_FREE, MATCHED, MISMATCH, NOT_JOINED,
-                    OUTPUT_SIZES_FREE, P2P_OPS, RankSource)
+from .types import (CANNOT_DECIDE, COMPLETED, ENTRY_STATE, INCOMPLETE_WINDOW, INPUT_SIZES_FREE, JOINED_BY_COUNTER,
+                    MATCHED, MISMATCH, NO_DUMP, NOT_ENQUEUED, NOT_JOINED, OUTPUT_SIZES_FREE, P2P_OPS, PROGRESS_COMPLETED,
+                    PROGRESS_PARTIAL, PROGRESS_PENDING, SCHEDULED, STARTED, UNKNOWN, RankSource)
 
 KEY = ["seq_id", "sub"]
 FIELDS = ("op_type", "input_sizes", "output_sizes", "dtypes")
@@ -40,7 +41,8 @@ def _dtype_set(s: pd.Series) -> pd.Series:
             return None
         d = json.loads(v)
         return json.dumps(sorted(set(d.get("input", [])) | set(d.get("output", []))))
-    return s.map(norm)
+    # Few distinct values (one per op signature): decode each once.
+    return s.map({v: norm(v) for v in s.dropna().unique()})
 
 
 def identified(df: pd.DataFrame) -> pd.DataFrame:
@@ -88,6 +90,63 @@ def _culprits(values: dict[int, object], expected: list[int], missing: list[int]
     return {"decided": False, "culprit_ranks": [], "majority_value": None, "reason": "cannot decide: " + why}
 
 
+def _counter_arrays(pg: str, expected: list[int], sources: dict[int, RankSource]) -> dict[str, np.ndarray]:
+    """Per member rank: last enqueued / started / completed seq of group `pg` (NaN: not known)."""
+    out = {}
+    for k in ("last_enqueued", "last_started", "last_completed"):
+        vals = []
+        for r in expected:
+            c = sources[r].counters.get(pg) if r in sources else None
+            v = c.get(k) if c else None
+            vals.append(np.nan if v is None else float(v))
+        out[k] = np.array(vals)[None, :]
+    return out
+
+
+def _states(g: pd.DataFrame, keys: pd.MultiIndex, expected: list[int], present: np.ndarray, seq: np.ndarray,
+            sources: dict[int, RankSource], pg: str) -> tuple[np.ndarray, np.ndarray]:
+    """(state codes [op, rank], from_counter [op, rank]): what each member's dump says about each op.
+
+    A record's own state (as the watchdog last saw its CUDA events) is upgraded by the
+    rank's pg_status counters; a rank without a record of the op is placed by its
+    counters: <= last_completed completed it, <= last_started started it, <= last_enqueued
+    enqueued it (record lost), above it never enqueued it. Without counters, the record
+    window decides as before: before the window (or a wrapped buffer without any record
+    of the group) the rank cannot testify; otherwise it never enqueued the op.
+    """
+    n_ops, n_r = present.shape
+    code = (g["state"].map(ENTRY_STATE).fillna(SCHEDULED).astype("int64"))
+    st = (g.assign(code=code).pivot_table(index=KEY, columns="rank", values="code", aggfunc="min")
+          .reindex(index=keys, columns=expected).to_numpy(dtype=float))
+    ctr = _counter_arrays(pg, expected, sources)
+    E, S, C = ctr["last_enqueued"], ctr["last_started"], ctr["last_completed"]
+    has_ctr = ~np.isnan(E) | ~np.isnan(C)
+    with np.errstate(invalid="ignore"):
+        by_ctr = np.select([seq <= C, seq <= S, seq <= E, has_ctr & ~(seq <= E)],
+                           [COMPLETED, STARTED, SCHEDULED, NOT_ENQUEUED], default=-1).astype(float)
+    win = g.groupby("rank")["seq_id"].agg(["min", "max"]).reindex(expected)
+    lo, hi = win["min"].to_numpy(dtype=float)[None, :], win["max"].to_numpy(dtype=float)[None, :]
+    has_dump = np.array([r in sources and not sources[r].kernel_only for r in expected])[None, :]
+    wrapped = np.array([sources[r].wrapped if r in sources else False for r in expected])[None, :]
+    pending_only = np.array([sources[r].pending_only if r in sources else False for r in expected])[None, :]
+    by_window = np.where((seq < lo) | (np.isnan(lo) & wrapped), UNKNOWN, NOT_ENQUEUED)
+    # Inside the record window of a full dump the records are the truth: FR records every
+    # op it enqueues, so a hole is an op this rank never enqueued. An onlyActive dump
+    # leaves completed ops out: there (and outside any window) the counters place it.
+    hole = (seq >= lo) & (seq <= hi) & ~pending_only
+    absent = np.where((by_ctr >= 0) & ~hole, by_ctr, by_window)
+    state = np.where(present, np.fmax(st, np.where(by_ctr >= SCHEDULED, by_ctr, -1)), absent)
+    state = np.where(has_dump, state, NO_DUMP).astype(np.int8)
+    return state, (~present & (by_ctr >= 0) & has_dump)
+
+
+def _progress(state: np.ndarray) -> np.ndarray:
+    known = state >= NOT_ENQUEUED
+    done = (state == COMPLETED).any(1)
+    all_done = ((state == COMPLETED) | ~known).all(1)
+    return np.where(all_done & done, PROGRESS_COMPLETED, np.where(done, PROGRESS_PARTIAL, PROGRESS_PENDING))
+
+
 def match_comm(comm: str, g: pd.DataFrame, sources: dict[int, RankSource]) -> tuple[pd.DataFrame, dict]:
     """Ops of one communicator with their status, plus a summary of the communicator."""
     expected, membership_known = _expected(g)
@@ -96,16 +155,12 @@ def match_comm(comm: str, g: pd.DataFrame, sources: dict[int, RankSource]) -> tu
                .reindex(index=keys, columns=expected).notna().to_numpy())
     seq = keys.get_level_values("seq_id").to_numpy()[:, None]
     win = g.groupby("rank")["seq_id"].agg(["min", "max"]).reindex(expected)
-    lo, hi = win["min"].to_numpy(dtype=float)[None, :], win["max"].to_numpy(dtype=float)[None, :]
-    # A rank seen only through its NCCL kernels has no identities to testify with.
-    has_dump = np.array([r in sources and not sources[r].kernel_only for r in expected])[None, :]
-    wrapped = np.array([sources[r].wrapped if r in sources else False for r in expected])[None, :]
-    absent = ~present
-    missing_dump = absent & ~has_dump
-    # Before a rank's window (or no window at all in a wrapped buffer): evicted or never
-    # recorded; either way this rank cannot testify about the op.
-    evicted = absent & has_dump & ((seq < lo) | (np.isnan(lo) & wrapped))
-    not_joined = absent & has_dump & ~evicted
+    pg = str(g["pg_id"].iloc[0])
+    state, by_counter = _states(g, keys, expected, present, seq, sources, pg)
+    missing_dump = state == NO_DUMP
+    evicted = state == UNKNOWN
+    not_joined = state == NOT_ENQUEUED
+    progress = _progress(state)
 
     # The most common op type per key (ties: alphabetical), without a per-group lambda.
     counts = g.groupby(KEY + ["op_type"]).size().rename("n").reset_index()
@@ -114,12 +169,12 @@ def match_comm(comm: str, g: pd.DataFrame, sources: dict[int, RankSource]) -> tu
     mism = _field_mismatch(g, keys, op_type)
     any_mism = np.logical_or.reduce([mism[f] for f in FIELDS])
     status = np.select(
-        [not_joined.any(1), any_mism, missing_dump.any(1), evicted.any(1)],
-        [NOT_JOINED, MISMATCH, CANNOT_DECIDE, INCOMPLETE_WINDOW], default=MATCHED)
+        [not_joined.any(1), any_mism, missing_dump.any(1), evicted.any(1), by_counter.any(1)],
+        [NOT_JOINED, MISMATCH, CANNOT_DECIDE, INCOMPLETE_WINDOW, JOINED_BY_COUNTER], default=MATCHED)
 
     exp = np.array(expected)
     ops = pd.DataFrame({"comm": comm, "seq_id": keys.get_level_values("seq_id"), "sub": keys.get_level_values("sub"),
-                        "op_type": op_type.to_numpy(), "status": status})
+                        "op_type": op_type.to_numpy(), "status": status, "progress": progress})
     first = g.drop_duplicates("comm").iloc[0]
     ops["pg_id"], ops["pg_name"] = first["pg_id"], first["pg_name"]
     ops["expected_ranks"] = [expected] * len(ops)
@@ -127,6 +182,8 @@ def match_comm(comm: str, g: pd.DataFrame, sources: dict[int, RankSource]) -> tu
     ops["missing_dump_ranks"] = [exp[row].tolist() for row in missing_dump]
     ops["evicted_ranks"] = [exp[row].tolist() for row in evicted]
     ops["not_joined_ranks"] = [exp[row].tolist() for row in not_joined]
+    ops["counter_ranks"] = [exp[row].tolist() for row in by_counter]
+    ops["state_codes"] = list(state)
     ops["mismatches"] = [[] for _ in range(len(ops))]
     for i in np.flatnonzero(any_mism | not_joined.any(1)):
         ops.at[i, "mismatches"] = _describe(g, keys[i], expected, mism, i, ops.loc[i])
@@ -135,8 +192,11 @@ def match_comm(comm: str, g: pd.DataFrame, sources: dict[int, RankSource]) -> tu
         "comm": comm, "pg_id": first["pg_id"], "pg_name": first["pg_name"], "expected_ranks": expected,
         "membership_known": membership_known, "ops": int(len(ops)),
         "windows": {str(r): [int(win.loc[r, "min"]), int(win.loc[r, "max"])] for r in expected if pd.notna(win.loc[r, "min"])},
+        "counters": {str(r): {k: sources[r].counters[pg].get(k) for k in ("last_enqueued", "last_started", "last_completed")}
+                     for r in expected if r in sources and pg in sources[r].counters},
         "ranks_missing_dump": [r for r in expected if r not in sources or sources[r].kernel_only],
         "status_counts": {s: int((status == s).sum()) for s in np.unique(status)},
+        "progress_counts": {p: int((progress == p).sum()) for p in np.unique(progress)},
         "first_problem": None,
     }
     bad = ops[ops["status"].isin([NOT_JOINED, MISMATCH])]
@@ -177,6 +237,7 @@ def match(df: pd.DataFrame, sources: dict[int, RankSource]) -> tuple[pd.DataFram
         parts.append(ops)
         comms.append(summary)
     ops = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
-        columns=["comm", "seq_id", "sub", "op_type", "status", "pg_id", "pg_name", "expected_ranks", "present_ranks",
-                 "missing_dump_ranks", "evicted_ranks", "not_joined_ranks", "mismatches"])
+        columns=["comm", "seq_id", "sub", "op_type", "status", "progress", "pg_id", "pg_name", "expected_ranks",
+                 "present_ranks", "missing_dump_ranks", "evicted_ranks", "not_joined_ranks", "counter_ranks",
+                 "state_codes", "mismatches"])
     return ops, comms, ident

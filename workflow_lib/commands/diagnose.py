@@ -50,6 +50,13 @@ def run(args: argparse.Namespace) -> int:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     s = rec["summary"]
+    if "collectives" in rec:  # dump-only incident: the collectives verdict is the diagnosis
+        from .collectives import verdict_lines
+
+        print(f"wrote {out}: no steps; collectives only")
+        for line in verdict_lines(rec["collectives"]):
+            print(line)
+        return 0
     print(f"wrote {out}: {s['steps']} steps, {s['explained_ns'] / 1e6:.3f} of {s['wall_ns'] / 1e6:.3f} ms explained")
     for line in slow_step_lines(rec):
         print(line)

@@ -14,6 +14,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--incident", required=True, help="incident id (directory name under --incidents-dir)")
     p.add_argument("--incidents-dir", default="incidents", help="where incidents live (default: incidents/, as snakemake reads)")
     p.add_argument("--step-pattern", default=None, help="kineto: regex naming step annotations (default ProfilerStep#N)")
+    p.add_argument("--hostname", default=None, help="torch-fr: the host that wrote these dumps (they name none); "
+                   "without it each rank is its own clock domain")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -24,6 +26,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         from ..importers.torch_fr import import_torch_fr
 
-        out = import_torch_fr(args.files, incident_id=args.incident, incidents_dir=args.incidents_dir)
+        out = import_torch_fr(args.files, incident_id=args.incident, incidents_dir=args.incidents_dir, hostname=args.hostname)
     print(f"wrote {out}")
     return 0

@@ -57,17 +57,22 @@ def _window_record(ev, lo: int, hi: int, src, origin: int, opts: DiagnoseOptions
 
 
 def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, options: DiagnoseOptions | None = None,
-             validate: bool = True) -> dict:
+             validate: bool = True, collectives: dict | None = None) -> dict:
     """Diagnose every step of every rank; returns a diagnosis record (validated unless the
     caller writes it with records.write_record, which validates anyway)."""
     opts = options or DiagnoseOptions()
+    from ..collectives import diagnosis as coll_diagnosis
+
+    if coll_diagnosis.is_dump_only(incident, opts.step_pattern):  # flight-recorder dumps alone: who hung the job
+        return coll_diagnosis.dump_only_diagnosis(incident, incident_id=incident_id, snapshot_digest=snapshot_digest,
+                                                  options=opts, analysis=collectives, validate=validate)
     src = evidence_mod.sources_of(incident)
     steps = step_table(incident, opts.step_pattern)
     origin = int(np.min(steps["start_ns"].to_numpy()))
     wait_re = opts.wait_regex()
     rank_keys = steps["rank_key"].to_numpy()
     step_records, windows, slow = [], [], []
-    coll = _collective_findings(incident)
+    coll = _collective_findings(incident, collectives)
     for rk in np.unique(rank_keys):  # ranks are few
         sel = np.flatnonzero(rank_keys == rk)
         ev = evidence_mod.build(incident, int(rk), origin, wait_re)
@@ -102,15 +107,16 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
     return record
 
 
-def _collective_findings(incident: Incident) -> dict:
+def _collective_findings(incident: Incident, analysis: dict | None = None) -> dict:
     """(rank, step_id) -> the cross-rank analysis's collective_wait finding, when collectives of
-    two or more ranks are in the incident; empty otherwise (the check then says why not)."""
+    two or more ranks are in the incident; empty otherwise (the check then says why not).
+    `analysis`: the collectives record the `collectives` rule wrote (else analysed here)."""
     coll = incident.table("collectives")
     if coll.num_rows == 0 or len(set(coll["rank"].to_pylist())) < 2:
         return {}
     from ..collectives import analyze_collectives, collective_wait_findings, steps_from_incidents
 
-    analysis = analyze_collectives([incident])
+    analysis = analysis if analysis is not None else analyze_collectives([incident])
     return {(f["rank"], f["step_id"]): f for f in collective_wait_findings(analysis, steps_from_incidents([incident]))}
 
 
@@ -215,15 +221,19 @@ def diagnose_dir(incident_dir: str | os.PathLike, *, options: DiagnoseOptions | 
 
 
 def diagnose_snapshot_file(snapshot_path: str | os.PathLike, store_root: str | os.PathLike, out_path: str | os.PathLike,
-                           *, options: DiagnoseOptions | None = None, settings: dict | None = None) -> dict:
-    """Rule entry: diagnose a snapshot record's tables (read back from the store, verified).
-    `settings` is the workflow's `diagnose:` config section (schema-checked by the workflow)."""
+                           *, options: DiagnoseOptions | None = None, settings: dict | None = None,
+                           collectives_path: str | os.PathLike | None = None) -> dict:
+    """Rule entry: diagnose a snapshot record's tables (read back from the store, verified),
+    with the `collectives` rule's record when given (not re-analysed here). `settings` is the
+    workflow's `diagnose:` config section (schema-checked by the workflow)."""
     from ..snapshot import load_tables
 
     if options is None and settings:
         options = DiagnoseOptions.from_config(settings)
     snap = records.read_record(snapshot_path, "snapshot")
     inc = load_tables(snap, store_root)
-    record = diagnose(inc, incident_id=snap["incident_id"], snapshot_digest=records.digest_of(snap), options=options)
+    coll = records.read_record(collectives_path, "collectives") if collectives_path is not None else None
+    record = diagnose(inc, incident_id=snap["incident_id"], snapshot_digest=records.digest_of(snap), options=options,
+                      collectives=coll)
     records.write_record(out_path, record, "diagnosis")
     return record

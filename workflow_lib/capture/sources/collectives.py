@@ -18,10 +18,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ...collectives.dump import dump_detail, dump_table, parse_dump, versions
 from ...errors import StallcaseError
-from ...importers.torch_fr import dump_table
 from ...incident import source
-from ...safe_pickle import loads_restricted
 
 FR_ENV = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
 
@@ -34,7 +33,7 @@ def _fr_size() -> int:
     return 0
 
 
-def collect(rank: int | None, unix_minus_host_ns: int, *, dist=None, dumper=None) -> tuple[pa.Table | None, dict]:
+def collect(rank: int | None, unix_minus_host_ns: int, *, dist=None, dumper=None, hostname: str | None = None) -> tuple[pa.Table | None, dict]:
     """(collectives table or None, manifest source entry). `dist`/`dumper` substitute torch (tests)."""
     if dist is None:
         if "torch" not in sys.modules:  # never import torch on the workload's behalf
@@ -57,12 +56,15 @@ def collect(rank: int | None, unix_minus_host_ns: int, *, dist=None, dumper=None
             return None, source("not_observed", f"this torch build has no NCCL trace dump: {exc}")
     try:
         data = dumper()
-        dump = loads_restricted(bytes(data), "torch NCCL flight recorder (in process)")
+        where = Path("<in-process NCCL flight recorder>")
+        dump = parse_dump(bytes(data), where)
         r = rank if rank is not None else int(dist.get_rank())
-        table = dump_table(dump, r, Path("<in-process NCCL flight recorder>"))
+        table = dump_table(dump, r, where)
+        detail = dump_detail(dump, table, where, hostname=hostname)
     except (StallcaseError, RuntimeError, ValueError, TypeError, KeyError) as exc:
         return None, source("not_observed", f"NCCL flight recorder dump unreadable: {type(exc).__name__}: {exc}")
     shifted = pc.subtract(table["enqueue_ns"], pa.scalar(int(unix_minus_host_ns), pa.int64()))
     table = table.set_column(table.column_names.index("enqueue_ns"), "enqueue_ns", shifted)
     return table, source("observed", None, entries=table.num_rows, buffer_size=_fr_size(),
-                         clock="enqueue_ns moved from CLOCK_REALTIME with unix_minus_host_ns")
+                         clock="enqueue_ns moved from CLOCK_REALTIME with unix_minus_host_ns",
+                         dumps={str(r): detail}, **versions({str(r): detail}))

@@ -1,0 +1,61 @@
+"""A diagnosis of an incident that holds only collectives (flight-recorder dumps, no steps).
+
+Without steps there is nothing per step to measure, but the dumps still say which rank
+hung the job: the diagnosis record then has no steps and carries the collectives
+analysis' verdict under `collectives` (hung_on, culprits, counts). With a collectives
+record already written (the `collectives` rule), it is read instead of re-analysed.
+"""
+
+from __future__ import annotations
+
+from .. import records
+from ..incident import Incident
+
+CULPRITS_LISTED = 20
+
+
+def is_dump_only(incident: Incident, step_pattern: str | None) -> bool:
+    """No steps to diagnose, but collectives to analyse."""
+    return step_pattern is None and incident.table("steps").num_rows == 0 and incident.table("collectives").num_rows > 0
+
+
+def verdict(analysis: dict) -> dict:
+    """The part of a collectives record a diagnosis carries (schema: diagnosis.collectives)."""
+    s = analysis["summary"]
+    return {
+        "hung_on": analysis.get("hung_on"),
+        "culprits": [{k: c[k] for k in ("rank", "kind", "comm", "seq", "op", "evidence", "missing")}
+                     for c in analysis.get("culprits", [])[:CULPRITS_LISTED]],
+        "culprits_total": len(analysis.get("culprits", [])),
+        "ops": s["ops"], "attributed": s["attributed"], "pending": s.get("pending", 0),
+        "ranks": sorted(int(r) for r in analysis["ranks"]),
+    }
+
+
+def dump_only_diagnosis(incident: Incident, *, incident_id: str, snapshot_digest: str, options,
+                        analysis: dict | None = None, validate: bool = True) -> dict:
+    """The diagnosis record of a dump-only incident: no steps, the collectives verdict."""
+    from ..diagnose import _summary, next_experiments  # the diagnosis' own shapes, zero steps
+    from ..diagnose.checks import NAMES
+    from .analyze import analyze_collectives
+
+    if analysis is None:
+        analysis = analyze_collectives([incident])
+    version = records.load_schema("diagnosis")["properties"]["schema_version"]
+    record = {
+        "schema_version": version.get("const", max(version.get("enum", [1]))),
+        "kind": "diagnosis",
+        "incident_id": incident_id,
+        "snapshot_digest": snapshot_digest,
+        "options": options.as_record(),
+        "sources": {name: {"status": s.get("status"), "reason": s.get("reason")}
+                    for name, s in sorted(incident.manifest.get("sources", {}).items())},
+        "checks": list(NAMES),
+        "steps": [],
+        "summary": _summary([], []),
+        "next_experiments": next_experiments.rank([]),
+        "collectives": verdict(analysis),
+    }
+    if validate:
+        records.validate(record, "diagnosis")
+    return record
