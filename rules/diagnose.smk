@@ -7,8 +7,9 @@ rule diagnose:
         collectives=f"{RESULTS}/{{incident}}/collectives.json",
     output:
         f"{RESULTS}/{{incident}}/diagnosis.json",
+    params:
+        settings=config.get("diagnose"),
     log:
         f"{RESULTS}/{{incident}}/logs/diagnose.log",
     run:
-        workflow_lib.rulelog.logged(log[0], workflow_lib.diagnose.diagnose_snapshot_file, input[0], STORE, output[0],
-                                    settings=config.get("diagnose"), collectives_path=input.collectives)
+        workflow_lib.rulelog.logged(log[0], workflow_lib.diagnose.diagnose_snapshot_file, input[0], STORE, output[0], settings=params.settings, collectives_path=input.collectives)
