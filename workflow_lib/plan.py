@@ -155,8 +155,11 @@ def build_plan(snapshot: dict, snapshot_digest: str, store_root: str | os.PathLi
         argv = _apply_arg_changes(workload["argv"], candidate)
         changes = {k: candidate[k] for k in ("set_args", "remove_args", "append_args", "env") if candidate.get(k)}
         changes.update(src_changes)
-        cand = {"argv": argv, "env": env, "changes": changes, "sources": srcs,
-                "same_as_baseline": argv == baseline["argv"] and env == baseline["env"] and srcs == base_sources}
+        same = argv == baseline["argv"] and env == baseline["env"] and srcs == base_sources
+        if same:  # an accidental A/A would be reported as "no change" of a fix that never ran
+            raise StallcaseError("candidate", "changes nothing: its argv, environment and sources equal the "
+                                 "baseline's; fix the candidate, or run an A/A on purpose with --config candidate=baseline")
+        cand = {"argv": argv, "env": env, "changes": changes, "sources": srcs, "same_as_baseline": False}
     env_fp = snapshot.get("provenance", {}).get("environment") or {}
     plan = {
         "schema_version": 1,
@@ -203,7 +206,7 @@ def materialize_arm(plan: dict, arm: str, store_root: str | os.PathLike, dest: s
                 rel = Path(p).relative_to(root)
             except ValueError:
                 return p
-            return str(dest / rel)
+            return str(_safe_join(dest, rel.as_posix())) if rel.parts else str(dest)
         return p
     rel_sources = {s["relpath"] for s in spec.get("sources", [])}
     argv = []
@@ -215,8 +218,12 @@ def materialize_arm(plan: dict, arm: str, store_root: str | os.PathLike, dest: s
             argv.append(str(dest / a))
         else:
             argv.append(a)
+    # The cwd inside the source tree maps to the same place in the rebuilt tree (made when no
+    # pinned file lives there, e.g. an untracked runs/ directory); outside it, it stays as recorded.
     cwd = remap(plan["workload"]["cwd"])
-    if not os.path.isdir(cwd):
+    if cwd != plan["workload"]["cwd"]:
+        os.makedirs(cwd, exist_ok=True)
+    elif not os.path.isdir(cwd):
         cwd = str(dest)
     return {"argv": argv, "cwd": cwd, "env": dict(spec["env"])}
 
