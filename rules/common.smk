@@ -21,6 +21,8 @@ INCIDENTS = config["incidents_dir"]
 RESULTS = config["results_dir"]
 STORE = RESULTS  # the CAS lives at <results_dir>/cas/blake3/
 BLOCKS = [f"b{i:03d}" for i in range(config["trials"]["blocks"])]
+# The user's candidate stands alone; the demo's applies only to the demo, and only when none is given.
+CANDIDATE = workflow_lib.plan.configured_candidate(config)
 
 # Trial blocks time their runs, so on one machine two blocks must never run at once:
 # they would share the GPU (or the CPU) and time each other. Unless the user said how

@@ -8,9 +8,10 @@ rule plan:
         f"{RESULTS}/{{incident}}/plan.json",
     params:
         design=config["trials"],
-        candidate=config.get("candidate", "baseline"),
+        candidate=CANDIDATE,
         experiment=config.get("experiment"),
+        source_repo=config.get("source_repo"),
     log:
         f"{RESULTS}/{{incident}}/logs/plan.log",
     run:
-        workflow_lib.rulelog.logged(log[0], workflow_lib.plan.plan_from_snapshot_file, input[0], STORE, output[0], design=params.design, candidate=params.candidate, experiment=params.experiment)
+        workflow_lib.rulelog.logged(log[0], workflow_lib.plan.plan_from_snapshot_file, input[0], STORE, output[0], design=params.design, candidate=params.candidate, experiment=params.experiment, source_repo=params.source_repo)
