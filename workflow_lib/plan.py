@@ -25,8 +25,27 @@ from .capture.provenance import allowed_env
 from .schedule import make_schedule
 
 # Environment variables the node provides at trial time, never taken from the plan:
-# they describe where the job runs (scheduler-assigned GPU, paths), not what it computes.
-NODE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID")
+# they describe where the job runs (the scheduler's GPU, the node's paths and libraries),
+# not what it computes. The capture records CUDA_VISIBLE_DEVICES, LD_PRELOAD,
+# LD_LIBRARY_PATH and PYTHONPATH for information; a plan copying them would time the
+# captured GPU while preflight watches the allocated one, and would let a hostile manifest
+# preload a library into every trial run. So the plan drops them and the runner never
+# takes them from a plan, even a hand-edited one.
+NODE_OWNED = ("CUDA_VISIBLE_DEVICES", "LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONPATH")
+NODE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SLURM_JOB_ID", *NODE_OWNED)
+
+
+def trial_env(plan_env: dict, extra: dict, node_env=None) -> dict:
+    """A trial run's environment: the node's own NODE_ENV names, the plan's other names, then `extra`."""
+    node = os.environ if node_env is None else node_env
+    env = {k: node[k] for k in NODE_ENV if k in node}
+    env.update({k: v for k, v in plan_env.items() if k not in NODE_ENV})
+    env.update(extra)
+    return env
+
+
+def _plan_env(env: dict) -> dict:
+    return {k: v for k, v in allowed_env(env).items() if k not in NODE_ENV}
 
 
 _apply_arg_changes = candidate_lib.apply_arg_changes  # kept for callers and tests of the older name
@@ -102,7 +121,7 @@ def build_plan(snapshot: dict, snapshot_digest: str, store_root: str | os.PathLi
     if not workload:
         raise StallcaseError("snapshot.workload", f"incident {snapshot['incident_id']} recorded no workload command; a plan needs one (capture it with the recorder or `stallcase record`)")
     # The manifest is outside input: only allow-listed variables reach a trial, whatever it says.
-    workload = dict(workload, env=allowed_env(workload["env"]))
+    workload = dict(workload, env=_plan_env(workload["env"]))
     cas = CAS(store_root)
     base_sources = _sources(snapshot["artifacts"])
     source_root = (snapshot.get("provenance", {}).get("source") or {}).get("root")
@@ -123,6 +142,9 @@ def build_plan(snapshot: dict, snapshot_digest: str, store_root: str | os.PathLi
         refused = sorted(set(env) - set(allowed_env(env)))
         if refused:
             raise StallcaseError("candidate.env", f"variables outside the allow-list would not reach the workload: {', '.join(refused)}")
+        owned = sorted(set(env) & set(NODE_ENV))
+        if owned:
+            raise StallcaseError("candidate.env", f"{', '.join(owned)}: the node's own (its GPU, paths and libraries), never set from a plan")
         argv = _apply_arg_changes(workload["argv"], candidate)
         changes = {k: candidate[k] for k in ("set_args", "remove_args", "append_args", "env") if candidate.get(k)}
         changes.update(src_changes)
@@ -133,8 +155,9 @@ def build_plan(snapshot: dict, snapshot_digest: str, store_root: str | os.PathLi
         cand = {"argv": argv, "env": env, "changes": changes, "sources": srcs, "same_as_baseline": False}
         candidate_lib.store_blobs(to_store, cas)  # every check passed: only now the candidate's files are stored
     env_fp = snapshot.get("provenance", {}).get("environment") or {}
+    dists = snapshot.get("provenance", {}).get("imported_distributions")
     plan = {
-        "schema_version": 1,
+        "schema_version": 2,
         "kind": "plan",
         "incident_id": snapshot["incident_id"],
         "experiment": experiment,
@@ -146,6 +169,7 @@ def build_plan(snapshot: dict, snapshot_digest: str, store_root: str | os.PathLi
         "design": design,
         "schedule": make_schedule(design),
         "environment": env_fp,
+        "python_distributions": dict(dists) if isinstance(dists, dict) else None,
     }
     return plan
 
