@@ -188,7 +188,7 @@ def run_block(plan: dict, plan_digest: str, preflight_record: dict, preflight_di
     try:
         schedule = plan["schedule"][block]
         for n, entry in enumerate(schedule):
-            spec = specs["B" if entry["arm"] == "B" else "A"]
+            spec = specs["B" if "B" in (entry["arm"], entry.get("warms")) else "A"]  # warm-ups warm their own arm
             for attempt in range(design["max_retries"] + 1):
                 cap = work_root / "captures" / f"{entry['index']:03d}-{attempt}" if design.get("record_runs") else None
                 run = one_run(spec, design, entry, attempt, log, cap)
