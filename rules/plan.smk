@@ -28,5 +28,7 @@ rule latest:
         layout.latest_record(RESULTS, "{incident}"),
     params:
         run=RUN,
+    log:
+        layout.run_log(RESULTS, "{incident}", RUN, "latest.log"),
     run:
-        layout.write_latest(input.plan, RESULTS, wildcards.incident, params.run, log_path=layout.run_log(RESULTS, wildcards.incident, params.run, "latest.log"))
+        layout.write_latest(input.plan, RESULTS, wildcards.incident, params.run, log_path=log[0])

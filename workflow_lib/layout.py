@@ -41,6 +41,16 @@ RUN_KEY_PATTERN = r"(aa|ab|exp)-[0-9a-f]{12}"
 LATEST_NAMES = ("plan.json", "comparison.json", "report.html", "trace.perfetto.json", "preflight", "execution")
 
 
+# Written by stages for people, not contracts between stages: logs and trial work dirs.
+NOT_RECORDS = ("logs", "work")
+
+
+def holds_records(rel_parts: tuple[str, ...]) -> bool:
+    """Whether a file at `rel_parts` under results/<incident>/ can be a stage record (verify)."""
+    top = rel_parts[2:] if rel_parts[:1] == (RUNS,) and len(rel_parts) > 2 else rel_parts
+    return not (len(top) > 1 and top[0] in NOT_RECORDS)
+
+
 def incident_dir(results: str, incident: str) -> str:
     return f"{results}/{incident}"
 

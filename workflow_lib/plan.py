@@ -158,7 +158,7 @@ def build_plan(snapshot: dict, snapshot_digest: str, store_root: str | os.PathLi
     env_fp = snapshot.get("provenance", {}).get("environment") or {}
     dists = snapshot.get("provenance", {}).get("imported_distributions")
     plan = {
-        "schema_version": 2,
+        "schema_version": 1,
         "kind": "plan",
         "incident_id": snapshot["incident_id"],
         "experiment": experiment,
