@@ -28,6 +28,7 @@ localrules:
     plan,
     compare,
     report,
+    latest,
 
 
 rule all:

@@ -99,7 +99,8 @@ def _sequential_arms(design: Design) -> np.ndarray:
     still gets its k-th share of each, as sequential tools would produce.
     """
     nb, w, n, m = design.blocks, design.warmup_runs, design.runs_per_arm, design.control_runs
-    base = ["warmup"] * w + [arm for pair in zip(["A"] * n, ["A'"] * m) for arm in pair]
+    # Each arm's warm-ups (schedule.py gives A and B warmup_runs each), so the slot count matches.
+    base = ["warmup"] * (2 * w) + [arm for pair in zip(["A"] * n, ["A'"] * m) for arm in pair]
     base += ["A"] * (n - min(n, m)) + ["A'"] * (m - min(n, m))
     return np.asarray([ARM_CODE[a] for _ in range(nb) for a in base] + [ARM_CODE["B"]] * (nb * n), dtype=np.int8)
 

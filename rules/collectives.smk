@@ -3,11 +3,11 @@
 
 rule collectives:
     input:
-        f"{RESULTS}/{{incident}}/snapshot.json",
+        layout.snapshot(RESULTS, "{incident}"),
     output:
-        f"{RESULTS}/{{incident}}/collectives.json",
+        layout.collectives(RESULTS, "{incident}"),
     log:
-        f"{RESULTS}/{{incident}}/logs/collectives.log",
+        layout.incident_log(RESULTS, "{incident}", "collectives.log"),
     run:
         import workflow_lib.collectives.rule
 

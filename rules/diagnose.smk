@@ -3,13 +3,13 @@
 
 rule diagnose:
     input:
-        f"{RESULTS}/{{incident}}/snapshot.json",
-        collectives=f"{RESULTS}/{{incident}}/collectives.json",
+        layout.snapshot(RESULTS, "{incident}"),
+        collectives=layout.collectives(RESULTS, "{incident}"),
     output:
-        f"{RESULTS}/{{incident}}/diagnosis.json",
+        layout.diagnosis(RESULTS, "{incident}"),
     params:
         settings=config.get("diagnose"),
     log:
-        f"{RESULTS}/{{incident}}/logs/diagnose.log",
+        layout.incident_log(RESULTS, "{incident}", "diagnose.log"),
     run:
         workflow_lib.rulelog.logged(log[0], workflow_lib.diagnose.diagnose_snapshot_file, input[0], STORE, output[0], settings=params.settings, collectives_path=input.collectives)

@@ -6,8 +6,8 @@ rule snapshot:
         # a missing incident: one line saying where it was looked for and how to make one
         lambda w: workflow_lib.missing_incident.manifest_path(INCIDENTS, w.incident),
     output:
-        f"{RESULTS}/{{incident}}/snapshot.json",
+        layout.snapshot(RESULTS, "{incident}"),
     log:
-        f"{RESULTS}/{{incident}}/logs/snapshot.log",
+        layout.incident_log(RESULTS, "{incident}", "snapshot.log"),
     run:
         workflow_lib.rulelog.logged(log[0], workflow_lib.snapshot.ingest, os.path.dirname(input[0]), STORE, output[0])

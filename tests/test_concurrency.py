@@ -61,7 +61,9 @@ def test_second_snakemake_run_is_refused_by_the_lock_and_the_store_stays_consist
                    "metric": {"name": "step", "source": "recorder_steps", "statistic": "median", "skip_steps": 0, "unit": "ns"}},
     }
     (tmp_path / "config" / "config.yaml").write_text(json.dumps(config))  # JSON is YAML
-    target = "results/inc1/execution/b000.json"
+    from workflow_lib import layout
+
+    target = layout.execution("results", "inc1", layout.run_key("baseline", config["trials"], None), "b000")
     argv = _snakemake() + ["-s", str(ROOT / "Snakefile"), "-d", str(tmp_path), "--cores", "1", target]
     first = subprocess.Popen(argv, env=ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     locks = tmp_path / ".snakemake" / "locks"

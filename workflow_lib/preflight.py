@@ -9,16 +9,23 @@ and an experiment name once bound to one environment cannot be reused with anoth
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
 import os
 import socket
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
-from . import atomic, environment, records
+from . import atomic, environment, layout, records
+from .plan import trial_env
 from .cas import CAS, hash_file
 from .errors import PreflightBlocked, StallcaseError
 
-REGISTRY = "experiments.json"
+REGISTRY = layout.REGISTRY  # results/<incident>/experiments.json
 
 
 def check_artifacts(plan: dict, cas: CAS) -> tuple[list[dict], list[dict]]:
@@ -63,31 +70,98 @@ def check_artifacts(plan: dict, cas: CAS) -> tuple[list[dict], list[dict]]:
     return diffs, missing
 
 
+# Run in the workload's own interpreter when it is not this one: the versions that matter
+# are those the trial's `python` imports. Only importlib.metadata, no import of the packages.
+_DIST_PROBE = ("import json, sys\nfrom importlib import metadata\nout = {}\n"
+               "for n in json.loads(sys.argv[1]):\n"
+               "    try:\n        out[n] = metadata.version(n)\n"
+               "    except metadata.PackageNotFoundError:\n        out[n] = None\n"
+               "print(json.dumps(out))\n")
+PROBE_TIMEOUT_S = 60
+
+
+def observed_distributions(python: str, names: list[str], env: dict) -> dict[str, str | None]:
+    """Installed version of each distribution for the interpreter `python` (None: not installed)."""
+    if os.path.realpath(python) == os.path.realpath(sys.executable):
+        from importlib import metadata
+
+        out: dict[str, str | None] = {}
+        for n in names:
+            try:
+                out[n] = metadata.version(n)
+            except metadata.PackageNotFoundError:
+                out[n] = None
+        return out
+    with tempfile.TemporaryDirectory(prefix="stallcase-probe-") as tmp:
+        res = subprocess.run([python, "-c", _DIST_PROBE, json.dumps(names)], cwd=tmp, env=env, capture_output=True,
+                             text=True, timeout=PROBE_TIMEOUT_S, check=False)
+    if res.returncode != 0:
+        raise OSError(f"{python} could not report its distributions: {(res.stderr.strip().splitlines() or ['exit ' + str(res.returncode)])[-1]}")
+    data = json.loads(res.stdout)
+    return {n: data.get(n) for n in names}
+
+
+def check_distributions(plan: dict) -> list[dict]:
+    """A difference per Python distribution the workload imported whose version changed (or vanished)."""
+    planned = plan.get("python_distributions")
+    if not planned:
+        return []
+    python = plan["workload"]["argv"][0]
+    try:
+        seen = observed_distributions(python, sorted(planned), trial_env(plan["arms"]["baseline"]["env"], {}))
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        return [{"field": "python.distributions", "planned": f"{len(planned)} distributions",
+                 "observed": f"not observed: {exc}"}]
+    return [{"field": f"python.distribution:{n}", "planned": v, "observed": seen.get(n) or "not installed"}
+            for n, v in sorted(planned.items()) if seen.get(n) != v]
+
+
 def _at(root: str, s: dict) -> bool:
     p = os.path.join(root, s["relpath"])
     return os.path.isfile(p) and hash_file(p) == s["digest"]
 
 
+def registry_digest(env: dict) -> str:
+    """The environment an experiment name is bound to: setup fields only. Commentary ("_...")
+    and identity (INFO_FIELDS: which GPU of a model a block got) stay out, so blocks fanned
+    out over identical GPUs are one experiment."""
+    return records.digest_of({k: v for k, v in env.items()
+                              if not k.startswith("_") and k not in environment.INFO_FIELDS})
+
+
+@contextlib.contextmanager
+def _locked(registry_path: Path):
+    """An exclusive lock on the registry (a sibling .lock file, fcntl): blocks on several nodes
+    of a shared file system, or several jobs of one node, preflight at once."""
+    registry_path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(registry_path.with_name(registry_path.name + ".lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
 def _registry_check(registry_path: Path, experiment: str, env_digest: str, diffs: list[dict]) -> None:
-    """Bind an experiment name to one environment; refuse reuse with another."""
-    reg = {}
-    if registry_path.is_file():
-        import json
-
-        try:
-            reg = json.loads(registry_path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise StallcaseError(registry_path, "experiment registry is not valid JSON") from None
-    bound = reg.get(experiment)
-    if bound is not None and bound != env_digest:
-        diffs.append({"field": "experiment", "planned": f"{experiment} bound to environment {bound}",
-                      "observed": f"environment {env_digest}"})
-        raise PreflightBlocked(registry_path, f"experiment name {experiment!r} was already used with a different environment; name a new experiment")
-    if bound is None:
-        import json
-
-        reg[experiment] = env_digest
-        atomic.write_text(registry_path, json.dumps(reg, indent=2, sort_keys=True) + "\n")
+    """Bind an experiment name to one environment; refuse reuse with another. Read, check and
+    write happen under one lock, so of two blocks with different environments exactly one binds."""
+    with _locked(registry_path):
+        reg = {}
+        if registry_path.is_file():
+            try:
+                reg = json.loads(registry_path.read_text(encoding="utf-8"))
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                raise StallcaseError(registry_path, "experiment registry is not valid JSON") from None
+            if not isinstance(reg, dict):
+                raise StallcaseError(registry_path, "experiment registry is not a JSON object")
+        bound = reg.get(experiment)
+        if bound is not None and bound != env_digest:
+            diffs.append({"field": "experiment", "planned": f"{experiment} bound to environment {bound}",
+                          "observed": f"environment {env_digest}"})
+            raise PreflightBlocked(registry_path, f"experiment name {experiment!r} was already used with a different environment; name a new experiment")
+        if bound is None:
+            reg[experiment] = env_digest
+            atomic.write_text(registry_path, json.dumps(reg, indent=2, sort_keys=True) + "\n")
 
 
 def preflight(plan: dict, plan_digest: str, block: str, store_root: str | os.PathLike, *,
@@ -100,6 +174,7 @@ def preflight(plan: dict, plan_digest: str, block: str, store_root: str | os.Pat
     diffs = environment.compare(plan.get("environment") or {}, env)
     art_diffs, missing = check_artifacts(plan, cas)
     diffs += art_diffs
+    diffs += check_distributions(plan)
     experiment = plan.get("experiment")
     if experiment:
         # A named experiment runs on this node's interpreter and libraries: those that are
@@ -114,7 +189,7 @@ def preflight(plan: dict, plan_digest: str, block: str, store_root: str | os.Pat
         if experiment and not missing:
             status = "new_experiment"
     if experiment:
-        env_digest = records.digest_of({k: v for k, v in env.items() if not k.startswith("_")})
+        env_digest = registry_digest(env)
         try:
             _registry_check(Path(results_dir) / REGISTRY, experiment, env_digest, diffs)
         except PreflightBlocked:

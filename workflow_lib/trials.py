@@ -23,7 +23,7 @@ from pathlib import Path
 from statistics import mean, median
 
 from . import environment, records
-from .plan import NODE_ENV, materialize_arm
+from .plan import NODE_ENV, materialize_arm, trial_env  # noqa: F401  (NODE_ENV: read by callers)
 
 STATISTICS = {"median": median, "mean": mean, "min": min}
 
@@ -84,10 +84,7 @@ class GpuWatch:
 
 
 def run_env(plan_env: dict, extra: dict) -> dict:
-    env = {k: os.environ[k] for k in NODE_ENV if k in os.environ}
-    env.update(plan_env)
-    env.update(extra)
-    return env
+    return trial_env(plan_env, extra)  # the node's own NODE_ENV names are never taken from the plan
 
 
 def read_metric(design_metric: dict, steps_file: Path, stdout: str) -> tuple[list[float], list[str]]:
@@ -202,7 +199,7 @@ def run_block(plan: dict, plan_digest: str, preflight_record: dict, preflight_di
     try:
         schedule = plan["schedule"][block]
         for n, entry in enumerate(schedule):
-            spec = specs["B" if entry["arm"] == "B" else "A"]
+            spec = specs["B" if "B" in (entry["arm"], entry.get("warms")) else "A"]  # warm-ups warm their own arm
             for attempt in range(design["max_retries"] + 1):
                 cap = work_root / "captures" / f"{entry['index']:03d}-{attempt}" if design.get("record_runs") else None
                 run = one_run(spec, design, entry, attempt, log, cap)

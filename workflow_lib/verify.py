@@ -21,15 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import records
+from . import layout, records
 from .atomic import TMP_PREFIX
 from .cas import ALGO, CAS, hash_file
 from .errors import StallcaseError
 from .incident import MANIFEST, read_incident
 
-# Written by stages for people, not contracts between stages: logs and trial work dirs
-# (materialized sources, the workload's own outputs) are not records.
-SKIP_DIRS = ("logs", "work")
+# Logs and trial work dirs (materialized sources, the workload's own outputs) are not
+# records: layout.holds_records says which paths are, for every run's directory too.
 
 Progress = Callable[[str, int, int], None]
 
@@ -148,7 +147,7 @@ def check_records(root: Path, sound: set[str], report: Report, clean: bool, prog
     for inc in sorted(p for p in root.iterdir() if p.is_dir() and p.name != "cas"):
         for path in _walk_files(inc):
             rel = path.relative_to(inc).parts
-            if rel[0] in SKIP_DIRS and len(rel) > 1:
+            if not layout.holds_records(rel):  # logs and work dirs, also each run's (layout.py)
                 continue
             if path.name.startswith(TMP_PREFIX):
                 _leftover(report, path, clean)

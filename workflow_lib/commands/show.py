@@ -8,8 +8,10 @@ error lists every place it looked.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
+from .. import layout
 from ..errors import StallcaseError
 from ..incident import check_incident_id
 
@@ -32,7 +34,7 @@ def find_results(results_dir: str, incident: str, start: Path | None = None) -> 
     here = (start or Path.cwd()).resolve()
     places = [rd] if rd.is_absolute() else [d / rd for d in (here, *here.parents)]
     for base in places:
-        if (base / incident / "snapshot.json").is_file():
+        if Path(layout.snapshot(str(base), incident)).is_file():
             return base
     if rd.is_absolute() or len(places) == 1:
         looked = str(places[0] / incident / "snapshot.json")
@@ -50,11 +52,13 @@ def run(args: argparse.Namespace) -> int:
     if args.output and not args.html:
         raise StallcaseError("-o", "only with --html")
     results = find_results(args.results_dir, incident)
-    base = results / incident
-    snapshot = base / "snapshot.json"
-    paths = dict(diagnosis_path=base / "diagnosis.json", plan_path=base / "plan.json", comparison_path=base / "comparison.json")
+    r = str(results)
+    snapshot = Path(layout.snapshot(r, incident))
+    paths = dict(diagnosis_path=Path(layout.diagnosis(r, incident)), plan_path=Path(layout.latest(r, incident, "plan.json")),
+                 comparison_path=Path(layout.latest(r, incident, "comparison.json")))
     if args.html:
-        out = Path(args.output) if args.output else base / "report.html"
+        # Into the latest run's directory, never over the link that points there.
+        out = Path(args.output) if args.output else Path(os.path.realpath(layout.latest(r, incident, "report.html")))
         written = report.write_report_files(snapshot, *paths.values(), results, out)
         print(written)
         return 0

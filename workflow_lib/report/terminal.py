@@ -54,15 +54,20 @@ def success_lines(results_dir, incident: str) -> list[str]:
 
 def first_error(results_dir, incident: str | None, since: float = STARTED) -> tuple[str, Path] | None:
     """The earliest `error:` line written to a rule log of this run, and that log."""
-    base = Path(results_dir) / incident / "logs" if incident else Path(results_dir)
-    if not base.is_dir():
+    if incident:  # the incident's own logs and each run's (layout: results/<incident>/runs/<run>/logs)
+        inc = Path(results_dir) / incident
+        dirs = [d for d in (inc / "logs", *sorted(inc.glob("runs/*/logs"))) if d.is_dir()]
+    else:
+        dirs = [Path(results_dir)] if Path(results_dir).is_dir() else []
+    if not dirs:
         return None
     found = []
-    for log in base.rglob("preflight-*.json"):  # a blocked preflight keeps its record as its log
-        got = _blocked_preflight(log, since)
+    logs = [p for d in dirs for p in d.rglob("*") if p.is_file()]
+    for log in (p for p in logs if p.name.startswith("preflight-") and p.suffix == ".json"):
+        got = _blocked_preflight(log, since)  # a blocked preflight keeps its record as its log
         if got is not None:
             found.append(got)
-    for log in base.rglob("*.log"):
+    for log in (p for p in logs if p.suffix == ".log"):
         try:
             st = log.stat()
             if st.st_mtime < since or st.st_size > 1 << 20:  # an earlier run's, or not a rulelog
