@@ -6,6 +6,7 @@ from snakemake.utils import validate
 
 sys.path.insert(0, workflow.basedir)  # workflow_lib importable without installation
 import workflow_lib.compare
+import workflow_lib.config_check
 import workflow_lib.demo
 import workflow_lib.diagnose
 import workflow_lib.plan
@@ -15,6 +16,8 @@ import workflow_lib.rulelog
 import workflow_lib.snapshot
 import workflow_lib.trials
 
+# Alias bombs, text, output directories, metric regex: before the schema walks the config.
+workflow_lib.config_check.check_config(config)
 validate(config, "../schemas/config.schema.json")
 
 INCIDENTS = config["incidents_dir"]

@@ -9,4 +9,5 @@ rule snapshot:
     log:
         f"{RESULTS}/{{incident}}/logs/snapshot.log",
     run:
-        workflow_lib.rulelog.logged(log[0], workflow_lib.snapshot.ingest, os.path.dirname(input[0]), STORE, output[0])
+        workflow_lib.rulelog.logged(log[0], workflow_lib.snapshot.ingest, os.path.dirname(input[0]), STORE, output[0],
+                                   allow_roots=[workflow.basedir, *config.get("allow_roots", [])])

@@ -40,7 +40,7 @@ MAX_ID_LEN = 128
 _ASCII_DIGITS = re.compile(r"\A[0-9]{1,19}\Z")
 
 
-def _show(v: Any) -> str:
+def show(v: Any) -> str:
     """repr of a value for an error line, short even for a 400-digit number."""
     if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10**30:
         return f"a {len(str(abs(v)))}-digit integer"
@@ -53,9 +53,9 @@ def integer(v: Any, field: str, where, *, lo: int = INT64_MIN, hi: int = INT64_M
     if isinstance(v, bool):
         raise InputError(where, f"{field} is a boolean ({v}), not a number")
     if not isinstance(v, int):
-        raise InputError(where, f"{field} is {_show(v)}, expected an integer")
+        raise InputError(where, f"{field} is {show(v)}, expected an integer")
     if not lo <= v <= hi:
-        raise InputError(where, f"{field} is {_show(v)}, outside [{lo}, {hi}]")
+        raise InputError(where, f"{field} is {show(v)}, outside [{lo}, {hi}]")
     return v
 
 
@@ -79,20 +79,20 @@ def real(v: Any, field: str, where, *, lo: float = -math.inf, hi: float = math.i
     if isinstance(v, bool):
         raise InputError(where, f"{field} is a boolean ({v}), not a number")
     if not isinstance(v, (int, float)):
-        raise InputError(where, f"{field} is {_show(v)}, expected a number")
+        raise InputError(where, f"{field} is {show(v)}, expected a number")
     try:
         f = float(v)
     except OverflowError:
-        raise InputError(where, f"{field} is {_show(v)}, too large for a number") from None
+        raise InputError(where, f"{field} is {show(v)}, too large for a number") from None
     if not math.isfinite(f) or not lo <= f <= hi:
-        raise InputError(where, f"{field} is {_show(v)}, outside [{lo}, {hi}]")
+        raise InputError(where, f"{field} is {show(v)}, outside [{lo}, {hi}]")
     return f
 
 
 def decimal_id(s: str, field: str, where) -> int:
     """A step id or similar spelled in ASCII decimal digits ('²' and other Unicode digits are refused)."""
     if not isinstance(s, str) or not _ASCII_DIGITS.match(s) or int(s) > INT64_MAX:
-        raise InputError(where, f"{field} {_show(s)} is not a decimal integer in [0, {INT64_MAX}]")
+        raise InputError(where, f"{field} {show(s)} is not a decimal integer in [0, {INT64_MAX}]")
     return int(s)
 
 
@@ -101,16 +101,16 @@ def duration_ns_from(text: str, scale: int, field: str, where) -> int:
     try:
         f = float(text) * scale
     except (TypeError, ValueError, OverflowError):
-        raise InputError(where, f"{field} {_show(text)} is not a number") from None
+        raise InputError(where, f"{field} {show(text)} is not a number") from None
     if not math.isfinite(f) or not 0 <= f <= INT64_MAX:
-        raise InputError(where, f"{field} {_show(text)} is not a duration in [0, {INT64_MAX}] ns")
+        raise InputError(where, f"{field} {show(text)} is not a duration in [0, {INT64_MAX}] ns")
     return int(f)
 
 
 def text(v: Any, field: str, where, *, max_len: int | None = None, nul: bool = False) -> str:
     """A str that encodes to UTF-8 (no lone surrogate), without NUL unless allowed."""
     if not isinstance(v, str):
-        raise InputError(where, f"{field} is {_show(v)}, expected text")
+        raise InputError(where, f"{field} is {show(v)}, expected text")
     try:
         v.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -125,7 +125,7 @@ def text(v: Any, field: str, where, *, max_len: int | None = None, nul: bool = F
 def identifier(v: Any, field: str, where) -> str:
     """Ids become directory names: \\A[A-Za-z0-9][A-Za-z0-9._-]*\\Z, at most 128, no '..'."""
     if not isinstance(v, str) or len(v) > MAX_ID_LEN or not _ID.match(v) or ".." in v:
-        raise InputError(where, f"invalid {field} {_show(v)}: use letters, digits, '.', '_' and '-' "
+        raise InputError(where, f"invalid {field} {show(v)}: use letters, digits, '.', '_' and '-' "
                                 f"(max {MAX_ID_LEN}), not starting with '.' or '-'")
     return v
 
@@ -170,7 +170,7 @@ def json_numbers(obj: Any, where, path: str = "") -> None:
             continue
         if isinstance(v, int):
             if not INT64_MIN <= v <= INT64_MAX:
-                raise InputError(where, f"{p or '(root)'} is {_show(v)}, outside the int64 range")
+                raise InputError(where, f"{p or '(root)'} is {show(v)}, outside the int64 range")
         elif isinstance(v, float):
             if not math.isfinite(v):
                 raise InputError(where, f"{p or '(root)'} is not a finite number")
@@ -207,3 +207,23 @@ def expanded_size(obj: Any, where, limit: int, what: str = "value") -> int:
             raise InputError(where, f"{what} expands to more than {limit} values (nested aliases?)")
         sizes[key] = n
     return sizes.get(id(obj), 1)
+
+
+_JSON_BOOL_NUMBER = re.compile(rb'"(ts|dur|pid|tid|baseTimeNanoseconds|rank|device|stream|correlation|bytes)"\s*:\s*(true|false)\b')
+
+
+def json_bool_numbers(piece: bytes, where) -> None:
+    """Refuse raw JSON where a numeric event field is `true`/`false` (Arrow and pyarrow's
+    converters would read `"ts": true` as 1: a fabricated timestamp)."""
+    m = _JSON_BOOL_NUMBER.search(piece)
+    if m:
+        raise InputError(where, f"an event's '{m.group(1).decode()}' is {m.group(2).decode()}: a boolean, not a number")
+
+
+def no_negative(values, field: str, where, what: str = "event") -> None:
+    """Refuse (never clamp) negative values in a numpy array of durations or times."""
+    import numpy as np
+
+    n = int(np.count_nonzero(np.asarray(values) < 0))
+    if n:
+        raise InputError(where, f"{n} {what}(s) with a negative {field}: refused, not clamped to 0")

@@ -4,14 +4,15 @@ Reading: only regular files. A FIFO, device, socket or directory is refused *bef
 anything blocks on it: the file is opened with O_NONBLOCK (so opening a FIFO returns at
 once), fstat'ed, and refused unless it is a regular file, then switched back to blocking.
 Paths an incident names are read only inside the incident directory or inside a root the
-user declared (`allow_roots` in the config, `--allow-root` on the command line; the
-working directory counts as declared). Writing: an output never replaces a FIFO, a
+user declared (`allow_roots` in the config, `--allow-root` on the command line,
+$STALLCASE_ALLOW_ROOTS; the working directory counts as declared). Writing: an output never replaces a FIFO, a
 symlink or anything else that is not a regular file, and results and incidents are
 created only inside the working directory or a declared root. docs/security.md.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import stat
@@ -29,25 +30,20 @@ def kind_of(mode: int) -> str:
 
 
 def open_regular(path: str | os.PathLike, where=None, *, max_bytes: int | None = None,
-                 follow: bool = True) -> BinaryIO:
+                 follow: bool = True, os_errors: bool = False) -> BinaryIO:
     """Open `path` for reading only if it is a regular file (checked on the open descriptor).
 
     follow=False refuses a symlink as the last component (O_NOFOLLOW). max_bytes refuses a
-    larger file (a sparse 1 TB file is refused by its size, never read)."""
+    larger file (a sparse 1 TB file is refused by its size, never read). os_errors=True
+    lets a failed open raise its OSError as is (for callers that handle those)."""
     where = path if where is None else where
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
         fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise InputError(where, "file not found") from None
-    except IsADirectoryError:
-        raise InputError(where, "is a directory, expected a regular file") from None
-    except PermissionError:
-        raise InputError(where, "permission denied") from None
     except OSError as exc:
-        if exc.errno == 40:  # ELOOP: a symlink under O_NOFOLLOW, or a loop
-            raise InputError(where, "is a symlink (or a symlink loop); only regular files are read") from None
-        raise InputError(where, f"cannot open: {exc.strerror or exc}") from None
+        if os_errors:
+            raise
+        raise _open_failed(exc, where) from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -59,6 +55,18 @@ def open_regular(path: str | os.PathLike, where=None, *, max_bytes: int | None =
     except BaseException:
         os.close(fd)
         raise
+
+
+def _open_failed(exc: OSError, where) -> InputError:
+    if isinstance(exc, FileNotFoundError):
+        return InputError(where, "file not found")
+    if isinstance(exc, IsADirectoryError):
+        return InputError(where, "is a directory, expected a regular file")
+    if isinstance(exc, PermissionError):
+        return InputError(where, "permission denied")
+    if exc.errno == errno.ELOOP:  # a symlink under O_NOFOLLOW, or a loop
+        return InputError(where, "is a symlink (or a symlink loop); only regular files are read")
+    return InputError(where, f"cannot open: {exc.strerror or exc}")
 
 
 def read_regular(path: str | os.PathLike, where=None, *, max_bytes: int | None = None) -> bytes:
@@ -82,10 +90,15 @@ def check_regular(path: str | os.PathLike, where=None) -> os.stat_result:
     return st
 
 
+ROOTS_ENV = "STALLCASE_ALLOW_ROOTS"
+
+
 def declared_roots(extra: Iterable[str | os.PathLike] = (), cwd: str | os.PathLike | None = None) -> list[Path]:
-    """The working directory plus the roots the user declared, resolved."""
+    """The working directory, the roots in $STALLCASE_ALLOW_ROOTS (os.pathsep-separated: the
+    user's environment, not the incident's) and `extra` (config allow_roots, --allow-root)."""
     roots = [Path(cwd or os.getcwd()).resolve()]
-    for r in extra or ():
+    env = [r for r in os.environ.get(ROOTS_ENV, "").split(os.pathsep) if r]
+    for r in [*env, *(extra or ())]:
         roots.append(Path(r).resolve())
     return roots
 

@@ -20,6 +20,7 @@ import os
 import re
 from typing import Callable, TypeVar
 
+from .. import safe_io
 from ..errors import InputError
 
 CHUNK_BYTES = 2 << 20          # cut the event array into ~2 MiB pieces (peak memory ~ a few pieces)
@@ -49,14 +50,7 @@ class _Buffer:
 
     def __init__(self, path: str | os.PathLike):
         self.path = str(path)
-        try:
-            raw = open(path, "rb")
-        except FileNotFoundError:
-            raise InputError(path, "trace file not found") from None
-        except IsADirectoryError:
-            raise InputError(path, "is a directory, expected a trace file") from None
-        except PermissionError:
-            raise InputError(path, "permission denied") from None
+        raw = safe_io.open_regular(path)  # a FIFO or a device is refused before it can block
         magic = raw.read(2)
         raw.seek(0)
         self.fh = gzip.GzipFile(fileobj=raw, mode="rb") if magic == b"\x1f\x8b" else raw
@@ -188,6 +182,8 @@ def read_trace(path: str | os.PathLike, on_piece: Callable[[T], None], parse: Ca
                     raise InputError(path, "malformed trace JSON: expected a key string")
                 key = b.value()
                 b.expect(b":", "':' after a key")
+                if key in meta or (key == "traceEvents" and seen_events):  # json.loads would keep the last
+                    raise InputError(path, f"the key {key!r} appears twice at the top level")
                 if key == "traceEvents":
                     seen_events = True
                     _events(b, parse, on_piece)
@@ -199,6 +195,12 @@ def read_trace(path: str | os.PathLike, on_piece: Callable[[T], None], parse: Ca
                     break
                 if nxt != b",":
                     raise InputError(path, f"malformed trace JSON: expected ',' or '}}', found {nxt.decode('latin-1') or 'end of file'!r}")
+        if b.peek() != b"":
+            raise InputError(path, f"text after the JSON object at byte {b.pos}: not one trace")
+    except InputError as exc:
+        if exc.where is None:  # raised by a piece parser, which does not know the file
+            raise InputError(path, exc.problem) from None
+        raise
     finally:
         b.close()
     if not seen_events:

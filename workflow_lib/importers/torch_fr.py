@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import incident as incident_mod
+from .. import bounds, safe_io
 from ..errors import InputError, StallcaseError
 from ..safe_pickle import MAX_BYTES, loads_restricted
 from ..tables import conform
@@ -47,14 +48,7 @@ _INT64_MAX = (1 << 63) - 1
 def read_dump(path: str | os.PathLike) -> dict:
     """Parse one dump (JSON or pickle, by content) into a dict; InputError naming the file otherwise."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(path, "flight-recorder dump not found") from None
-    except IsADirectoryError:
-        raise InputError(path, "is a directory, expected one flight-recorder dump per rank") from None
-    if len(data) > MAX_BYTES:
-        raise InputError(path, f"dump is {len(data)} bytes, over the {MAX_BYTES}-byte limit")
+    data = safe_io.read_regular(path, max_bytes=MAX_BYTES)  # no FIFO, device or sparse giant
     if data.lstrip()[:1] == b"{":
         try:
             dump = json.loads(data.decode("utf-8"))
@@ -81,11 +75,11 @@ def rank_of(path: str | os.PathLike, dump: dict) -> int:
     for pattern in _RANK_IN_NAME:
         m = pattern.search(Path(path).name)
         if m:
-            named = int(m.group(1))
+            named = bounds.rank(bounds.decimal_id(m.group(1), "the rank in the file name", path), "the rank in the file name", path)
             break
     own = dump.get("rank")
-    if own is not None and (not isinstance(own, int) or isinstance(own, bool) or own < 0):
-        raise InputError(path, f"dump's 'rank' is {own!r}, expected a non-negative integer")
+    if own is not None:
+        bounds.rank(own, "dump's 'rank'", path)
     if own is not None and named is not None and own != named:
         raise InputError(path, f"dump says rank {own} but the file name says rank {named}")
     rank = own if own is not None else named
@@ -123,10 +117,21 @@ def _check_entry(i: int, e: Any, where: Path) -> None:
         raise InputError(where, f"entry {i} lacks {', '.join(missing)}")
     pg = e["process_group"]
     if not (isinstance(pg, (list, tuple)) and len(pg) == 2 and all(isinstance(x, str) for x in pg)):
-        raise InputError(where, f"entry {i}: process_group is {pg!r}, expected a [name, desc] pair")
+        raise InputError(where, f"entry {i}: process_group is {bounds.show(pg)}, expected a [name, desc] pair")
+    bounds.text(pg[0], f"entry {i}: process_group name", where)
+    bounds.text(pg[1], f"entry {i}: process_group description", where)
     for k in ("record_id", "collective_seq_id", "time_created_ns"):
-        if not isinstance(e[k], int) or isinstance(e[k], bool) or e[k] < 0 or e[k] > _INT64_MAX:
-            raise InputError(where, f"entry {i}: {k} is {e[k]!r}, expected a non-negative integer")
+        bounds.seq(e[k], f"entry {i}: {k}", where)
+    if e.get("p2p_seq_id") is not None:
+        bounds.seq(e["p2p_seq_id"], f"entry {i}: p2p_seq_id", where)
+    for k in ("input_dtypes", "output_dtypes"):
+        v = e.get(k)
+        if v is not None and not (isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v)):
+            raise InputError(where, f"entry {i}: {k} is {bounds.show(v)}, expected a list of dtype names")
+    for k in ("profiling_name", "state"):
+        if isinstance(e.get(k), str):
+            bounds.text(e[k], f"entry {i}: {k}", where)
+
     if not isinstance(e["profiling_name"], str) or ":" not in e["profiling_name"]:
         raise InputError(where, f"entry {i}: profiling_name {e['profiling_name']!r} is not like 'nccl:all_reduce'")
     for k in ("input_sizes", "output_sizes"):
@@ -201,8 +206,13 @@ def _dump_detail(path: Path, dump: dict, table: pa.Table) -> dict:
     }
 
 
-def _shift(table: pa.Table, delta_ns: int) -> pa.Table:
-    col = pc.subtract(table["enqueue_ns"], pa.scalar(delta_ns, pa.int64()))
+def _shift(table: pa.Table, delta_ns: int, where=None) -> pa.Table:
+    try:  # checked: a hostile offset must not wrap an int64 time into a negative one
+        col = pc.subtract_checked(table["enqueue_ns"], pa.scalar(bounds.integer(delta_ns, "clock.unix_minus_host_ns", where), pa.int64()))
+    except pa.ArrowInvalid:
+        raise InputError(where, "placing the dumps' times on the incident's clock overflows int64 (clock.unix_minus_host_ns)") from None
+    if col.null_count < len(col) and pc.min(col).as_py() < 0:
+        raise InputError(where, "the incident's clock.unix_minus_host_ns puts flight-recorder times before time 0")
     return table.set_column(table.schema.get_field_index("enqueue_ns"), "enqueue_ns", col)
 
 
@@ -212,6 +222,7 @@ def import_torch_fr(files: list[str | os.PathLike], *, incident_id: str, inciden
         raise StallcaseError("files", "no flight-recorder dumps given")
     out = incident_mod.incident_dir(incidents_dir, incident_id)
     per_rank: dict[int, tuple[Path, dict, pa.Table]] = {}
+    bounds.unique_files(files)
     for f in files:
         path = Path(f)
         dump = read_dump(path)
@@ -233,7 +244,8 @@ def import_torch_fr(files: list[str | os.PathLike], *, incident_id: str, inciden
         if clock.get("unix_minus_host_ns") is None:
             raise InputError(out / incident_mod.MANIFEST, "incident's host clock is not realtime and has no unix_minus_host_ns, so flight-recorder times cannot be placed on it")
         delta_ns = int(clock["unix_minus_host_ns"])
-    new = pa.concat_tables([t if not delta_ns else _shift(t, delta_ns) for _, _, t in (per_rank[r] for r in sorted(per_rank))])
+    new = pa.concat_tables([t if not delta_ns else _shift(t, delta_ns, out / incident_mod.MANIFEST)
+                            for _, _, t in (per_rank[r] for r in sorted(per_rank))])
     if "collectives" in tables:
         # Re-importing a rank replaces its rows; other ranks' rows stay.
         old = tables["collectives"]

@@ -1,0 +1,27 @@
+"""`stallcase check-config FILE...`: refuse a config snakemake would hang on, before it reads it."""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "check-config"
+HELP = "check workflow config files (YAML alias expansion, text, output directories) before snakemake reads them"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("files", nargs="+", help="config files as given to snakemake --configfile")
+
+
+def run(args: argparse.Namespace) -> int:
+    import yaml
+
+    from ..config_check import check_config, check_config_file
+
+    for f in args.files:
+        check_config_file(f)  # counts alias expansion on the node graph first
+        with open(f, encoding="utf-8") as fh:
+            config = yaml.safe_load(fh)
+        if isinstance(config, dict):
+            check_config(config)
+        print(f"ok {f}")
+    return 0
