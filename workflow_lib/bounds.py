@@ -20,16 +20,19 @@ INT32_MAX = (1 << 31) - 1
 
 # ---- caps: what one input may expand to (docs/security.md, "Bounded resources")
 # Rows of one table read from Parquet (a kernels table of a long H200 capture is ~5M rows).
-MAX_TABLE_ROWS = 20_000_000
+MAX_TABLE_ROWS = 10_000_000
 # Rows x columns of one table, checked from the Parquet footer before any page is read:
 # an RLE page expands 30M rows from a few KB, so the file size says nothing.
-MAX_TABLE_CELLS = 200_000_000
-# Bytes of one table once decompressed, from the footer's uncompressed sizes.
-MAX_TABLE_BYTES = 1 << 30
+MAX_TABLE_CELLS = 130_000_000
+# Bytes of one table once decompressed (footer's uncompressed sizes), and of all the
+# tables of one incident together: reading and checking takes about twice this.
+MAX_TABLE_BYTES = 768 << 20
+MAX_INCIDENT_TABLE_BYTES = 768 << 20
 # Kept events of one Kineto trace (what becomes table rows).
-MAX_TRACE_EVENTS = 20_000_000
-# Bytes read from one (possibly gzip) trace after decompression.
-MAX_TRACE_BYTES = 16 << 30
+MAX_TRACE_EVENTS = 4_000_000
+# Bytes read from one (possibly gzip) trace after decompression (a gzip bomb of 1 GB of
+# events in 3.6 MB is refused here, or by MAX_TRACE_EVENTS, whichever comes first).
+MAX_TRACE_BYTES = 4 << 30
 # A file the store copies or hashes (sources, inputs, patches, tables).
 MAX_ARTIFACT_BYTES = 16 << 30
 # Values in one configuration once YAML aliases are expanded (a config is a few hundred).

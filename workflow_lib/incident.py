@@ -132,6 +132,7 @@ def read_incident(path: str | os.PathLike, *, verify: bool = True) -> Incident:
         bounds.window(w.get("start_ns", 0), w.get("end_ns", w.get("start_ns", 0)), "window", mpath)
     loaded: dict[str, pa.Table] = {}
     seen_paths: dict[str, str] = {}
+    total_bytes = 0
     for name, entry in manifest["tables"].items():
         if name not in tables.TABLES:
             raise InputError(mpath, f"manifest names unknown table '{name}'")
@@ -147,6 +148,9 @@ def read_incident(path: str | os.PathLike, *, verify: bool = True) -> Incident:
             actual = hash_file(tpath)
             if actual != entry["digest"]:
                 raise InputError(tpath, f"digest mismatch: manifest says {entry['digest']}, file hashes to {actual}")
+        total_bytes += tables.footer_bytes(tpath, name)
+        if total_bytes > bounds.MAX_INCIDENT_TABLE_BYTES:
+            raise InputError(tpath, f"the incident's tables expand to more than {bounds.MAX_INCIDENT_TABLE_BYTES} bytes together")
         table = tables.read_table(tpath, name)
         if table.num_rows != entry["rows"]:
             raise InputError(tpath, f"manifest says {entry['rows']} rows, file has {table.num_rows}")

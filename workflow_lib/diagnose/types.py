@@ -51,7 +51,9 @@ class DiagnoseOptions:
     node by node, so each listed gap costs write time on runs of thousands of steps."""
 
     def wait_regex(self) -> re.Pattern:
-        return re.compile("|".join(f"(?:{p})" for p in self.wait_patterns), re.IGNORECASE)
+        from ..patterns import compile_pattern  # linear time: span names come from the trace
+
+        return compile_pattern("|".join(f"(?:{p})" for p in self.wait_patterns), "--wait-span", ignorecase=True)
 
     def as_record(self) -> dict:
         return {

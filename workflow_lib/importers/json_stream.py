@@ -20,7 +20,7 @@ import os
 import re
 from typing import Callable, TypeVar
 
-from .. import safe_io
+from .. import bounds, safe_io
 from ..errors import InputError
 
 CHUNK_BYTES = 2 << 20          # cut the event array into ~2 MiB pieces (peak memory ~ a few pieces)
@@ -74,6 +74,9 @@ class _Buffer:
         if not block:
             self.eof = True
             return False
+        self.total = getattr(self, "total", 0) + len(block)
+        if self.total > bounds.MAX_TRACE_BYTES:  # a gzip bomb: refused at the cap, not at the OOM killer
+            raise InputError(self.path, f"trace expands to more than {bounds.MAX_TRACE_BYTES >> 20} MiB once decompressed")
         # Drop consumed bytes so the window does not grow with the file.
         self.buf = self.buf[self.pos:] + block
         self.pos = 0

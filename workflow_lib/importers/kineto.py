@@ -58,8 +58,12 @@ def _read_one(path: Path) -> tuple[dict[str, list[pa.Table]], dict]:
     """Stream one trace: each piece is split into per-table columns at once, so only the
     final columns of earlier pieces stay in memory (times still in Kineto us)."""
     parts: dict[str, list[pa.Table]] = {}
+    kept = [0]
 
     def on_piece(arr: pa.StructArray) -> None:
+        kept[0] += len(arr)
+        if kept[0] > bounds.MAX_TRACE_EVENTS:  # memory is a multiple of the kept events
+            raise InputError(path, f"trace holds more than {bounds.MAX_TRACE_EVENTS} kept events (the limit for one trace)")
         for name, t in _split(arr).items():
             if t.num_rows:
                 parts.setdefault(name, []).append(t)
