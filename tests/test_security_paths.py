@@ -78,15 +78,19 @@ def test_a_declared_root_is_read(tmp_path, monkeypatch):
     assert hash_file(src) in _objects(tmp_path / "results")
 
 
-def test_a_sparse_terabyte_artifact_is_refused_by_its_size_without_reading_it(tmp_path):
+def test_a_sparse_terabyte_artifact_is_refused_by_its_size_without_reading_it(tmp_path, monkeypatch):
+    # The cap is 16 GiB; a smaller cap and a sparse file just over it take the same path
+    # without leaving a terabyte-sized file for other tools on a shared machine to trip over.
+    from workflow_lib import bounds
+    monkeypatch.setattr(bounds, "MAX_ARTIFACT_BYTES", 1 << 20)
     big = tmp_path / "huge.bin"
     with open(big, "wb") as fh:
-        fh.truncate(1 << 40)
+        fh.truncate(2 << 20)
     small = tmp_path / "small.bin"
     small.write_bytes(b"abc")
     inc = _incident_naming(tmp_path, small, role="input")
     m = json.loads((inc / "manifest.json").read_text())
-    m["artifacts"][0].update(path=str(big), size=1 << 40)
+    m["artifacts"][0].update(path=str(big), size=2 << 20)
     (inc / "manifest.json").write_text(json.dumps(m))
     with pytest.raises(InputError, match="byte limit"):
         snapshot.ingest(inc, tmp_path / "results", tmp_path / "s.json")
@@ -145,11 +149,12 @@ def test_a_device_given_as_a_dump_is_refused(dev):
     assert isinstance(out.get("error"), InputError) and "character device" in str(out["error"])
 
 
-def test_a_sparse_100gb_dump_is_refused_by_size(tmp_path):
+def test_a_sparse_dump_over_the_cap_is_refused_by_size(tmp_path):
     from workflow_lib.importers.torch_fr import read_dump
+    from workflow_lib.safe_pickle import MAX_BYTES
     f = tmp_path / "dump_rank0.pkl"
-    with open(f, "wb") as fh:
-        fh.truncate(100 << 30)
+    with open(f, "wb") as fh:  # sparse, just over the cap (the was 100 GB: same path)
+        fh.truncate(MAX_BYTES + 1)
     out = _finishes(lambda: read_dump(f))
     assert "byte limit" in str(out.get("error"))
 
