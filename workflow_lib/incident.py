@@ -132,15 +132,16 @@ def read_incident(path: str | os.PathLike, *, verify: bool = True) -> Incident:
         bounds.window(w.get("start_ns", 0), w.get("end_ns", w.get("start_ns", 0)), "window", mpath)
     loaded: dict[str, pa.Table] = {}
     seen_paths: dict[str, str] = {}
+    for name, entry in manifest["tables"].items():  # before any is read: one file is one table
+        key = os.path.normpath(entry["path"])
+        if key in seen_paths:
+            raise InputError(mpath, f"tables '{seen_paths[key]}' and '{name}' name the same file {entry['path']!r}")
+        seen_paths[key] = name
     total_bytes = 0
     for name, entry in manifest["tables"].items():
         if name not in tables.TABLES:
             raise InputError(mpath, f"manifest names unknown table '{name}'")
         tpath = _safe_member(path, entry["path"], mpath)
-        key = os.path.normpath(entry["path"])
-        if key in seen_paths:
-            raise InputError(mpath, f"tables '{seen_paths[key]}' and '{name}' name the same file {entry['path']!r}")
-        seen_paths[key] = name
         if not os.path.lexists(tpath):
             raise InputError(tpath, f"table '{name}' named by the manifest is missing")
         safe_io.open_regular(tpath, max_bytes=bounds.MAX_ARTIFACT_BYTES).close()  # no FIFO, device or directory

@@ -43,7 +43,7 @@ def open_regular(path: str | os.PathLike, where=None, *, max_bytes: int | None =
     except OSError as exc:
         if os_errors:
             raise
-        raise _open_failed(exc, where) from None
+        raise _open_failed(exc, where, path) from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -57,13 +57,18 @@ def open_regular(path: str | os.PathLike, where=None, *, max_bytes: int | None =
         raise
 
 
-def _open_failed(exc: OSError, where) -> InputError:
+def _open_failed(exc: OSError, where, path) -> InputError:
     if isinstance(exc, FileNotFoundError):
         return InputError(where, "file not found")
     if isinstance(exc, IsADirectoryError):
         return InputError(where, "is a directory, expected a regular file")
     if isinstance(exc, PermissionError):
         return InputError(where, "permission denied")
+    if exc.errno == errno.ENXIO:  # a socket (or a device without a driver): say which
+        try:
+            return InputError(where, f"is {kind_of(os.stat(path).st_mode)}; only regular files are read")
+        except OSError:
+            pass
     if exc.errno == errno.ELOOP:  # a symlink under O_NOFOLLOW, or a loop
         return InputError(where, "is a symlink (or a symlink loop); only regular files are read")
     return InputError(where, f"cannot open: {exc.strerror or exc}")

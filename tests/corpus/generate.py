@@ -28,6 +28,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
+sys.path.insert(0, str(HERE))
 
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
@@ -771,10 +772,14 @@ def main(argv: list[str]) -> int:
     for gen in (parquet_truncated, parquet_corrupted, manifest_schema, wrong_digest, path_escape,
                 duplicate_steps, timestamps, clocks_backwards, kineto, pickles, nonutf8_names):
         gen()
+    import hardening  # issue 17's families (tests/corpus/hardening.py)
+
+    hardening.generate(sys.modules[__name__])
     # `stallcase diagnose` reads incident directories with the same reader: every ingest
     # entry except those only ingest checks (the directory name, artifacts by digest).
     for e in list(ENTRIES):
-        if e["consumer"] == "ingest" and "/artifact-" not in e["id"] and e["id"] != "nonutf8_names/incident-dir-name":
+        if (e["consumer"] == "ingest" and "/artifact-" not in e["id"] and e["id"] != "nonutf8_names/incident-dir-name"
+                and not any(k in e["id"] for k in ("id-differs", "artifact-twice"))):  # checked by ingest only
             ENTRIES.append(dict(e, id=e["id"] + "#diagnose", consumer="diagnose"))
     ids = [e["id"] for e in ENTRIES]
     assert len(ids) == len(set(ids)), "duplicate corpus entry ids"

@@ -16,12 +16,16 @@ def run(args: argparse.Namespace) -> int:
     import yaml
 
     from ..config_check import check_config, check_config_file
+    from ..errors import StallcaseError
 
     for f in args.files:
         check_config_file(f)  # counts alias expansion on the node graph first
         with open(f, encoding="utf-8") as fh:
             config = yaml.safe_load(fh)
         if isinstance(config, dict):
-            check_config(config)
+            try:
+                check_config(config)
+            except StallcaseError as exc:  # name the file as well as the key
+                raise StallcaseError(f"{f}: {exc.where}", exc.problem) from None
         print(f"ok {f}")
     return 0
