@@ -28,16 +28,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # file -> (tests that cover it, line range to mutate (None: whole file), at most N mutants)
 TARGETS = {
-    "workflow_lib/diagnose/checks/input_starvation.py": (["tests/test_diagnose_checks.py"], None, 6),
-    "workflow_lib/diagnose/checks/sync_stall.py": (["tests/test_diagnose_checks.py"], None, 6),
-    "workflow_lib/diagnose/checks/clock_throttle.py": (["tests/test_diagnose_checks.py"], None, 6),
-    "workflow_lib/diagnose/checks/host_submission.py": (["tests/test_diagnose_checks.py"], None, 6),
-    "workflow_lib/diagnose/checks/launch_bound.py": (["tests/test_diagnose_checks.py"], None, 4),
-    "workflow_lib/diagnose/checks/gpu_bound.py": (["tests/test_diagnose_checks.py"], None, 3),
-    "workflow_lib/stats.py": (["tests/test_stats.py", "tests/test_compare_stats.py"], None, 8),
-    "workflow_lib/verdict.py": (["tests/test_stats.py", "tests/test_compare_stats.py"], None, 8),
+    "workflow_lib/diagnose/checks/input_starvation.py": (["tests/test_diagnose_checks.py"], None, 3),
+    "workflow_lib/diagnose/checks/sync_stall.py": (["tests/test_diagnose_checks.py"], None, 3),
+    "workflow_lib/diagnose/checks/clock_throttle.py": (["tests/test_diagnose_checks.py"], None, 3),
+    "workflow_lib/diagnose/checks/host_submission.py": (["tests/test_diagnose_checks.py"], None, 3),
+    "workflow_lib/diagnose/checks/launch_bound.py": (["tests/test_diagnose_checks.py"], None, 2),
+    "workflow_lib/diagnose/checks/gpu_bound.py": (["tests/test_diagnose_checks.py"], None, 2),
+    "workflow_lib/stats.py": (["tests/test_stats.py", "tests/test_compare_stats.py"], None, 4),
+    "workflow_lib/verdict.py": (["tests/test_stats.py", "tests/test_compare_stats.py"], None, 4),
     # run_block's status: which attempt decides a run, and the failed-fraction limit.
-    "workflow_lib/trials.py": (["tests/test_trials_runner.py"], ("status = \"complete\"", "return {\"schema_version\": 1, \"kind\": \"execution\""), 8),
+    "workflow_lib/trials.py": (["tests/test_trials_runner.py", "tests/test_mutation_kills.py"], ("status = \"complete\"", "return {\"schema_version\": 1, \"kind\": \"execution\""), 8),
 }
 # Mutations a token swap cannot express: (file, exact text, replacement, what it breaks).
 CUSTOM = [
@@ -118,6 +118,7 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default=None)
     ap.add_argument("--out", default=None)
     ap.add_argument("--timeout", type=int, default=300)
+    ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args(argv)
     todo = [m for rel, (tests, span, n) in TARGETS.items() for m in mutants(rel, span, n)
             if not args.only or args.only in rel]
@@ -130,23 +131,37 @@ def main(argv=None) -> int:
         for m in todo:
             print(f"{m['file']}:{m['line']}: {m['old']} -> {m['new']}   {m['source']}")
         return 0
+    import queue
+    from concurrent.futures import ThreadPoolExecutor
+
     tmp = Path(tempfile.mkdtemp(prefix="stallcase-mutants-"))
-    copy = tmp / "repo"
-    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".venv", ".git", "__pycache__", "corpus", "*.pyc"))
+    copies: queue.Queue = queue.Queue()
+    for i in range(args.workers):  # one copy per worker: mutants never share a tree
+        c = tmp / f"repo{i}"
+        shutil.copytree(ROOT, c, ignore=shutil.ignore_patterns(".venv", ".git", "__pycache__", "corpus", "*.pyc"))
+        copies.put(c)
     results = []
-    try:
-        baseline = {rel: run_tests(copy, tests, args.timeout) for rel, (tests, _s, _n) in TARGETS.items()
-                    if not args.only or args.only in rel}
-        assert all(v == "survived" for v in baseline.values()), f"tests fail without any mutant: {baseline}"
-        for m in todo:
-            original = (copy / m["file"]).read_text()
+
+    def one(m):
+        copy = copies.get()
+        original = (copy / m["file"]).read_text()
+        try:
             apply(copy, m)
-            try:
-                outcome = run_tests(copy, TARGETS[m["file"]][0], args.timeout)
-            finally:
-                (copy / m["file"]).write_text(original)
-            results.append(dict(m, outcome=outcome))
-            print(f"{outcome:17} {m['file']}:{m['line']}: {m['old']} -> {m['new']}   {m['source'][:90]}", flush=True)
+            outcome = run_tests(copy, TARGETS[m["file"]][0], args.timeout)
+        finally:
+            (copy / m["file"]).write_text(original)
+            copies.put(copy)
+        print(f"{outcome:17} {m['file']}:{m['line']}: {m['old']} -> {m['new']}   {m['source'][:90]}", flush=True)
+        return dict(m, outcome=outcome)
+
+    try:
+        first = copies.get()
+        sets = {tuple(t) for rel, (t, _s, _n) in TARGETS.items() if not args.only or args.only in rel}
+        baseline = {s: run_tests(first, list(s), args.timeout) for s in sets}  # each test set once, unmutated
+        copies.put(first)
+        assert all(v == "survived" for v in baseline.values()), f"tests fail without any mutant: {baseline}"
+        with ThreadPoolExecutor(args.workers) as pool:
+            results = list(pool.map(one, todo))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     killed = sum(r["outcome"].startswith("killed") for r in results)
