@@ -133,6 +133,8 @@ def read_incident(path: str | os.PathLike, *, verify: bool = True) -> Incident:
     loaded: dict[str, pa.Table] = {}
     seen_paths: dict[str, str] = {}
     for name, entry in manifest["tables"].items():  # before any is read: one file is one table
+        if name not in tables.TABLES:
+            raise InputError(mpath, f"manifest names unknown table '{name}'")
         key = os.path.normpath(entry["path"])
         if key in seen_paths:
             raise InputError(mpath, f"tables '{seen_paths[key]}' and '{name}' name the same file {entry['path']!r}")
