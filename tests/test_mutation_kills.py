@@ -58,3 +58,56 @@ def test_failed_fraction_at_the_limit_is_not_too_many(tmp_path, monkeypatch):
     plan = dict(plan, design=dict(plan["design"], max_failed_fraction=1 / len(counted) - 1e-9))
     rec = trials.run_block(plan, pd, pre, records.digest_of(pre), "b000", tmp_path / "results", tmp_path / "work2")
     assert rec["status"] == "too_many_failures"
+
+
+# ---- diagnosis checks: boundaries the pass found untested
+
+def _diag():
+    from tests.builders import kernel, make_incident, nvml, span, step
+    from workflow_lib.diagnose import DiagnoseOptions, diagnose
+    return kernel, make_incident, nvml, span, step, DiagnoseOptions, diagnose
+
+
+MS = 1_000_000
+
+
+def _finding(inc, check, **opts):
+    kernel, make_incident, nvml, span, step, DiagnoseOptions, diagnose = _diag()
+    rec = diagnose(inc, incident_id="t", snapshot_digest="0" * 64, options=DiagnoseOptions(**opts))
+    return next(f for f in rec["steps"][0]["findings"] if f["check"] == check)
+
+
+def _starved(wait_start=2 * MS, wait_end=8 * MS, kernels=((0, 2 * MS), (8 * MS, 10 * MS))):
+    kernel, make_incident, nvml, span, step, *_ = _diag()
+    return make_incident(steps=[step(0, 0, 10 * MS)], kernels=[kernel(a, b) for a, b in kernels],
+                         spans=[span("DataLoader next", wait_start, wait_end)], runtime_api=[])
+
+
+def test_input_wait_of_exactly_the_minimum_gap_is_attributed():
+    """GPU idle during the wait == min_gap_ns is enough. (Mutant: < -> <= in input_starvation.)"""
+    f = _finding(_starved(), "input_starvation", min_gap_ns=6 * MS)
+    assert f["verdict"] == "attributed" and f["explains_ns"] == 6 * MS
+    assert _finding(_starved(), "input_starvation", min_gap_ns=6 * MS + 1)["verdict"] == "not_applicable"
+
+
+def test_a_wait_while_the_gpu_was_busy_is_not_claimed():
+    """The host waits 2-8 ms but a kernel runs 0-10 ms: the wait was hidden, nothing is claimed."""
+    f = _finding(_starved(kernels=((0, 10 * MS),)), "input_starvation")
+    assert f["verdict"] == "not_applicable" and f["evidence"]["gpu_idle_during_wait_ns"] == 0
+
+
+def _sync_drain():
+    from tests.builders import api, clock, kernel, make_incident, step
+    return make_incident(
+        steps=[step(0, 0, 10 * MS)],
+        kernels=[kernel(0, 4 * MS, corr=1), kernel(6_010_000, 10 * MS, corr=2)],
+        runtime_api=[api(0, 50_000, corr=1), api(100_000, 4 * MS, name="cudaStreamSynchronize", is_sync=True),
+                     api(6 * MS, 6_005_000, corr=2)],
+        clock_sync=[clock(0, 1_000)])
+
+
+def test_sync_drain_of_exactly_the_minimum_gap_is_attributed():
+    """GPU idle after the sync == min_gap_ns is enough. (Mutant: < -> <= in sync_stall.)"""
+    f = _finding(_sync_drain(), "sync_stall", min_gap_ns=2_010_000)
+    assert f["verdict"] == "attributed" and f["explains_ns"] == 2_010_000
+    assert _finding(_sync_drain(), "sync_stall", min_gap_ns=2_010_001)["verdict"] != "attributed"
