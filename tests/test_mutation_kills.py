@@ -111,3 +111,14 @@ def test_sync_drain_of_exactly_the_minimum_gap_is_attributed():
     f = _finding(_sync_drain(), "sync_stall", min_gap_ns=2_010_000)
     assert f["verdict"] == "attributed" and f["explains_ns"] == 2_010_000
     assert _finding(_sync_drain(), "sync_stall", min_gap_ns=2_010_001)["verdict"] != "attributed"
+
+
+def test_t_ppf_refuses_quantiles_outside_the_open_unit_interval():
+    """(Mutant: `q < 1.0` -> `q < 2` in stats.t_ppf: q = 1 or 1.5 would bisect to a bound.)"""
+    import pytest
+
+    from workflow_lib.stats import t_ppf
+    for q in (0.0, 1.0, 1.5, -0.1):
+        with pytest.raises(ValueError, match="quantile"):
+            t_ppf(q, 5)
+    assert abs(t_ppf(0.975, 1e6) - 1.959964) < 1e-4
