@@ -34,8 +34,8 @@ TARGETS = {
     "workflow_lib/diagnose/checks/host_submission.py": (["tests/test_diagnose_checks.py"], None, 3),
     "workflow_lib/diagnose/checks/launch_bound.py": (["tests/test_diagnose_checks.py"], None, 2),
     "workflow_lib/diagnose/checks/gpu_bound.py": (["tests/test_diagnose_checks.py"], None, 2),
-    "workflow_lib/stats.py": (["tests/test_stats.py", "tests/test_compare_stats.py"], None, 4),
-    "workflow_lib/verdict.py": (["tests/test_stats.py", "tests/test_compare_stats.py"], None, 4),
+    "workflow_lib/stats.py": (["tests/test_stats.py", "tests/test_compare_stats.py"], None, 3),
+    "workflow_lib/verdict.py": (["tests/test_stats.py", "tests/test_compare_stats.py"], None, 3),
     # run_block's status: which attempt decides a run, and the failed-fraction limit.
     "workflow_lib/trials.py": (["tests/test_trials_runner.py", "tests/test_mutation_kills.py"], ("status = \"complete\"", "return {\"schema_version\": 1, \"kind\": \"execution\""), 8),
 }
