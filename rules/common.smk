@@ -7,6 +7,7 @@ from snakemake.utils import validate
 sys.path.insert(0, workflow.basedir)  # workflow_lib importable without installation
 import workflow_lib.compare
 import workflow_lib.config_errors
+import workflow_lib.config_check
 import workflow_lib.demo
 import workflow_lib.diagnose
 import workflow_lib.missing_incident
@@ -18,6 +19,8 @@ import workflow_lib.rulelog
 import workflow_lib.snapshot
 import workflow_lib.trials
 
+# Alias bombs, text, output directories, metric regex: before the schema walks the config.
+workflow_lib.config_check.check_config(config)
 # One line naming the failing key and what it accepts (Snakemake's validate prints the whole
 # schema); validate then only fills in the defaults.
 workflow_lib.config_errors.exit_on_error(config, f"{workflow.basedir}/schemas/config.schema.json")

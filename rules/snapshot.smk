@@ -1,5 +1,11 @@
 # Snapshot: ingest the incident directory into the content-addressed store.
 
+# Roots the incident's sources and inputs may be read from (docs/security.md): the
+# working directory always; the stallcase checkout (the demo workload); the config's allow_roots.
+import functools
+
+INGEST = functools.partial(workflow_lib.snapshot.ingest, allow_roots=[workflow.basedir, *config.get("allow_roots", [])])
+
 
 rule snapshot:
     input:
@@ -10,4 +16,4 @@ rule snapshot:
     log:
         layout.incident_log(RESULTS, "{incident}", "snapshot.log"),
     run:
-        workflow_lib.rulelog.logged(log[0], workflow_lib.snapshot.ingest, os.path.dirname(input[0]), STORE, output[0])
+        workflow_lib.rulelog.logged(log[0], INGEST, os.path.dirname(input[0]), STORE, output[0])

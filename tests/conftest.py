@@ -36,6 +36,14 @@ demo:
 """
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _declared_roots(tmp_path_factory):
+    """Tests keep workloads and sources under pytest's temp directory: declare it as a root
+    a snapshot may read from, as a user declares their project (docs/security.md)."""
+    os.environ["STALLCASE_ALLOW_ROOTS"] = str(tmp_path_factory.getbasetemp())
+    yield
+
+
 @pytest.fixture(scope="session")
 def demo_pipeline(tmp_path_factory):
     wd = tmp_path_factory.mktemp("demo-pipeline")

@@ -30,7 +30,7 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 def test_two_ingests_of_the_same_incident_at_once(tmp_path):
     inc = make_incident(tmp_path)
     results = tmp_path / "results"
-    argv = [sys.executable, "-m", "workflow_lib.cli", "ingest", str(inc), "--results-dir", str(results)]
+    argv = [sys.executable, "-m", "workflow_lib.cli", "ingest", str(inc), "--results-dir", str(results), "--allow-root", str(tmp_path)]
     for _ in range(3):  # a few rounds: the interleaving differs each time
         procs = [subprocess.Popen(argv, env=ENV, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for _ in range(2)]

@@ -14,6 +14,7 @@ import importlib.util
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "corpus"
 EXPECTED = json.loads((CORPUS / "expected.json").read_text())["entries"]
 WORKERS = 2  # the machine is shared: two subprocesses at a time
+ENTRY_TIMEOUT_S = 60  # a hang fails its entry instead of the suite
+MAX_RSS_BYTES = 2 << 30  # docs/security.md: peak RSS <= 2 GiB whatever the input
 
 CONSUMER_MODULE = {
     "import_kineto": "workflow_lib.importers.kineto",
@@ -50,19 +53,63 @@ def argv_for(entry: dict, inp: Path, out: Path) -> list[str]:
         return ["verify", str(inp)]
     if c == "verify_incidents":
         return ["verify", str(inp.parent / "results"), "--incidents-dir", str(inp)]
+    if c == "check_config":
+        return ["check-config", str(inp)]
+    if c == "argv":  # the command as the entry spells it, {w} = the entry's work directory
+        work = out.parent
+        return [a.replace("{w}", str(work)) for a in entry["argv"]]
     fmt = {"import_kineto": "kineto", "import_torch_fr": "torch-fr"}[c]
     incident = [] if any(a.startswith("--incident") and not a.startswith("--incidents-dir") for a in extra) else ["--incident", "corpus"]
     return ["import", fmt, str(inp), *incident, *extra, "--incidents-dir", str(out / "incidents")]
 
 
 def tree_state(top: Path) -> dict[str, str]:
-    """Every file (and symlink) under top with its content digest (links by target)."""
+    """Every file (and symlink, FIFO, ...) under top with its content digest (links by target;
+    special files by kind; files over 64 MiB, the sparse ones, by size and mtime: never read)."""
     state = {}
     for dirpath, _dirs, files in os.walk(top):
         for name in files:
             p = Path(dirpath) / name
-            state[os.fsencode(p).hex()] = ("link:" + os.readlink(p)) if p.is_symlink() else hash_file(p)
+            st = os.lstat(p)
+            if stat.S_ISLNK(st.st_mode):
+                v = "link:" + os.readlink(p)
+            elif not stat.S_ISREG(st.st_mode):
+                v = f"special:{stat.S_IFMT(st.st_mode)}"
+            elif st.st_size > 64 << 20:
+                v = f"big:{st.st_size}:{st.st_mtime_ns}"
+            else:
+                v = hash_file(p)
+            state[os.fsencode(p).hex()] = v
     return state
+
+
+def make_special(work: Path, spec: dict) -> None:
+    """Files git cannot hold, made in the copied entry: FIFOs, sparse giants, links to devices."""
+    p = work / spec["path"]
+    p.parent.mkdir(parents=True, exist_ok=True)
+    if spec["kind"] == "fifo":
+        os.mkfifo(p)
+    elif spec["kind"] == "sparse":
+        with open(p, "wb") as fh:
+            fh.write(bytes.fromhex(spec.get("prefix_hex", "")))
+            fh.truncate(spec["size"])
+    elif spec["kind"] == "symlink":
+        if os.path.lexists(p):
+            p.unlink()
+        p.symlink_to(spec["target"])
+    elif spec["kind"] == "socket":
+        import socket
+
+        s = socket.socket(socket.AF_UNIX)
+        here = os.getcwd()
+        os.chdir(p.parent)  # a relative bind: socket paths are limited to 108 bytes
+        try:
+            s.bind(p.name)
+        finally:
+            os.chdir(here)
+            s.close()
+    else:
+        raise AssertionError(f"unknown special kind {spec['kind']}")
 
 
 def expected_name(entry: dict, work: Path) -> str:
@@ -80,28 +127,34 @@ class ForkServer:
 
     def __init__(self):
         self.proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "cli_forkserver.py")], cwd=ROOT,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                     env={**os.environ, "PYTHONPATH": str(ROOT)})
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=cli_env())
 
-    def run(self, argv: list[str], cwd: Path) -> tuple[int, bytes]:
+    def run(self, argv: list[str], cwd: Path) -> tuple[int, bytes, int | None]:
         err = cwd / "_stderr"
-        self.proc.stdin.write(json.dumps({"argv": argv, "cwd": str(cwd), "stdout": str(cwd / "_stdout"), "stderr": str(err)}) + "\n")
+        self.proc.stdin.write(json.dumps({"argv": argv, "cwd": str(cwd), "stdout": str(cwd / "_stdout"), "stderr": str(err),
+                                          "timeout_s": ENTRY_TIMEOUT_S}) + "\n")
         self.proc.stdin.flush()
-        rc = json.loads(self.proc.stdout.readline())["rc"]
+        answer = json.loads(self.proc.stdout.readline())
         data = err.read_bytes()
         (cwd / "_stdout").unlink()
         err.unlink()
-        return rc, data
+        return answer["rc"], data, answer["maxrss_kib"] * 1024
 
     def close(self) -> None:
         self.proc.stdin.close()
         self.proc.wait(timeout=30)
 
 
-def real_cli(argv: list[str], cwd: Path) -> tuple[int, bytes]:
+def cli_env() -> dict[str, str]:
+    """The CLI's environment: no roots declared beyond the working directory."""
+    env = {k: v for k, v in os.environ.items() if k != "STALLCASE_ALLOW_ROOTS"}
+    return {**env, "PYTHONPATH": str(ROOT)}
+
+
+def real_cli(argv: list[str], cwd: Path) -> tuple[int, bytes, int | None]:
     proc = subprocess.run([sys.executable, "-m", "workflow_lib.cli", *argv], cwd=cwd, capture_output=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
-    return proc.returncode, proc.stderr
+                          env=cli_env())
+    return proc.returncode, proc.stderr, None
 
 
 def run_entry(entry: dict, tmp: Path, runner=real_cli) -> str | None:
@@ -115,15 +168,28 @@ def run_entry(entry: dict, tmp: Path, runner=real_cli) -> str | None:
         src_dir = CORPUS / parts[0]
     dst_dir = work / os.path.relpath(src_dir, CORPUS)
     shutil.copytree(src_dir, dst_dir, symlinks=True)
+    for spec in entry.get("special", []):
+        make_special(work, spec)
+    for rel in entry.get("fill_w", []):  # absolute paths into this copy, written at run time
+        f = work / rel
+        f.write_bytes(f.read_bytes().replace(b"{w}", str(work).encode()))
     inp = work / entry["input"]
     out = work / "_out"
+    # An empty working directory: it is a declared root (docs/security.md), so an entry's
+    # files beside the incident are outside every root the run may read from.
+    cwd = work / "_cwd"
+    cwd.mkdir()
     before = tree_state(work)
-    returncode, stderr = runner(argv_for(entry, inp, out), work)
+    returncode, stderr, peak = runner(argv_for(entry, inp, out), cwd)
     err = stderr.decode("utf-8", "backslashreplace")
     lines = err.splitlines()
     problems = []
-    if returncode == 0:
+    if returncode == -14:
+        problems.append(f"hang: still running after {ENTRY_TIMEOUT_S} s")
+    elif returncode == 0:
         problems.append("exit status 0")
+    if peak is not None and peak > MAX_RSS_BYTES:
+        problems.append(f"peak RSS {peak >> 20} MiB over {MAX_RSS_BYTES >> 20} MiB")
     if "Traceback" in err:
         problems.append("traceback: " + lines[-1] if lines else "traceback")
     if len(lines) != 1 or not lines[0].startswith("error: "):
@@ -195,10 +261,11 @@ def test_corpus_covers_every_category():
 
 def test_corpus_is_small_and_generated_deterministically(tmp_path):
     size = sum(p.stat().st_size for p in CORPUS.rglob("*") if p.is_file() and not p.is_symlink())
-    assert size < 2 << 20
+    assert size < 3 << 20  # ~700 entries; git stores them compressed to well under 1 MB
     proc = subprocess.run([sys.executable, str(CORPUS / "generate.py"), str(tmp_path / "c")], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     again = json.loads((tmp_path / "c" / "expected.json").read_text())["entries"]
     assert again == EXPECTED
-    for e in EXPECTED:  # every input named by an expectation was committed
-        assert os.path.lexists(CORPUS / e["input"]), e["id"]
+    for e in EXPECTED:  # every input named by an expectation was committed (or is made at run time)
+        made = {spec["path"] for spec in e.get("special", [])}
+        assert e["input"] in made or os.path.lexists(CORPUS / e["input"]), e["id"]

@@ -61,7 +61,8 @@ def tree_bytes(top: Path) -> dict[str, bytes]:
 
 
 def cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "workflow_lib.cli", *map(str, args)], env=ENV, cwd=ROOT,
+    env = {**ENV, "STALLCASE_ALLOW_ROOTS": os.environ.get("STALLCASE_ALLOW_ROOTS", "")}  # the tests' declared root
+    return subprocess.run([sys.executable, "-m", "workflow_lib.cli", *map(str, args)], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
 
 

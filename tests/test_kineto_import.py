@@ -96,8 +96,11 @@ def test_two_ranks_and_gzip(tmp_path):
 
 
 def test_duplicate_rank_refused(tmp_path):
+    import shutil
+
+    shutil.copy(FIX / "new_rank0.json", tmp_path / "copy_rank0.json")  # the same file twice is refused earlier
     with pytest.raises(InputError, match="rank 0 appears in more than one"):
-        import_kineto([FIX / "new_rank0.json", FIX / "new_rank0.json"], incident_id="dup", incidents_dir=tmp_path)
+        import_kineto([FIX / "new_rank0.json", tmp_path / "copy_rank0.json"], incident_id="dup", incidents_dir=tmp_path)
 
 
 def test_existing_incident_refused(tmp_path):

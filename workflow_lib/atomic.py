@@ -51,6 +51,10 @@ def atomic_path(dest: str | os.PathLike, *, overwrite: bool = True) -> Iterator[
     what content-addressed objects want.
     """
     dest = Path(dest)
+    # An output replaces a regular file only: renaming over a FIFO or a symlink (-o naming
+    # one) would silently swap what a reader or another program expects there.
+    from .safe_io import check_output_file
+    check_output_file(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX + dest.name + ".", dir=dest.parent)
     os.close(fd)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import blake3
 
-from . import atomic
+from . import atomic, safe_io
 from .errors import DigestMismatch, StallcaseError
 
 ALGO = "blake3"
@@ -31,17 +31,20 @@ def hash_bytes(data: bytes) -> str:
 
 
 def hash_file(path: str | os.PathLike) -> str:
-    """blake3 of a file; large files are mmapped and hashed on all cores."""
+    """blake3 of a regular file; large files are mmapped and hashed on all cores.
+
+    A FIFO, device, socket or directory is refused before anything is read from it
+    (safe_io.open_regular), so hashing a hostile path never blocks or runs forever."""
     path = Path(path)
-    size = path.stat().st_size
-    if size >= _MMAP_MIN_BYTES:
-        hasher = blake3.blake3(max_threads=blake3.blake3.AUTO)
-        hasher.update_mmap(path)
-        return hasher.hexdigest()
-    hasher = blake3.blake3()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            hasher.update(chunk)
+    with safe_io.open_regular(path, os_errors=True) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size < _MMAP_MIN_BYTES:
+            hasher = blake3.blake3()
+            while chunk := fh.read(_CHUNK):
+                hasher.update(chunk)
+            return hasher.hexdigest()
+    hasher = blake3.blake3(max_threads=blake3.blake3.AUTO)
+    hasher.update_mmap(path)
     return hasher.hexdigest()
 
 
@@ -64,6 +67,15 @@ class CAS:
 
     def has(self, digest: str) -> bool:
         return self.path_for(digest).is_file()
+
+    def check_writable(self, digests) -> None:
+        """Refuse, before anything is stored, a store whose directories are in the way: the
+        objects directory or a prefix directory that is a file (or a link to one). A put that
+        fails halfway through an ingest would otherwise leave objects nothing references."""
+        for d in [self.root, self.root / "cas", self.objects, *{self.path_for(x).parent for x in digests}]:
+            if os.path.lexists(d) and (os.path.islink(d) or not os.path.isdir(d)):
+                what = "a symlink" if os.path.islink(d) else "not a directory"
+                raise StallcaseError(d, f"store path is {what}; refusing to store anything (run stallcase verify)")
 
     def put_bytes(self, data: bytes) -> str:
         digest = hash_bytes(data)

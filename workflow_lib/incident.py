@@ -12,27 +12,27 @@ table's blake3 digest; reading verifies it.
 from __future__ import annotations
 
 import os
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 
-from . import records, tables
+from . import bounds, records, safe_io, tables
 from .cas import hash_file
 from .errors import InputError, StallcaseError
 
 MANIFEST = "manifest.json"
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 SOURCE_STATUSES = ("observed", "not_observed")
 
 
 def check_incident_id(incident_id: str, where: str = "incident") -> str:
-    """Incident ids become directory names: refuse anything that could escape or confuse."""
-    if not isinstance(incident_id, str) or not _ID.match(incident_id) or ".." in incident_id:
-        raise StallcaseError(where, f"invalid incident id {incident_id!r}: use letters, digits, '.', '_' and '-' (max 128), not starting with '.' or '-'")
-    return incident_id
+    """Incident ids become directory names: refuse anything that could escape or confuse
+    (bounds.identifier: \\A...\\Z, so a trailing newline is refused too)."""
+    try:
+        return bounds.identifier(incident_id, "incident id", where)
+    except InputError as exc:
+        raise StallcaseError(where, exc.problem) from None
 
 
 def incident_dir(incidents_dir: str | os.PathLike, incident_id: str) -> Path:
@@ -125,17 +125,35 @@ def read_incident(path: str | os.PathLike, *, verify: bool = True) -> Incident:
         # The manifest decides which files are read and trusted: it must be the incident's own.
         _safe_member(path, MANIFEST, mpath, "manifest")
     manifest = records.read_record(mpath, "incident_manifest")
+    bounds.identifier(manifest["incident_id"], "incident_id", mpath)
+    bounds.version(manifest["tables_version"], "tables_version", mpath, tables.TABLES_VERSION)
+    if manifest.get("window"):
+        w = manifest["window"]
+        bounds.window(w.get("start_ns", 0), w.get("end_ns", w.get("start_ns", 0)), "window", mpath)
     loaded: dict[str, pa.Table] = {}
+    seen_paths: dict[str, str] = {}
+    for name, entry in manifest["tables"].items():  # before any is read: one file is one table
+        if name not in tables.TABLES:
+            raise InputError(mpath, f"manifest names unknown table '{name}'")
+        key = os.path.normpath(entry["path"])
+        if key in seen_paths:
+            raise InputError(mpath, f"tables '{seen_paths[key]}' and '{name}' name the same file {entry['path']!r}")
+        seen_paths[key] = name
+    total_bytes = 0
     for name, entry in manifest["tables"].items():
         if name not in tables.TABLES:
             raise InputError(mpath, f"manifest names unknown table '{name}'")
         tpath = _safe_member(path, entry["path"], mpath)
-        if not tpath.is_file():
+        if not os.path.lexists(tpath):
             raise InputError(tpath, f"table '{name}' named by the manifest is missing")
+        safe_io.open_regular(tpath, max_bytes=bounds.MAX_ARTIFACT_BYTES).close()  # no FIFO, device or directory
         if verify:
             actual = hash_file(tpath)
             if actual != entry["digest"]:
                 raise InputError(tpath, f"digest mismatch: manifest says {entry['digest']}, file hashes to {actual}")
+        total_bytes += tables.footer_bytes(tpath, name)
+        if total_bytes > bounds.MAX_INCIDENT_TABLE_BYTES:
+            raise InputError(tpath, f"the incident's tables expand to more than {bounds.MAX_INCIDENT_TABLE_BYTES} bytes together")
         table = tables.read_table(tpath, name)
         if table.num_rows != entry["rows"]:
             raise InputError(tpath, f"manifest says {entry['rows']} rows, file has {table.num_rows}")

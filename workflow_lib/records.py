@@ -20,8 +20,8 @@ import blake3
 import jsonschema
 from jsonschema import Draft202012Validator
 
-from . import atomic
-from .errors import RecordError
+from . import atomic, bounds, safe_io
+from .errors import InputError, RecordError
 
 SCHEMA_DIR = Path(os.environ.get("STALLCASE_SCHEMAS", Path(__file__).resolve().parent.parent / "schemas"))
 
@@ -113,8 +113,22 @@ def parse_record(data: bytes, kind: str, where: str | os.PathLike) -> dict:
             canonical_bytes(record)
         except UnicodeEncodeError as exc:
             raise RecordError(where, f"holds a lone surrogate {exc.object[exc.start:exc.end]!r}: not valid Unicode text") from None
+    _check_version(record, kind, where)
+    try:
+        bounds.json_numbers(record, where)  # Python's JSON reads 401-digit integers; int64 columns cannot
+    except InputError as exc:
+        raise RecordError(where, exc.problem) from None
     validate(record, kind, where=where)
     return record
+
+
+def _check_version(record: dict, kind: str, where) -> None:
+    """A record from a newer stallcase is refused naming the newest version this one reads."""
+    newest = load_schema(kind).get("properties", {}).get("schema_version", {}).get("const")
+    v = record.get("schema_version")
+    if isinstance(newest, int) and isinstance(v, int) and not isinstance(v, bool) and v > newest:
+        raise RecordError(where, f"schema_version {bounds.show(v)} is newer than this stallcase reads "
+                                 f"(newest supported: {newest}); upgrade stallcase")
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
@@ -124,14 +138,18 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not allowed in a record")
 
 
+# A record larger than this is refused unread (a 1M-step diagnosis is ~300 MB; manifests are KB).
+MAX_RECORD_BYTES = 1 << 30
+
+
 def read_record(path: str | os.PathLike, kind: str) -> dict:
-    """Read and validate a record; any problem is a one-line RecordError naming the file."""
+    """Read and validate a record; any problem is a one-line RecordError naming the file.
+
+    Only a regular file is read (a FIFO or a device is refused before it can block)."""
     try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise RecordError(path, "record not found") from None
-    except IsADirectoryError:
-        raise RecordError(path, "is a directory, expected a JSON record") from None
-    except PermissionError:
-        raise RecordError(path, "permission denied") from None
+        data = safe_io.read_regular(path, max_bytes=MAX_RECORD_BYTES)
+    except InputError as exc:
+        problem = {"file not found": "record not found",
+                   "is a directory, expected a regular file": "is a directory, expected a JSON record"}.get(exc.problem, exc.problem)
+        raise RecordError(path, problem) from None
     return parse_record(data, kind, path)

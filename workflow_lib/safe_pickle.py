@@ -20,15 +20,19 @@ from typing import Any
 
 from .errors import InputError
 
-# A flight-recorder dump of 2000 entries with stack frames is a few MB; 256 MiB leaves
-# room for very large buffers while refusing inputs that only exist to exhaust memory.
-MAX_BYTES = 256 << 20
+# A flight-recorder dump of 2000 entries with stack frames is a few MB; 64 MiB leaves room
+# for very large buffers. It also bounds memo amplification while loading: each 2-byte
+# BINGET pushes one 8-byte reference, so a 64 MiB pickle holds at most ~256 MiB of them.
+MAX_BYTES = 64 << 20
 # FR dumps nest 5 deep (dump -> entries -> entry -> sizes -> dims); 64 is generous and
 # keeps every later recursive walk (json.dumps, our own code) far from Python's limit.
 MAX_DEPTH = 64
 # Counted over the expanded tree (a shared container counts each time it is reached), so
 # a small pickle of doubly-referenced lists cannot blow up into 2**depth work downstream.
 MAX_NODES = 20_000_000
+# Bytes of str/bytes in the expanded tree (a memo-shared 1 MiB string reached a million
+# times is a terabyte to json.dumps later): counted like MAX_NODES, never materialized.
+MAX_EXPANDED_BYTES = 256 << 20
 
 # Exact types: subclasses could only come from a resolved global, and none is resolved.
 _SCALARS = (str, bytes, int, float, bool, type(None))
@@ -81,7 +85,7 @@ def _scan_opcodes(data: bytes) -> None:
             recent = (recent + [arg])[-2:]
 
 
-def _check_tree(root: Any, max_depth: int, max_nodes: int) -> None:
+def _check_tree(root: Any, max_depth: int, max_nodes: int, max_bytes: int = MAX_EXPANDED_BYTES) -> None:
     """Iteratively check types, depth, cycles and expanded size of an unpickled value.
 
     Each container is expanded once (memoized by id): its expanded size and height are
@@ -89,7 +93,10 @@ def _check_tree(root: Any, max_depth: int, max_nodes: int) -> None:
     when the pickle shares containers through its memo.
     """
     sizes: dict[int, int] = {}
+    nbytes: dict[int, int] = {}
     heights: dict[int, int] = {}
+    if type(root) in (str, bytes) and len(root) > max_bytes:
+        raise _Refused(f"pickle expands to more than {max_bytes} bytes of text")
     on_path: set[int] = set()
     # stack items: (obj, children_pushed)
     stack: list[tuple[Any, bool]] = [(root, False)]
@@ -117,17 +124,22 @@ def _check_tree(root: Any, max_depth: int, max_nodes: int) -> None:
                     raise _Refused(f"pickle holds a {type(child).__name__}; {_ALLOWED}")
             continue
         on_path.discard(key)
-        size, height = 1 + len(children), 1
+        size, height, text = 1 + len(children), 1, 0
         for child in children:
             if type(child) in _CONTAINERS:
                 cid = id(child)
                 size += sizes[cid]
+                text += nbytes[cid]
                 height = max(height, 1 + heights[cid])
+            elif type(child) in (str, bytes):
+                text += len(child)
         if height > max_depth:
             raise _Refused(f"pickle nests deeper than {max_depth} levels")
         if size > max_nodes:
             raise _Refused(f"pickle expands to more than {max_nodes} values")
-        sizes[key], heights[key] = size, height
+        if text > max_bytes:
+            raise _Refused(f"pickle expands to more than {max_bytes} bytes of text (shared through its memo)")
+        sizes[key], heights[key], nbytes[key] = size, height, text
 
 
 def loads_restricted(

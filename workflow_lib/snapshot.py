@@ -6,6 +6,13 @@ are what reconstruction needs); binaries and libraries are environment, so they 
 verified in place by digest and stored only when `store_roles` says so. Anything the
 manifest names that is neither in the store nor at its recorded path with the right
 digest blocks the stage: one line per artifact, and no record is written.
+
+An incident is untrusted data (docs/security.md): an artifact is copied into the store
+only from inside the incident directory or a root the user declared (`allow_roots`; the
+working directory counts as one), only when it is a regular file of the size the
+manifest records, and only up to bounds.MAX_ARTIFACT_BYTES. Environment artifacts
+(binaries, libraries) are verified in place and may live anywhere, under the same
+regular-file and size rules, so a FIFO or a sparse 1 TB file is refused, never read.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from . import records
+from . import bounds, records, safe_io
 from .cas import CAS, hash_file
 from .errors import InputError, MissingArtifact
 from .incident import MANIFEST, check_incident_id, read_incident
@@ -21,25 +28,52 @@ from .incident import MANIFEST, check_incident_id, read_incident
 DEFAULT_STORE_ROLES = ("source", "input", "patch")
 
 
-def resolve_artifacts(artifacts: list[dict], cas: CAS, store_roles=DEFAULT_STORE_ROLES) -> list[dict]:
+def _at_path(art: dict, stored: bool, incident_root: Path | None, roots: list[Path], where) -> bool:
+    """Whether the artifact's file is there with its digest. Refuses (InputError) paths an
+    incident may not make us read, and files that are not regular or not the recorded size."""
+    path = art["path"]
+    bounds.text(path, "artifact path", where)
+    if stored and incident_root is not None:
+        safe_io.check_readable_from(path, incident_root, roots, where)
+    try:
+        with safe_io.open_regular(path, path, max_bytes=bounds.MAX_ARTIFACT_BYTES) as fh:
+            size = os.fstat(fh.fileno()).st_size
+    except InputError as exc:
+        if exc.problem == "file not found":
+            return False
+        raise
+    if size != art.get("size", size):
+        return False  # cannot have the digest: not worth reading
+    try:
+        return hash_file(path) == art["digest"]
+    except OSError:
+        return False
+
+
+def resolve_artifacts(artifacts: list[dict], cas: CAS, store_roles=DEFAULT_STORE_ROLES, *,
+                      incident_root: str | os.PathLike | None = None, allow_roots=None,
+                      where: str | os.PathLike = "manifest") -> list[dict]:
     """Check every artifact; store those of `store_roles`. Returns entries with `stored` flags.
 
     Raises MissingArtifact naming every artifact that is missing or changed.
     """
+    roots = safe_io.declared_roots(allow_roots or ())
+    root = Path(incident_root) if incident_root is not None else None
     missing: list[tuple[str, str, str]] = []
     to_store = []
+    seen: set[str] = set()
     for art in artifacts:
         role, path, digest = art["role"], art["path"], art["digest"]
+        if (role, path) in seen:
+            raise InputError(where, f"artifact {path} (role {role}) is listed twice")
+        seen.add((role, path))
         in_store = cas.has(digest)
-        at_path = False
-        if os.path.isfile(path):
-            try:
-                at_path = hash_file(path) == digest
-            except OSError:
-                at_path = False
+        stored = role in store_roles
+        # Checked even when the object is in the store: an incident may not name files it cannot read.
+        at_path = _at_path(art, stored, root, roots, where)
         if not (in_store or at_path):
             missing.append((role, path, digest))
-        elif role in store_roles and not in_store:
+        elif stored and not in_store:
             to_store.append(art)
     # Check everything before storing anything: a blocked ingest leaves the store as it was.
     if missing:
@@ -53,11 +87,18 @@ def resolve_artifacts(artifacts: list[dict], cas: CAS, store_roles=DEFAULT_STORE
 
 
 def ingest(incident_path: str | os.PathLike, store_root: str | os.PathLike, out_path: str | os.PathLike,
-           *, store_roles=DEFAULT_STORE_ROLES) -> dict:
-    """Ingest `incident_path` into the store at `store_root` and write the snapshot record."""
+           *, store_roles=DEFAULT_STORE_ROLES, allow_roots=None) -> dict:
+    """Ingest `incident_path` into the store at `store_root` and write the snapshot record.
+
+    `allow_roots`: directories (besides the incident and the working directory) that the
+    incident's sources and inputs may be read from."""
     incident = read_incident(incident_path)
     m = incident.manifest
-    check_incident_id(m["incident_id"], str(Path(incident_path) / MANIFEST))
+    mpath = Path(incident_path) / MANIFEST
+    check_incident_id(m["incident_id"], str(mpath))
+    dir_name = Path(incident_path).resolve().name
+    if m["incident_id"] != dir_name:
+        raise InputError(mpath, f"incident_id {m['incident_id']!r} differs from its directory's name {dir_name!r}")
     cas = CAS(store_root)
     # Digests read_incident just verified; the record is validated before anything is
     # stored, so a refused incident leaves neither objects nor a record behind.
@@ -82,7 +123,17 @@ def ingest(incident_path: str | os.PathLike, store_root: str | os.PathLike, out_
         "recorder": m.get("recorder"),
     }
     records.validate(record, "snapshot", where=out_path)
-    resolve_artifacts(m.get("artifacts", []), cas, store_roles)
+    # What could fail after objects are stored is checked before any is: the record's path
+    # (not a directory, FIFO or link) and the store's directories (no prefix that is a file).
+    # So a refused ingest leaves no object that nothing references.
+    safe_io.check_output_file(out_path)
+    for parent in Path(out_path).parents:
+        if os.path.lexists(parent) and not os.path.isdir(parent):
+            raise InputError(parent, "is not a directory: cannot hold the snapshot record")
+    cas.check_writable([manifest_digest, *(e["digest"] for e in m["tables"].values()),
+                        *(a["digest"] for a in m.get("artifacts", []) if a["role"] in store_roles)])
+    resolve_artifacts(m.get("artifacts", []), cas, store_roles, incident_root=incident_path,
+                      allow_roots=allow_roots, where=mpath)
     stored = {"manifest": (cas.put_file(Path(incident_path) / MANIFEST), manifest_digest)}
     for name, entry in m["tables"].items():
         stored[name] = (cas.put_file(Path(incident_path) / entry["path"]), entry["digest"])

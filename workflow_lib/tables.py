@@ -156,11 +156,15 @@ def _write_parquet(table: pa.Table, dest: Path) -> None:
 def read_table(path: str | os.PathLike, name: str) -> pa.Table:
     """Read a Parquet table and check it against the contract; one-line InputError on any problem."""
     try:
+        with open(path, "rb") as fh:
+            _check_footer(pq.ParquetFile(fh).metadata, name, path)
         if _utf8_path(path):
             table = pq.read_table(path)
         else:
             with open(path, "rb") as fh:
                 table = pq.read_table(fh)
+    except InputError:
+        raise
     except FileNotFoundError:
         raise InputError(path, "table file not found") from None
     except (pa.ArrowException, OSError, ValueError) as exc:
@@ -168,6 +172,33 @@ def read_table(path: str | os.PathLike, name: str) -> pa.Table:
     table = conform(name, table, path)
     _check_intervals(name, table, path)
     return table
+
+
+def _check_footer(meta, name: str, where) -> None:
+    """Refuse from the footer alone what would expand past the caps: an RLE page holds 30M
+    rows in a few KB, so the file size says nothing about the memory reading it takes."""
+    from . import bounds
+
+    rows, cols = meta.num_rows, meta.num_columns
+    raw = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+    if rows > bounds.MAX_TABLE_ROWS:
+        raise InputError(where, f"table '{name}' has {rows} rows, over the limit of {bounds.MAX_TABLE_ROWS}")
+    if rows * cols > bounds.MAX_TABLE_CELLS:
+        raise InputError(where, f"table '{name}' has {rows} rows x {cols} columns, over the limit of {bounds.MAX_TABLE_CELLS} cells")
+    if raw > bounds.MAX_TABLE_BYTES:
+        raise InputError(where, f"table '{name}' expands to {raw} bytes, over the limit of {bounds.MAX_TABLE_BYTES}")
+    return raw
+
+
+def footer_bytes(path: str | os.PathLike, name: str) -> int:
+    """Checked footer of a table file: its uncompressed size in bytes (InputError on a bad file)."""
+    try:
+        with open(path, "rb") as fh:
+            return _check_footer(pq.ParquetFile(fh).metadata, name, path)
+    except InputError:
+        raise
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise InputError(path, f"not a readable Parquet file ({str(exc).splitlines()[0][:200]})") from None
 
 
 def _check_intervals(name: str, table: pa.Table, where) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,7 @@ class Report:
     other: int = 0
     corrupt: list[tuple[str, str]] = field(default_factory=list)
     leftovers: list[tuple[str, str]] = field(default_factory=list)
+    unreferenced: list[tuple[str, str]] = field(default_factory=list)
     removed: int = 0
 
     @property
@@ -72,8 +74,18 @@ def check_store(root: Path, report: Report, clean: bool, progress: Progress | No
     """Hash every object; returns the digests that are present and sound."""
     objects = CAS(root).objects
     sound: set[str] = set()
+    for d in (root / "cas", objects):
+        if d.is_symlink():
+            # Objects behind a link are not the store's own; following it could hash anything.
+            report.corrupt.append((str(d), "store directory is a symlink: refused, not followed (objects must live in the store)"))
+            return sound
     if not objects.is_dir():
         return sound
+    for sub in sorted(objects.iterdir()):
+        if sub.is_symlink():
+            # os.walk would skip it silently, and its objects would never be checked.
+            report.corrupt.append((str(sub), "store prefix directory is a symlink: refused, not followed "
+                                             "(its objects are not checked; replace it with a directory)"))
     files = list(_walk_files(objects))
     total = len(files)
     for i, path in enumerate(files, 1):
@@ -183,16 +195,67 @@ def check_incidents(incidents_dir: Path, report: Report, clean: bool, progress: 
             report.corrupt.append((exc.where or str(inc), exc.problem))
 
 
+_HEX64 = re.compile(r"\A[0-9a-f]{64}\Z")
+
+
+def referenced_digests(root: Path) -> set[str]:
+    """Every digest a record under `root` could point at: each 64-hex string in any JSON file,
+    plus the digest of each record itself (the plan is stored under its own digest) and of
+    its bytes. Conservative: anything that looks referenced is kept."""
+    found: set[str] = set()
+    if not root.is_dir():
+        return found
+    for inc in sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and p.name != "cas"):
+        for path in _walk_files(inc):
+            if path.suffix != ".json" or path.is_symlink() or not path.is_file():
+                continue
+            try:
+                data = path.read_bytes()
+                obj = json.loads(data.decode("utf-8"))
+            except (OSError, ValueError):
+                continue
+            found.add(hash_file(path))
+            try:
+                found.add(records.digest_of(obj))
+            except (TypeError, ValueError):
+                pass
+            stack = [obj]
+            while stack:
+                v = stack.pop()
+                if isinstance(v, str) and _HEX64.match(v):
+                    found.add(v)
+                elif isinstance(v, dict):
+                    stack.extend(v.values())
+                elif isinstance(v, list):
+                    stack.extend(v)
+    return found
+
+
+def repair_unreferenced(root: Path, sound: set[str], report: Report) -> None:
+    """Remove sound store objects that no record references: what a refused or killed stage
+    stored before it failed. Only when no stallcase writer is running (like clean_temp)."""
+    keep = referenced_digests(root)
+    cas = CAS(root)
+    for digest in sorted(sound - keep):
+        path = cas.path_for(digest)
+        report.unreferenced.append((str(path), "store object no record references (removed)"))
+        path.unlink(missing_ok=True)
+        report.removed += 1
+
+
 def verify(root: str | os.PathLike, *, incidents_dir: str | os.PathLike | None = None,
-           clean_temp: bool = False, progress: Progress | None = None) -> Report:
+           clean_temp: bool = False, repair: bool = False, progress: Progress | None = None) -> Report:
     """Check a results tree (and optionally an incidents directory); never modifies
-    anything except removing temp leftovers when `clean_temp`."""
+    anything except removing temp leftovers when `clean_temp`, and store objects no record
+    references when `repair`."""
     root = Path(root)
     if not root.is_dir():
         raise StallcaseError(root, "results directory not found")
     report = Report()
-    sound = check_store(root, report, clean_temp, progress)
-    check_records(root, sound, report, clean_temp, progress)
+    sound = check_store(root, report, clean_temp or repair, progress)
+    check_records(root, sound, report, clean_temp or repair, progress)
+    if repair and not report.corrupt:
+        repair_unreferenced(root, sound, report)
     if incidents_dir is not None:
         check_incidents(Path(incidents_dir), report, clean_temp, progress)
     return report

@@ -28,6 +28,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
+sys.path.insert(0, str(HERE))
 
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
@@ -222,7 +223,8 @@ def manifest_schema() -> None:
     wrong = {"schema_version": 2, "kind": "snapshot", "incident_id": "../escape", "created_unix_ns": -1,
              "reason": 5, "clock": "monotonic", "sources": [], "tables": [], "tables_version": 0}
     for key, val in wrong.items():
-        case(f"wrong-{key}", lambda m, k=key, v=val: m.__setitem__(k, v), "violates incident_manifest schema")
+        frag = "newest supported: 1" if key == "schema_version" else "violates incident_manifest schema"
+        case(f"wrong-{key}", lambda m, k=key, v=val: m.__setitem__(k, v), frag)
     more = {
         "extra-key": (lambda m: m.__setitem__("exec", "rm -rf /"), "Additional properties"),
         "clock-host-gpu": (lambda m: m["clock"].__setitem__("host", "gpu"), "violates incident_manifest schema"),
@@ -304,7 +306,9 @@ def wrong_digest() -> None:
     for role in ("source", "input", "patch", "binary", "library"):
         inc = new_incident(cat, f"artifact-{role}")
         m = read_manifest(inc)
-        path = f"/nonexistent/stallcase-corpus/{role}.bin"
+        # Stored roles: a relative name inside the working directory (a declared root), absent;
+        # environment roles are verified in place and may be anywhere.
+        path = f"missing-{role}.bin" if role in ("source", "input", "patch") else f"/nonexistent/stallcase-corpus/{role}.bin"
         m["artifacts"] = [{"role": role, "path": path, "relpath": None, "digest": hash_bytes(role.encode()), "size": 3}]
         write_manifest(inc, m)
         add(cat, f"artifact-{role}", "ingest", path, "missing artifact")
@@ -386,7 +390,7 @@ def _verify_trees(cat: str) -> None:
     record_case("missing-field", edit(lambda r: r.pop("tables")), "'tables' is a required property")
     record_case("bad-digest-format", edit(lambda r: r.__setitem__("manifest_digest", "xyz")), "violates snapshot schema")
     record_case("extra-field", edit(lambda r: r.__setitem__("run", ["sh", "-c", "id"])), "Additional properties")
-    record_case("wrong-version", edit(lambda r: r.__setitem__("schema_version", 99)), "violates snapshot schema")
+    record_case("wrong-version", edit(lambda r: r.__setitem__("schema_version", 99)), "newest supported: 1")
     record_case("nan", lambda p: p.write_bytes(p.read_bytes().replace(b'"created_unix_ns": ', b'"created_unix_ns": NaN, "x": ')), "not valid JSON")
 
 
@@ -421,6 +425,8 @@ def path_escape() -> None:
             names, frag = rel(inc / "manifest.json"), "escapes the incident directory"
         elif "\u0000" in path:
             names, frag = rel(inc / "manifest.json"), "NUL"
+        elif label in ("empty-path", "dir-itself"):
+            names, frag = rel(inc / path) if path else rel(inc), "is a directory"
         else:
             names, frag = rel(inc / path) if path else rel(inc), "missing"
         add(cat, label, "ingest", names, frag)
@@ -766,10 +772,14 @@ def main(argv: list[str]) -> int:
     for gen in (parquet_truncated, parquet_corrupted, manifest_schema, wrong_digest, path_escape,
                 duplicate_steps, timestamps, clocks_backwards, kineto, pickles, nonutf8_names):
         gen()
+    import hardening  # issue 17's families (tests/corpus/hardening.py)
+
+    hardening.generate(sys.modules[__name__])
     # `stallcase diagnose` reads incident directories with the same reader: every ingest
     # entry except those only ingest checks (the directory name, artifacts by digest).
     for e in list(ENTRIES):
-        if e["consumer"] == "ingest" and "/artifact-" not in e["id"] and e["id"] != "nonutf8_names/incident-dir-name":
+        if (e["consumer"] == "ingest" and "/artifact-" not in e["id"] and e["id"] != "nonutf8_names/incident-dir-name"
+                and not any(k in e["id"] for k in ("id-differs", "artifact-twice"))):  # checked by ingest only
             ENTRIES.append(dict(e, id=e["id"] + "#diagnose", consumer="diagnose"))
     ids = [e["id"] for e in ENTRIES]
     assert len(ids) == len(set(ids)), "duplicate corpus entry ids"

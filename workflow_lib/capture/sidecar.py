@@ -21,7 +21,9 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import StallcaseError
+from .. import bounds
+from ..errors import InputError, StallcaseError
+from ..patterns import compile_pattern
 from . import provenance
 from .budget import Budget
 from .clock import now_ns
@@ -34,11 +36,12 @@ MAPS_RESAMPLE_S = 2.0
 
 
 def compile_step_pattern(pattern: str, where: str = "--step-pattern") -> tuple[re.Pattern, str]:
-    """The regex and its duration group name (one of ns, us, ms, s)."""
+    """The regex (linear-time engine: it runs on every line the child prints) and its
+    duration group name (one of ns, us, ms, s)."""
     try:
-        rx = re.compile(pattern)
-    except re.error as exc:
-        raise StallcaseError(where, f"not a valid regular expression: {exc}") from None
+        rx = compile_pattern(pattern, where)
+    except InputError as exc:
+        raise StallcaseError(where, exc.problem) from None
     units = [g for g in DURATION_GROUPS if g in rx.groupindex]
     if len(units) != 1:
         raise StallcaseError(where, "needs exactly one named duration group: (?P<ms>...), (?P<s>...), (?P<us>...) or (?P<ns>...); "
@@ -137,14 +140,27 @@ class SidecarResult:
     steps: int
 
 
-def _forward(stream, sink, on_line) -> None:
-    for line in iter(stream.readline, b""):
+# A line longer than this is forwarded (and matched) in pieces: a child that prints 1 GB
+# without a newline must not make the sidecar hold it.
+MAX_LINE_BYTES = 1 << 20
+
+
+def _forward(stream, sink, on_line, on_error=None) -> None:
+    """Copy the child's output to `sink`, then look at each line. Nothing on_line does may
+    stop the copy: the child blocks as soon as its pipe is full and nobody reads it."""
+    failed = False
+    for line in iter(lambda: stream.readline(MAX_LINE_BYTES), b""):
         try:
             sink.write(line)
             sink.flush()
         except (OSError, ValueError):
             pass
-        on_line(line)
+        if failed:
+            continue
+        try:
+            on_line(line)
+        except Exception as exc:  # noqa: BLE001 - recorded; the pass-through goes on
+            failed = on_error is None or on_error(exc)
     stream.close()
 
 
@@ -162,6 +178,12 @@ def record_command(argv: list[str], *, incident_id: str, incidents_dir: str = "i
     err_sink = stderr or sys.stderr.buffer
     incidents: list[Path] = []
     step_counter = [0]
+    bad_lines = [0]
+
+    def on_error(exc: Exception) -> bool:
+        """A reader-thread failure: recorded in the incident; step parsing stops, output flows."""
+        rec._error(f"step-line reader stopped: {type(exc).__name__}: {exc}")
+        return True
     lock = threading.Lock()
 
     def on_line(line: bytes) -> None:
@@ -172,10 +194,14 @@ def record_command(argv: list[str], *, incident_id: str, incidents_dir: str = "i
         if m is None:
             return
         t1 = now_ns()
-        try:
-            dur = int(float(m.group(unit)) * DURATION_GROUPS[unit])
-            step = int(m.group("step")) if "step" in rx.groupindex and m.group("step") is not None else step_counter[0]
-        except (TypeError, ValueError):
+        try:  # a 400-digit duration or a '²' step id is not a step: counted, never raised into the reader
+            dur = bounds.duration_ns_from(m.group(unit), DURATION_GROUPS[unit], f"step line duration ({unit})", None)
+            step = (bounds.decimal_id(m.group("step"), "step line step id", None)
+                    if "step" in rx.groupindex and m.group("step") is not None else step_counter[0])
+        except InputError as exc:
+            bad_lines[0] += 1
+            if bad_lines[0] <= 3:
+                rec._error(f"output line not read as a step: {exc.problem}")
             return
         with lock:
             step_counter[0] = step + 1
@@ -188,6 +214,7 @@ def record_command(argv: list[str], *, incident_id: str, incidents_dir: str = "i
     rec.attach(child.pid)
     rec.start()
     usr1 = threading.Event()
+    snapshot_failed: str | None = None
     previous = {}
 
     def on_usr1(signum, frame):
@@ -204,8 +231,8 @@ def record_command(argv: list[str], *, incident_id: str, incidents_dir: str = "i
         previous[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, on_usr1 if "sigusr1" in kinds else signal.SIG_IGN)
         for s in (signal.SIGINT, signal.SIGTERM):
             previous[s] = signal.signal(s, forward_signal)
-    readers = [threading.Thread(target=_forward, args=(child.stdout, out_sink, on_line), daemon=True),
-               threading.Thread(target=_forward, args=(child.stderr, err_sink, on_line), daemon=True)]
+    readers = [threading.Thread(target=_forward, args=(child.stdout, out_sink, on_line, on_error), daemon=True),
+               threading.Thread(target=_forward, args=(child.stderr, err_sink, on_line, on_error), daemon=True)]
     for t in readers:
         t.start()
     try:
@@ -233,11 +260,17 @@ def record_command(argv: list[str], *, incident_id: str, incidents_dir: str = "i
             p = rec.snapshot("exit", wait=True)
             if p is not None:
                 incidents.append(p)
+            else:
+                snapshot_failed = rec.errors[-1] if rec.errors else "the snapshot was dropped"
     finally:
         if in_main:
             for s, h in previous.items():
                 signal.signal(s, h)
         rec.stop()
+    if snapshot_failed is not None:
+        # The child ran to its end (status kept below in the message); the incident is what failed.
+        raise StallcaseError(incidents_dir, f"could not write the incident on exit ({snapshot_failed}); "
+                                            f"the command exited with status {rc}")
     auto = sorted(Path(incidents_dir).glob(f"{incident_id}.latency_change-*"))
     found = sorted({p for p in incidents + auto if (p / "manifest.json").exists()})
     return SidecarResult(returncode=rc if rc >= 0 else 128 - rc, incidents=found, steps=step_counter[0])

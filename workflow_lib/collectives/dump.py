@@ -36,6 +36,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from .. import bounds, safe_io
 from ..errors import InputError
 from ..safe_pickle import MAX_BYTES, loads_restricted
 from ..tables import conform
@@ -55,14 +56,7 @@ STATES = ("scheduled", "started", "completed")
 def read_dump(path: str | os.PathLike) -> dict:
     """Parse one dump file (JSON or pickle, by content) into a dict; InputError naming the file otherwise."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(path, "flight-recorder dump not found") from None
-    except IsADirectoryError:
-        raise InputError(path, "is a directory, expected one flight-recorder dump per rank") from None
-    if len(data) > MAX_BYTES:
-        raise InputError(path, f"dump is {len(data)} bytes, over the {MAX_BYTES}-byte limit")
+    data = safe_io.read_regular(path, max_bytes=MAX_BYTES)  # no FIFO, device or sparse giant
     return parse_dump(data, path)
 
 
@@ -95,11 +89,11 @@ def rank_of(path: str | os.PathLike, dump: dict) -> int:
     for pattern in _RANK_IN_NAME:
         m = pattern.search(Path(path).name)
         if m:
-            named = int(m.group(1))
+            named = bounds.rank(bounds.decimal_id(m.group(1), "the rank in the file name", path), "the rank in the file name", path)
             break
     own = dump.get("rank")
-    if own is not None and (not isinstance(own, int) or isinstance(own, bool) or own < 0):
-        raise InputError(path, f"dump's 'rank' is {own!r}, expected a non-negative integer")
+    if own is not None:
+        bounds.rank(own, "dump's 'rank'", path)
     if own is not None and named is not None and own != named:
         raise InputError(path, f"dump says rank {own} but the file name says rank {named}")
     rank = own if own is not None else named
@@ -137,15 +131,25 @@ def _check_entry(i: int, e: Any, where) -> None:
         raise InputError(where, f"entry {i} lacks {', '.join(missing)}")
     pg = e["process_group"]
     if not (isinstance(pg, (list, tuple)) and len(pg) == 2 and all(isinstance(x, str) for x in pg)):
-        raise InputError(where, f"entry {i}: process_group is {pg!r}, expected a [name, desc] pair")
+        raise InputError(where, f"entry {i}: process_group is {bounds.show(pg)}, expected a [name, desc] pair")
+    bounds.text(pg[0], f"entry {i}: process_group name", where)
+    bounds.text(pg[1], f"entry {i}: process_group description", where)
     for k in ("record_id", "collective_seq_id", "time_created_ns"):
-        if not isinstance(e[k], int) or isinstance(e[k], bool) or e[k] < 0 or e[k] > _INT64_MAX:
-            raise InputError(where, f"entry {i}: {k} is {e[k]!r}, expected a non-negative integer")
+        bounds.seq(e[k], f"entry {i}: {k}", where)
+    if e.get("p2p_seq_id") is not None:
+        bounds.seq(e["p2p_seq_id"], f"entry {i}: p2p_seq_id", where)
+    for k in ("input_dtypes", "output_dtypes"):
+        v = e.get(k)
+        if v is not None and not (isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v)):
+            raise InputError(where, f"entry {i}: {k} is {bounds.show(v)}, expected a list of dtype names")
+    for k in ("profiling_name", "state"):
+        if isinstance(e.get(k), str):
+            bounds.text(e[k], f"entry {i}: {k}", where)
     pid = e.get("pg_id")
     if pid is not None and (not isinstance(pid, int) or isinstance(pid, bool) or pid < 0 or pid > _INT64_MAX):
         raise InputError(where, f"entry {i}: pg_id is {pid!r}, expected a non-negative integer")
     if not isinstance(e["profiling_name"], str) or ":" not in e["profiling_name"]:
-        raise InputError(where, f"entry {i}: profiling_name {e['profiling_name']!r} is not like 'nccl:all_reduce'")
+        raise InputError(where, f"entry {i}: profiling_name {bounds.show(e['profiling_name'])} is not like 'nccl:all_reduce'")
     if str(e["state"]) not in STATES:
         raise InputError(where, f"entry {i}: state is {e['state']!r}, expected one of {', '.join(STATES)}")
     for k in ("input_sizes", "output_sizes"):

@@ -12,6 +12,9 @@ HELP = "ingest an incident directory into the store and write RESULTS/<incident>
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("incident_dir", help="incident directory (manifest.json + tables/); its name is the incident id")
     p.add_argument("--results-dir", default="results", help="results directory holding the store (default: results/)")
+    p.add_argument("--allow-root", action="append", default=[], metavar="DIR",
+                   help="a directory the incident's sources and inputs may be read from (repeatable; the working "
+                        "directory and the incident itself always are; docs/security.md)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -25,6 +28,6 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(inc, "incident directory not found")
     incident_id = check_incident_id(inc.resolve().name, str(inc))
     out = Path(layout.snapshot(str(args.results_dir), incident_id))
-    rec = ingest(inc, args.results_dir, out)
+    rec = ingest(inc, args.results_dir, out, allow_roots=args.allow_root)
     print(f"wrote {out}: {len(rec['tables'])} tables, {len(rec['artifacts'])} artifacts")
     return 0

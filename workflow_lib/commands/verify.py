@@ -14,6 +14,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--incidents-dir", default=None, help="also check every incident manifest and table under this directory")
     p.add_argument("--clean-temp", action="store_true",
                    help="remove temp files left by interrupted writes (only when no stallcase writer is running)")
+    p.add_argument("--repair", action="store_true",
+                   help="also remove store objects that no record references (what a refused or killed stage stored); "
+                        "only when no stallcase writer is running and nothing is corrupt")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -22,10 +25,13 @@ def run(args: argparse.Namespace) -> int:
 
     # Progress only to a terminal: stderr of a pipeline run stays the one error line.
     progress = Throttled(lambda line: print(line, file=sys.stderr, flush=True)) if sys.stderr.isatty() else None
-    report = verify(args.root, incidents_dir=args.incidents_dir, clean_temp=args.clean_temp, progress=progress)
+    report = verify(args.root, incidents_dir=args.incidents_dir, clean_temp=args.clean_temp, repair=args.repair,
+                    progress=progress)
     for path, problem in report.corrupt:
         print(f"corrupt  {path}: {problem}")
-    verb = "removed" if args.clean_temp else "leftover"
+    verb = "removed" if args.clean_temp or args.repair else "leftover"
+    for path, problem in report.unreferenced:
+        print(f"removed  {path}: {problem}")
     for path, problem in report.leftovers:
         print(f"{verb:8} {path}: {problem}")
     print(f"checked {report.objects} store objects, {report.records} records, {report.manifests} incident manifests: "

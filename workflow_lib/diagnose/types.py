@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -19,9 +20,15 @@ DEFAULT_WAIT_PATTERNS = (
 )
 
 
-def segment_regex(patterns) -> re.Pattern:
-    """Patterns matched as whole name segments (see DEFAULT_WAIT_PATTERNS)."""
-    return re.compile(r"(?<![A-Za-z0-9])(?:" + "|".join(f"(?:{p})" for p in patterns) + r")(?![A-Za-z0-9])", re.IGNORECASE)
+@functools.lru_cache(maxsize=64)
+def segment_regex(patterns: tuple[str, ...]):
+    """Patterns matched as whole name segments (see DEFAULT_WAIT_PATTERNS), on the linear-time
+    engine (span names come from the trace; the patterns from the user). RE2 has no lookaround,
+    so the segment edges are consumed: callers only ask whether a name matches (`search`)."""
+    from ..patterns import compile_pattern
+
+    body = "|".join(f"(?:{p})" for p in patterns)
+    return compile_pattern(r"(?:^|[^A-Za-z0-9])(?:" + body + r")(?:$|[^A-Za-z0-9])", "--wait-span", ignorecase=True)
 
 
 @dataclass(frozen=True)
@@ -99,7 +106,7 @@ class DiagnoseOptions:
                                  where="config diagnose")
 
     def wait_regex(self) -> re.Pattern:
-        return segment_regex(self.wait_patterns)
+        return segment_regex(tuple(self.wait_patterns))
 
     def as_record(self) -> dict:
         return {

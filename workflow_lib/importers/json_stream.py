@@ -22,6 +22,7 @@ import os
 import re
 from typing import Callable, TypeVar
 
+from .. import bounds, safe_io
 from ..errors import InputError
 
 CHUNK_BYTES = 2 << 20          # cut the event array into ~2 MiB pieces (peak memory ~ a few pieces)
@@ -51,14 +52,7 @@ class _Buffer:
 
     def __init__(self, path: str | os.PathLike):
         self.path = str(path)
-        try:
-            raw = open(path, "rb")
-        except FileNotFoundError:
-            raise InputError(path, "trace file not found") from None
-        except IsADirectoryError:
-            raise InputError(path, "is a directory, expected a trace file") from None
-        except PermissionError:
-            raise InputError(path, "permission denied") from None
+        raw = safe_io.open_regular(path)  # a FIFO or a device is refused before it can block
         magic = raw.read(2)
         raw.seek(0)
         self.fh = gzip.GzipFile(fileobj=raw, mode="rb") if magic == b"\x1f\x8b" else raw
@@ -82,6 +76,9 @@ class _Buffer:
         if not block:
             self.eof = True
             return False
+        self.total = getattr(self, "total", 0) + len(block)
+        if self.total > bounds.MAX_TRACE_BYTES:  # a gzip bomb: refused at the cap, not at the OOM killer
+            raise InputError(self.path, f"trace expands to more than {bounds.MAX_TRACE_BYTES >> 20} MiB once decompressed")
         # Drop consumed bytes so the window does not grow with the file.
         self.buf = self.buf[self.pos:] + block
         self.pos = 0
@@ -207,6 +204,8 @@ def read_trace(path: str | os.PathLike, on_piece: Callable[[T], None], parse: Ca
                     raise InputError(path, "malformed trace JSON: expected a key string")
                 key = b.value()
                 b.expect(b":", "':' after a key")
+                if key in meta or (key == "traceEvents" and seen_events):  # json.loads would keep the last
+                    raise InputError(path, f"the key {key!r} appears twice at the top level")
                 if key == "traceEvents":
                     seen_events = True
                     _events(b, parse, on_piece)
@@ -218,6 +217,12 @@ def read_trace(path: str | os.PathLike, on_piece: Callable[[T], None], parse: Ca
                     break
                 if nxt != b",":
                     raise InputError(path, f"malformed trace JSON: expected ',' or '}}', found {nxt.decode('latin-1') or 'end of file'!r}")
+        if b.peek() != b"":
+            raise InputError(path, f"text after the JSON object at byte {b.pos}: not one trace")
+    except InputError as exc:
+        if exc.where is None:  # raised by a piece parser, which does not know the file
+            raise InputError(path, exc.problem) from None
+        raise
     finally:
         b.close()
     if not seen_events:

@@ -23,8 +23,9 @@ import pyarrow.compute as pc
 
 import blake3
 
-from .. import vocabulary
+from .. import bounds, vocabulary
 from ..errors import InputError, StallcaseError
+from ..patterns import compile_pattern
 from ..incident import MANIFEST, incident_dir, source, write_incident
 from . import kineto_events as ke
 from .json_stream import read_trace
@@ -54,8 +55,12 @@ def _read_one(path: Path) -> tuple[dict[str, list[pa.Table]], dict]:
     """Stream one trace: each piece is split into per-table columns at once, so only the
     final columns of earlier pieces stay in memory (times still in Kineto us)."""
     parts: dict[str, list[pa.Table]] = {}
+    kept = [0]
 
     def on_piece(arr: pa.StructArray) -> None:
+        kept[0] += len(arr)
+        if kept[0] > bounds.MAX_TRACE_EVENTS:  # memory is a multiple of the kept events
+            raise InputError(path, f"trace holds more than {bounds.MAX_TRACE_EVENTS} kept events (the limit for one trace)")
         for name, t in _split(arr).items():
             if t.num_rows:
                 parts.setdefault(name, []).append(t)
@@ -82,10 +87,7 @@ def _depths(tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
 def _rank_of(meta: dict, position: int, path: Path) -> int:
     info = meta.get("distributedInfo")
     if isinstance(info, dict) and "rank" in info:
-        r = info["rank"]
-        if not isinstance(r, int) or isinstance(r, bool) or r < 0:
-            raise InputError(path, f"distributedInfo.rank is not a non-negative integer: {r!r}")
-        return r
+        return bounds.rank(info["rank"], "distributedInfo.rank", path)
     return position
 
 
@@ -147,7 +149,8 @@ def _finish(parts: dict[str, list[pa.Table]], rank: int, base_ns: int, shift_us:
         pieces = parts.get(name)
         t = pa.concat_tables(pieces) if pieces else _split(pa.array([], type=ke.EVENT))[name]
         ts = t["ts_us"].to_numpy()
-        dur = np.maximum(t["dur_us"].to_numpy(), 0.0)
+        dur = t["dur_us"].to_numpy()
+        bounds.no_negative(dur, "dur", where, f"{name} event")
         # Checked before the int64 cast: NaN, infinity or out-of-range floats would cast to garbage.
         end_f = base_ns + (ts - shift_us) * 1000.0 + dur * 1000.0
         bad = int(np.count_nonzero(~np.isfinite(end_f) | (end_f >= _MAX_NS)))
@@ -177,9 +180,9 @@ def _finish(parts: dict[str, list[pa.Table]], rank: int, base_ns: int, shift_us:
     tid = sp["thread_id"].to_numpy()
     depth = _depths(tid, sp["start_ns"].to_numpy(), sp["end_ns"].to_numpy()) if sp.num_rows else np.zeros(0, np.int64)
     out["spans"] = sp.append_column("depth", pa.array(depth.astype(np.int32)))
-    steps, basis = _steps(out["spans"], step_rx), "pattern"
+    steps, basis = _steps(out["spans"], step_rx, where), "pattern"
     if steps.num_rows == 0 and step_rx.pattern == DEFAULT_STEP_PATTERN:
-        steps, basis = _steps(out["spans"], re.compile(FALLBACK_STEP_PATTERN)), "annotation"
+        steps, basis = _steps(out["spans"], re.compile(FALLBACK_STEP_PATTERN), where), "annotation"
     if steps.num_rows == 0 and step_rx.pattern == DEFAULT_STEP_PATTERN:
         steps, basis = _window_step(out, rank), "window"
     out["steps"] = _with_launched_gpu_work(steps, out)
@@ -234,14 +237,15 @@ def _with_launched_gpu_work(steps: pa.Table, out: dict[str, pa.Table]) -> pa.Tab
     return st.set_column(st.schema.get_field_index("end_ns"), "end_ns", pa.array(new_end, pa.int64()))
 
 
-def _steps(spans: pa.Table, rx: re.Pattern) -> pa.Table:
+def _steps(spans: pa.Table, rx: re.Pattern, where=None) -> pa.Table:
     names = spans["name"]
     if spans.num_rows:
         enc = pc.dictionary_encode(names).combine_chunks()
         ids = []
         for n in enc.dictionary.to_pylist():  # distinct names only
             mm = rx.search(n)
-            ids.append(int(mm.group(1)) if mm and mm.group(1) and mm.group(1).isdigit() else -1)
+            g = mm.group(1) if mm else None  # ASCII digits only ('²' is not a step id); beyond int64 refused
+            ids.append(bounds.decimal_id(g, "step id", where) if g and g.isascii() and g.isdigit() else -1)
         sid = np.asarray(ids, np.int64)[enc.indices.to_numpy(zero_copy_only=False)]
     else:
         sid = np.zeros(0, np.int64)
@@ -261,9 +265,7 @@ def _base(meta: dict, parts: dict[str, list[pa.Table]], path: Path) -> tuple[int
     """(base_ns, shift_us, unix_known): absolute ns = base_ns + (ts - shift_us) * 1000."""
     b = meta.get("baseTimeNanoseconds")
     if b is not None:
-        if not isinstance(b, int) or isinstance(b, bool) or b < 0:
-            raise InputError(path, f"baseTimeNanoseconds is not a non-negative integer: {b!r}")
-        return b, 0.0, True
+        return bounds.ns(b, "baseTimeNanoseconds", path), 0.0, True
     mins = [pc.min(t["ts_us"]).as_py() for ts in parts.values() for t in ts]
     ts_min = min((m for m in mins if m is not None), default=0.0)
     shift = float(np.floor(ts_min))
@@ -277,13 +279,11 @@ def import_kineto(files, *, incident_id: str, incidents_dir: str | os.PathLike =
     files = [Path(f) for f in files]
     if not files:
         raise InputError("kineto", "no trace files given")
+    bounds.unique_files(files)  # the same trace twice would become two ranks
     out_dir = incident_dir(incidents_dir, incident_id)
     if (out_dir / MANIFEST).exists():
         raise StallcaseError(out_dir, "incident already exists: choose another --incident or remove it")
-    try:
-        step_rx = re.compile(step_pattern or DEFAULT_STEP_PATTERN)
-    except re.error as exc:
-        raise InputError("--step-pattern", f"not a valid regex: {exc}") from None
+    step_rx = compile_pattern(step_pattern or DEFAULT_STEP_PATTERN, "--step-pattern")
     if step_rx.groups != 1:
         raise InputError("--step-pattern", "the regex needs exactly one group capturing the step id")
     parts: dict[str, list[pa.Table]] = {}

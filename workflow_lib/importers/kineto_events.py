@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from .. import bounds
 from .json_stream import PieceRefused
 
 _i64 = pa.int64()
@@ -53,11 +54,11 @@ HOST = SOURCE_ALIASES["spans"]
 KEPT = KERNEL + MEMCPY + MEMSET + RUNTIME + HOST
 
 
-def _int(v):
+def _int(v, field="an integer field"):
     if isinstance(v, bool):
         return None
     if isinstance(v, int):
-        return v if -(1 << 63) <= v < (1 << 63) else None
+        return bounds.integer(v, f"an event's {field}", None)  # beyond int64: refused, not dropped to 0
     if isinstance(v, float) and v.is_integer() and abs(v) < 2**62:
         return int(v)
     return None
@@ -67,8 +68,8 @@ def _num(v):
     return float(v) if isinstance(v, numbers.Real) and not isinstance(v, bool) else None
 
 
-def _str(v):
-    return v if isinstance(v, str) else None
+def _str(v, field="a text field"):
+    return bounds.text(v, f"an event's {field}", None, nul=True) if isinstance(v, str) else None  # lone surrogates refused
 
 
 def _ints(v):
@@ -81,10 +82,10 @@ def _clean(e) -> dict | None:
     a = e.get("args")
     args = None
     if isinstance(a, dict):
-        args = {k: _int(a.get(k)) for k in ("device", "stream", "correlation", "bytes")}
+        args = {k: _int(a.get(k), f"args.{k}") for k in ("device", "stream", "correlation", "bytes")}
         args.update(grid=_ints(a.get("grid")), block=_ints(a.get("block")))
-    return {"ph": _str(e.get("ph")), "cat": _str(e.get("cat")), "name": _str(e.get("name")), "pid": _int(e.get("pid")),
-            "tid": _int(e.get("tid")), "ts": _num(e.get("ts")), "dur": _num(e.get("dur")), "args": args}
+    return {"ph": _str(e.get("ph"), "ph"), "cat": _str(e.get("cat"), "cat"), "name": _str(e.get("name"), "name"), "pid": _int(e.get("pid"), "pid"),
+            "tid": _int(e.get("tid"), "tid"), "ts": _num(e.get("ts")), "dur": _num(e.get("dur")), "args": args}
 
 
 _CONVERT_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError, ValueError)
@@ -107,6 +108,7 @@ def _convert(events: list) -> pa.StructArray:
 
 def parse_piece(piece: bytes) -> pa.StructArray:
     """Bytes of consecutive events -> the kept events (raises PieceRefused if not complete)."""
+    bounds.json_bool_numbers(piece, None)  # `"ts": true` is not a time (the caller names the file)
     text = _BETWEEN.sub(b"}\n{", piece.replace(b"\n", b" ").replace(b"\r", b" "))
     if b'id": "' in text or b'id":"' in text:  # cheap pre-check: string ids are rare
         text = _STR_IDS.sub(rb'"\1_str"\2"', text)

@@ -1,0 +1,31 @@
+"""`stallcase check-config FILE...`: refuse a config snakemake would hang on, before it reads it."""
+
+from __future__ import annotations
+
+import argparse
+
+NAME = "check-config"
+HELP = "check workflow config files (YAML alias expansion, text, output directories) before snakemake reads them"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("files", nargs="+", help="config files as given to snakemake --configfile")
+
+
+def run(args: argparse.Namespace) -> int:
+    import yaml
+
+    from ..config_check import check_config, check_config_file
+    from ..errors import StallcaseError
+
+    for f in args.files:
+        check_config_file(f)  # counts alias expansion on the node graph first
+        with open(f, encoding="utf-8") as fh:
+            config = yaml.safe_load(fh)
+        if isinstance(config, dict):
+            try:
+                check_config(config)
+            except StallcaseError as exc:  # name the file as well as the key
+                raise StallcaseError(f"{f}: {exc.where}", exc.problem) from None
+        print(f"ok {f}")
+    return 0
