@@ -25,6 +25,7 @@ from . import records
 from .cas import CAS, hash_file
 from .errors import MissingArtifact, StallcaseError
 from .capture.provenance import allowed_env
+from .metric import resolve as resolve_metric
 from .schedule import make_schedule
 
 # Environment variables the node provides at trial time, never taken from the plan:
@@ -158,6 +159,7 @@ def build_plan(snapshot: dict, snapshot_digest: str, store_root: str | os.PathLi
         cand = {"argv": argv, "env": env, "changes": changes, "sources": srcs,
                 "same_as_baseline": argv == baseline["argv"] and env == baseline["env"] and srcs == base_sources}
     env_fp = snapshot.get("provenance", {}).get("environment") or {}
+    design = dict(design, metric=resolve_metric(design["metric"], snapshot))
     plan = {
         "schema_version": 1,
         "kind": "plan",
