@@ -432,6 +432,7 @@ class FlightRecorder:
 
     # ---- what is recorded about the workload (the sidecar overrides these) ---------------
     producer = "recorder"
+    steps_from = {"from": "recorder", "covers": "iteration"}
 
     def _target_pid(self) -> int:
         return os.getpid()
@@ -491,6 +492,8 @@ class FlightRecorder:
             "clock": {"unix_minus_host_uncertainty_ns": self.unix_uncertainty_ns},
             "errors": errors,
             "trigger": self.trigger.describe() if self.trigger is not None else None,
+            # How this incident's steps were made; the plan's `auto` metric reads it (metric.py).
+            "steps": dict(self.steps_from),
         }
         if self.enabled:
             rep["targets"] = self.tracker.report()
