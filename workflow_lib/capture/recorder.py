@@ -26,6 +26,7 @@ durations written to `STALLCASE_STEPS_OUT` (the trial runner's contract).
 from __future__ import annotations
 
 import array
+import functools
 import itertools
 import json
 import os
@@ -48,6 +49,8 @@ from .sources.host import HostSource
 from .sources.nvml import NvmlSampler
 from .sources.sched import SchedSampler
 from .trigger import LatencyTrigger
+from . import ranks
+from . import writer as writer_module
 from .writer import Job, SnapshotWriter
 
 KNOWN_SOURCES = ("host", "nvml", "sched", "cupti", "collectives")
@@ -327,8 +330,11 @@ class FlightRecorder:
     def _next_path(self, reason: str, automatic: bool) -> Path:
         n = next(self._snap_n)
         base = Path(self.incidents_dir)
-        if automatic:
-            return base / f"{self.incident_id}.{reason}-{n}"
+        if automatic:  # one rank's own moment: never merged, named per rank
+            rank = "" if self.rank is None else f".rank{self.rank}"
+            return base / f"{self.incident_id}.{reason}-{n}{rank}"
+        if self.rank is not None:  # ranks share the directory: the writer merges (capture/ranks.py)
+            return base / (self.incident_id if n == 1 else f"{self.incident_id}.{n}")
         path = base / self.incident_id
         if (path / "manifest.json").exists():
             path = base / f"{self.incident_id}.{n}"
@@ -350,7 +356,10 @@ class FlightRecorder:
             if src is not None:
                 copies[name] = src.ring.copy()
         trig = self.trigger.describe() if (automatic and self.trigger is not None) else None
-        job = Job(lambda: self._build(path, reason, trig, copies, since, until))
+        write = None
+        if self.rank is not None and not automatic:
+            write = functools.partial(ranks.write_rank, root_id=self.incident_id, write=writer_module.write_incident_now)
+        job = Job(lambda: self._build(path, reason, trig, copies, since, until), write)
         self.writer.submit(job)
         if not wait:
             return path
@@ -360,7 +369,7 @@ class FlightRecorder:
         if job.error:
             self.failed_snapshots += 1
             return None
-        return path
+        return job.path or path
 
     def _build(self, path: Path, reason: str, trig, copies: dict, since: int, until: int):
         """On the writer thread: tables, provenance, manifest."""
