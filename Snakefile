@@ -26,6 +26,7 @@ localrules:
     plan,
     compare,
     report,
+    latest,
 
 
 rule all:

@@ -8,6 +8,6 @@ rule capture_demo:
     params:
         args=config.get("demo", {}).get("args", []),
     log:
-        f"{RESULTS}/demo/logs/capture.log",
+        layout.incident_log(RESULTS, "demo", "capture.log"),
     run:
         workflow_lib.demo.capture(INCIDENTS, params.args, log[0])

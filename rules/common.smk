@@ -8,6 +8,7 @@ sys.path.insert(0, workflow.basedir)  # workflow_lib importable without installa
 import workflow_lib.compare
 import workflow_lib.demo
 import workflow_lib.diagnose
+import workflow_lib.layout as layout
 import workflow_lib.plan
 import workflow_lib.preflight
 import workflow_lib.report
@@ -21,6 +22,10 @@ INCIDENTS = config["incidents_dir"]
 RESULTS = config["results_dir"]
 STORE = RESULTS  # the CAS lives at <results_dir>/cas/blake3/
 BLOCKS = [f"b{i:03d}" for i in range(config["trials"]["blocks"])]
+# The user's candidate stands alone; the demo's applies only to the demo, and only when none is given.
+CANDIDATE = workflow_lib.plan.configured_candidate(config)
+# Each plan (A/A, A/B, named experiment) has its own run directory (workflow_lib/layout.py).
+RUN = layout.run_key(CANDIDATE, config["trials"], config.get("experiment"), config.get("source_repo"))
 
 # Trial blocks time their runs, so on one machine two blocks must never run at once:
 # they would share the GPU (or the CPU) and time each other. Unless the user said how
@@ -36,8 +41,10 @@ if workflow.resource_settings.nodes is None and "gpu" not in workflow.global_res
 wildcard_constraints:
     incident=r"[A-Za-z0-9][A-Za-z0-9._-]*",
     block=r"b[0-9]+",
+    run=layout.RUN_KEY_PATTERN,
 
 
 def final_targets():
-    r = f"{RESULTS}/{config['incident']}"
-    return [f"{r}/snapshot.json", f"{r}/diagnosis.json", f"{r}/comparison.json", f"{r}/report.html"]
+    i = config["incident"]
+    return [layout.snapshot(RESULTS, i), layout.diagnosis(RESULTS, i), layout.comparison(RESULTS, i, RUN),
+            layout.report(RESULTS, i, RUN), layout.latest_record(RESULTS, i)]

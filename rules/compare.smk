@@ -3,11 +3,11 @@
 
 rule compare:
     input:
-        plan=f"{RESULTS}/{{incident}}/plan.json",
-        executions=expand(f"{RESULTS}/{{{{incident}}}}/execution/{{block}}.json", block=BLOCKS),
+        plan=layout.plan(RESULTS, "{incident}", "{run}"),
+        executions=[layout.execution(RESULTS, "{incident}", "{run}", b) for b in BLOCKS],
     output:
-        f"{RESULTS}/{{incident}}/comparison.json",
+        layout.comparison(RESULTS, "{incident}", "{run}"),
     log:
-        f"{RESULTS}/{{incident}}/logs/compare.log",
+        layout.run_log(RESULTS, "{incident}", "{run}", "compare.log"),
     run:
         workflow_lib.rulelog.logged(log[0], workflow_lib.compare.write_comparison, input.plan, input.executions, output[0])

@@ -3,10 +3,10 @@
 
 rule diagnose:
     input:
-        f"{RESULTS}/{{incident}}/snapshot.json",
+        layout.snapshot(RESULTS, "{incident}"),
     output:
-        f"{RESULTS}/{{incident}}/diagnosis.json",
+        layout.diagnosis(RESULTS, "{incident}"),
     log:
-        f"{RESULTS}/{{incident}}/logs/diagnose.log",
+        layout.incident_log(RESULTS, "{incident}", "diagnose.log"),
     run:
         workflow_lib.rulelog.logged(log[0], workflow_lib.diagnose.diagnose_snapshot_file, input[0], STORE, output[0])

@@ -3,14 +3,14 @@
 
 rule preflight:
     input:
-        f"{RESULTS}/{{incident}}/plan.json",
+        layout.plan(RESULTS, "{incident}", "{run}"),
     output:
-        f"{RESULTS}/{{incident}}/preflight/{{block}}.json",
+        layout.preflight(RESULTS, "{incident}", "{run}", "{block}"),
     log:
-        f"{RESULTS}/{{incident}}/logs/preflight-{{block}}.json",
+        layout.run_log(RESULTS, "{incident}", "{run}", "preflight-{block}.json"),
     group:
         "block"
     resources:
         gpu=1,  # reads the GPU: never while another block runs on it (one GPU per group job)
     run:
-        workflow_lib.preflight.run_preflight(input[0], wildcards.block, STORE, output[0], results_dir=f"{RESULTS}/{wildcards.incident}", log_path=log[0])
+        workflow_lib.preflight.run_preflight(input[0], wildcards.block, STORE, output[0], results_dir=layout.incident_dir(RESULTS, wildcards.incident), log_path=log[0])

@@ -3,15 +3,15 @@
 
 rule report:
     input:
-        snapshot=f"{RESULTS}/{{incident}}/snapshot.json",
-        diagnosis=f"{RESULTS}/{{incident}}/diagnosis.json",
-        plan=f"{RESULTS}/{{incident}}/plan.json",
-        comparison=f"{RESULTS}/{{incident}}/comparison.json",
+        snapshot=layout.snapshot(RESULTS, "{incident}"),
+        diagnosis=layout.diagnosis(RESULTS, "{incident}"),
+        plan=layout.plan(RESULTS, "{incident}", "{run}"),
+        comparison=layout.comparison(RESULTS, "{incident}", "{run}"),
     output:
-        report(f"{RESULTS}/{{incident}}/report.html", category="incident", caption="../docs/report_caption.rst"),
+        report(layout.report(RESULTS, "{incident}", "{run}"), category="incident", caption="../docs/report_caption.rst"),
         # Written by write_report_files next to the page, which links it (every event, for ui.perfetto.dev).
-        trace=f"{RESULTS}/{{incident}}/trace.perfetto.json",
+        trace=layout.trace(RESULTS, "{incident}", "{run}"),
     log:
-        f"{RESULTS}/{{incident}}/logs/report.log",
+        layout.run_log(RESULTS, "{incident}", "{run}", "report.log"),
     run:
         workflow_lib.rulelog.logged(log[0], workflow_lib.report.write_report_files, input.snapshot, input.diagnosis, input.plan, input.comparison, STORE, output[0])

@@ -5,8 +5,8 @@ rule snapshot:
     input:
         f"{INCIDENTS}/{{incident}}/manifest.json",
     output:
-        f"{RESULTS}/{{incident}}/snapshot.json",
+        layout.snapshot(RESULTS, "{incident}"),
     log:
-        f"{RESULTS}/{{incident}}/logs/snapshot.log",
+        layout.incident_log(RESULTS, "{incident}", "snapshot.log"),
     run:
         workflow_lib.rulelog.logged(log[0], workflow_lib.snapshot.ingest, os.path.dirname(input[0]), STORE, output[0])

@@ -3,16 +3,16 @@
 
 rule trials:
     input:
-        plan=f"{RESULTS}/{{incident}}/plan.json",
-        preflight=f"{RESULTS}/{{incident}}/preflight/{{block}}.json",
+        plan=layout.plan(RESULTS, "{incident}", "{run}"),
+        preflight=layout.preflight(RESULTS, "{incident}", "{run}", "{block}"),
     output:
-        f"{RESULTS}/{{incident}}/execution/{{block}}.json",
+        layout.execution(RESULTS, "{incident}", "{run}", "{block}"),
     log:
-        f"{RESULTS}/{{incident}}/logs/trials-{{block}}.log",
+        layout.run_log(RESULTS, "{incident}", "{run}", "trials-{block}.log"),
     group:
         "block"
     resources:
         gpu=1,
     priority: 1  # on one machine a block's runs follow its own preflight, not the next block's
     run:
-        workflow_lib.trials.run_block_rule(input.plan, input.preflight, wildcards.block, STORE, f"{RESULTS}/{wildcards.incident}/work/{wildcards.block}", output[0], log_path=log[0])
+        workflow_lib.trials.run_block_rule(input.plan, input.preflight, wildcards.block, STORE, layout.work(RESULTS, wildcards.incident, wildcards.run, wildcards.block), output[0], log_path=log[0])

@@ -67,7 +67,7 @@ def test_git_ref_candidate(tmp_path):
     run("init", "-q"); run("add", "work.py"); run("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
     (src / "work.py").write_text((src / "work.py").read_text() + "\n# on a branch\n")
     run("checkout", "-qb", "cand"); run("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "cand")
-    p = P.build_plan(snap, d, tmp_path / "results", design=DESIGN, candidate={"git_ref": "cand"})
+    p = P.build_plan(snap, d, tmp_path / "results", design=DESIGN, candidate={"git_ref": "cand", "repo": str(src)})
     assert len(p["arms"]["candidate"]["changes"]["git_ref"]) == 40
     P.materialize_arm(p, "B", tmp_path / "results", tmp_path / "wB")
     assert "# on a branch" in (tmp_path / "wB" / "work.py").read_text()

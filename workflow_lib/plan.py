@@ -12,54 +12,44 @@ sources here, so the candidate's files are stored and pinned before any trial ru
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
-import subprocess
-import tarfile
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from . import records
 from .cas import CAS, hash_file
 from .errors import MissingArtifact, StallcaseError
+from . import candidate as candidate_lib
 from .capture.provenance import allowed_env
 from .metric import resolve as resolve_metric
 from .schedule import make_schedule
 
 # Environment variables the node provides at trial time, never taken from the plan:
-# they describe where the job runs (scheduler-assigned GPU, paths), not what it computes.
-NODE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID")
+# they describe where the job runs (the scheduler's GPU, the node's paths and libraries),
+# not what it computes. The capture records CUDA_VISIBLE_DEVICES, LD_PRELOAD,
+# LD_LIBRARY_PATH and PYTHONPATH for information; a plan copying them would time the
+# captured GPU while preflight watches the allocated one, and would let a hostile manifest
+# preload a library into every trial run. So the plan drops them and the runner never
+# takes them from a plan, even a hand-edited one.
+NODE_OWNED = ("CUDA_VISIBLE_DEVICES", "LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONPATH")
+NODE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SLURM_JOB_ID", *NODE_OWNED)
 
 
-def _apply_arg_changes(argv: list[str], changes: dict) -> list[str]:
-    """set_args {flag: value} replaces the value after `flag` (or `flag=value`), appending when absent;
-    remove_args drops a flag (and its value when set_args-style); append_args adds at the end."""
-    out = list(argv)
-    for flag in changes.get("remove_args", []):
-        i = 0
-        while i < len(out):
-            if out[i] == flag:
-                has_value = i + 1 < len(out) and not out[i + 1].startswith("-")
-                del out[i: i + (2 if has_value else 1)]
-            elif out[i].startswith(flag + "="):
-                del out[i]
-            else:
-                i += 1
-    for flag, value in changes.get("set_args", {}).items():
-        value = str(value)
-        for i, a in enumerate(out):
-            if a == flag and i + 1 < len(out):
-                out[i + 1] = value
-                break
-            if a.startswith(flag + "="):
-                out[i] = f"{flag}={value}"
-                break
-        else:
-            out += [flag, value]
-    out += [str(a) for a in changes.get("append_args", [])]
-    return out
+def trial_env(plan_env: dict, extra: dict, node_env=None) -> dict:
+    """A trial run's environment: the node's own NODE_ENV names, the plan's other names, then `extra`."""
+    node = os.environ if node_env is None else node_env
+    env = {k: node[k] for k in NODE_ENV if k in node}
+    env.update({k: v for k, v in plan_env.items() if k not in NODE_ENV})
+    env.update(extra)
+    return env
+
+
+def _plan_env(env: dict) -> dict:
+    return {k: v for k, v in allowed_env(env).items() if k not in NODE_ENV}
+
+
+_apply_arg_changes = candidate_lib.apply_arg_changes  # kept for callers and tests of the older name
 
 
 def _sources(artifacts: list[dict]) -> list[dict]:
@@ -85,83 +75,91 @@ def _safe_join(root: Path, rel: str) -> Path:
     return root / rel
 
 
-def _store_tree(root: Path, cas: CAS) -> list[dict]:
-    out = []
-    for p in sorted(root.rglob("*")):
-        if p.is_file() and ".git" not in p.relative_to(root).parts:
-            out.append({"relpath": p.relative_to(root).as_posix(), "digest": cas.put_file(p)})
-    return out
+def _base_tree(sources: list[dict], cas: CAS) -> dict[str, bytes]:
+    """The baseline's files from the store (never from the incident's recorded source root)."""
+    missing = [("source", s["relpath"], s["digest"]) for s in sources if not cas.has(s["digest"])]
+    if missing:
+        raise MissingArtifact(missing)
+    return {s["relpath"]: cas.get_bytes(s["digest"]) for s in sources}
 
 
-def _candidate_sources(base_sources: list[dict], cas: CAS, candidate: dict, source_root: str | None) -> tuple[list[dict], dict]:
-    """Apply a patch or a git ref to the baseline sources; return (sources, changes-record)."""
+def _candidate_sources(base_sources: list[dict], cas: CAS, candidate: dict,
+                       source_repo: str | None) -> tuple[list[dict], dict, list[bytes]]:
+    """Apply a patch or a git ref to the baseline tree; (sources, changes-record, files to store).
+
+    Nothing is stored here: the caller stores the files once the whole plan is accepted.
+    """
     patch, git_ref = candidate.get("patch"), candidate.get("git_ref")
     if not patch and not git_ref:
-        return base_sources, {}
-    with tempfile.TemporaryDirectory(prefix="stallcase-cand-") as tmp:
-        work = Path(tmp)
-        if git_ref:
-            if not source_root:
-                raise StallcaseError("candidate.git_ref", "the snapshot records no git source root to resolve the ref in")
-            rev = subprocess.run(["git", "-C", source_root, "rev-parse", "--verify", f"{git_ref}^{{commit}}"],
-                                 capture_output=True, text=True, check=False)
-            if rev.returncode != 0:
-                raise StallcaseError("candidate.git_ref", f"cannot resolve {git_ref!r} in {source_root}: {rev.stderr.strip()}")
-            commit = rev.stdout.strip()
-            relpaths = [s["relpath"] for s in base_sources]
-            arch = subprocess.run(["git", "-C", source_root, "archive", "--format=tar", commit, "--", *relpaths],
-                                  capture_output=True, check=False)
-            if arch.returncode != 0:
-                raise StallcaseError("candidate.git_ref", f"git archive failed: {arch.stderr.decode(errors='replace').strip()}")
-            with tarfile.open(fileobj=io.BytesIO(arch.stdout)) as tf:
-                tf.extractall(work, filter="data")  # 'data' refuses links and paths that escape
-            changes = {"git_ref": commit}
-        else:
-            _materialize_sources(base_sources, cas, work)
-            patch_path = Path(patch)
-            if not patch_path.is_file():
-                raise StallcaseError(patch, "candidate patch file not found")
-            res = subprocess.run(["git", "apply", str(patch_path.resolve())],
-                                 cwd=work, capture_output=True, text=True, check=False)
-            if res.returncode != 0:
-                raise StallcaseError(patch, f"patch does not apply to the incident's sources: {res.stderr.strip()}")
-            changes = {"patch_digest": cas.put_file(patch_path)}
-        return _store_tree(work, cas), changes
+        return base_sources, {}, []
+    if patch and git_ref:
+        raise StallcaseError("candidate", "give a patch or a git_ref, not both")
+    base = _base_tree(base_sources, cas)
+    if git_ref:
+        repo = candidate.get("repo") or source_repo
+        if not repo:
+            raise StallcaseError("candidate.git_ref", "name the repository to read it from: candidate.repo or the "
+                                 "top-level source_repo key (the incident's recorded source root is never used: an "
+                                 "incident is untrusted data, and git in its repository could run its filters)")
+        commit, ref_files, skipped = candidate_lib.read_git_ref(os.path.abspath(repo), str(git_ref))
+        files = dict(base)
+        files.update(ref_files)  # the ref's tree over the pinned one: files it lacks stay as pinned
+        changes = {"git_ref": commit}
+        if skipped:
+            changes["skipped_submodules"] = skipped
+        if files == base:
+            raise StallcaseError("candidate.git_ref", f"{git_ref} ({commit[:12]}) has the same files as the pinned sources: refused")
+        return candidate_lib.tree_sources(files), changes, list(files.values())
+    files, patch_bytes = candidate_lib.apply_patch(base, str(patch))
+    return candidate_lib.tree_sources(files), {"patch_digest": candidate_lib.hash_bytes(patch_bytes)}, [*files.values(), patch_bytes]
 
 
 def build_plan(snapshot: dict, snapshot_digest: str, store_root: str | os.PathLike, *, design: dict,
-               candidate: Any, experiment: str | None = None) -> dict:
-    """The plan record for `snapshot`. `candidate` is "baseline" (A/A) or a dict of changes."""
+               candidate: Any, experiment: str | None = None, source_repo: str | None = None) -> dict:
+    """The plan record for `snapshot`. `candidate` is "baseline" (A/A) or a dict of changes;
+    `source_repo` is the user's repository a `git_ref` is read from (config `source_repo`)."""
     workload = snapshot.get("workload")
     if not workload:
         raise StallcaseError("snapshot.workload", f"incident {snapshot['incident_id']} recorded no workload command; a plan needs one (capture it with the recorder or `stallcase record`)")
     # The manifest is outside input: only allow-listed variables reach a trial, whatever it says.
-    workload = dict(workload, env=allowed_env(workload["env"]))
+    workload = dict(workload, env=_plan_env(workload["env"]))
     cas = CAS(store_root)
     base_sources = _sources(snapshot["artifacts"])
     source_root = (snapshot.get("provenance", {}).get("source") or {}).get("root")
     baseline = {"argv": list(workload["argv"]), "env": dict(workload["env"]), "changes": {},
                 "same_as_baseline": True, "sources": base_sources}
-    if candidate in (None, "baseline"):
+    if candidate is None:
+        raise StallcaseError("candidate", f"no candidate for incident {snapshot['incident_id']}: write `candidate:` "
+                             "(set_args, remove_args, append_args, env, patch or git_ref) in your --configfile, or "
+                             "--config candidate=baseline for an A/A experiment")
+    if candidate == "baseline":
         cand = dict(baseline, changes={})
     else:
         if not isinstance(candidate, dict):
             raise StallcaseError("candidate", f"expected 'baseline' or a mapping of changes, got {candidate!r}")
-        srcs, src_changes = _candidate_sources(base_sources, cas, candidate, source_root)
+        srcs, src_changes, to_store = _candidate_sources(base_sources, cas, candidate, source_repo)
         env = dict(workload["env"])
         env.update({str(k): str(v) for k, v in candidate.get("env", {}).items()})
         refused = sorted(set(env) - set(allowed_env(env)))
         if refused:
             raise StallcaseError("candidate.env", f"variables outside the allow-list would not reach the workload: {', '.join(refused)}")
+        owned = sorted(set(env) & set(NODE_ENV))
+        if owned:
+            raise StallcaseError("candidate.env", f"{', '.join(owned)}: the node's own (its GPU, paths and libraries), never set from a plan")
         argv = _apply_arg_changes(workload["argv"], candidate)
         changes = {k: candidate[k] for k in ("set_args", "remove_args", "append_args", "env") if candidate.get(k)}
         changes.update(src_changes)
-        cand = {"argv": argv, "env": env, "changes": changes, "sources": srcs,
-                "same_as_baseline": argv == baseline["argv"] and env == baseline["env"] and srcs == base_sources}
+        same = argv == baseline["argv"] and env == baseline["env"] and srcs == base_sources
+        if same:  # an accidental A/A would be reported as "no change" of a fix that never ran
+            raise StallcaseError("candidate", "changes nothing: its argv, environment and sources equal the "
+                                 "baseline's; fix the candidate, or run an A/A on purpose with --config candidate=baseline")
+        cand = {"argv": argv, "env": env, "changes": changes, "sources": srcs, "same_as_baseline": False}
+        candidate_lib.store_blobs(to_store, cas)  # every check passed: only now the candidate's files are stored
     env_fp = snapshot.get("provenance", {}).get("environment") or {}
     design = dict(design, metric=resolve_metric(design["metric"], snapshot))
+    dists = snapshot.get("provenance", {}).get("imported_distributions")
     plan = {
-        "schema_version": 1,
+        "schema_version": 2,
         "kind": "plan",
         "incident_id": snapshot["incident_id"],
         "experiment": experiment,
@@ -173,6 +171,7 @@ def build_plan(snapshot: dict, snapshot_digest: str, store_root: str | os.PathLi
         "design": design,
         "schedule": make_schedule(design),
         "environment": env_fp,
+        "python_distributions": dict(dists) if isinstance(dists, dict) else None,
     }
     return plan
 
@@ -205,7 +204,7 @@ def materialize_arm(plan: dict, arm: str, store_root: str | os.PathLike, dest: s
                 rel = Path(p).relative_to(root)
             except ValueError:
                 return p
-            return str(dest / rel)
+            return str(_safe_join(dest, rel.as_posix())) if rel.parts else str(dest)
         return p
     rel_sources = {s["relpath"] for s in spec.get("sources", [])}
     argv = []
@@ -217,15 +216,31 @@ def materialize_arm(plan: dict, arm: str, store_root: str | os.PathLike, dest: s
             argv.append(str(dest / a))
         else:
             argv.append(a)
+    # The cwd inside the source tree maps to the same place in the rebuilt tree (made when no
+    # pinned file lives there, e.g. an untracked runs/ directory); outside it, it stays as recorded.
     cwd = remap(plan["workload"]["cwd"])
-    if not os.path.isdir(cwd):
+    if cwd != plan["workload"]["cwd"]:
+        os.makedirs(cwd, exist_ok=True)
+    elif not os.path.isdir(cwd):
         cwd = str(dest)
     return {"argv": argv, "cwd": cwd, "env": dict(spec["env"])}
 
 
-def plan_from_snapshot_file(snapshot_path, store_root, out_path, *, design: dict, candidate, experiment=None) -> str:
+def configured_candidate(config: dict):
+    """The candidate a workflow run means: the config's `candidate` as given (a user's own
+    config file replaces the built-in one, never merges with it), else the demo's
+    `demo.candidate` for incident=demo, else None (the plan then refuses, saying what to write)."""
+    if config.get("candidate") is not None:
+        return config["candidate"]
+    if config.get("incident") == "demo":
+        return (config.get("demo") or {}).get("candidate", "baseline")
+    return None
+
+
+def plan_from_snapshot_file(snapshot_path, store_root, out_path, *, design: dict, candidate, experiment=None,
+                            source_repo=None) -> str:
     """Rule entry: read the snapshot record, build and write the plan; returns its digest."""
     snapshot = records.read_record(snapshot_path, "snapshot")
     plan = build_plan(snapshot, records.digest_of(snapshot), store_root, design=dict(design),
-                      candidate=candidate, experiment=experiment)
+                      candidate=candidate, experiment=experiment, source_repo=source_repo)
     return write_plan(plan, out_path, store_root)

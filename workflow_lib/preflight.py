@@ -9,12 +9,17 @@ and an experiment name once bound to one environment cannot be reused with anoth
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
 from . import atomic, environment, records
+from .plan import trial_env
 from .cas import CAS, hash_file
 from .errors import PreflightBlocked, StallcaseError
 
@@ -63,6 +68,52 @@ def check_artifacts(plan: dict, cas: CAS) -> tuple[list[dict], list[dict]]:
     return diffs, missing
 
 
+# Run in the workload's own interpreter when it is not this one: the versions that matter
+# are those the trial's `python` imports. Only importlib.metadata, no import of the packages.
+_DIST_PROBE = ("import json, sys\nfrom importlib import metadata\nout = {}\n"
+               "for n in json.loads(sys.argv[1]):\n"
+               "    try:\n        out[n] = metadata.version(n)\n"
+               "    except metadata.PackageNotFoundError:\n        out[n] = None\n"
+               "print(json.dumps(out))\n")
+PROBE_TIMEOUT_S = 60
+
+
+def observed_distributions(python: str, names: list[str], env: dict) -> dict[str, str | None]:
+    """Installed version of each distribution for the interpreter `python` (None: not installed)."""
+    if os.path.realpath(python) == os.path.realpath(sys.executable):
+        from importlib import metadata
+
+        out: dict[str, str | None] = {}
+        for n in names:
+            try:
+                out[n] = metadata.version(n)
+            except metadata.PackageNotFoundError:
+                out[n] = None
+        return out
+    with tempfile.TemporaryDirectory(prefix="stallcase-probe-") as tmp:
+        res = subprocess.run([python, "-c", _DIST_PROBE, json.dumps(names)], cwd=tmp, env=env, capture_output=True,
+                             text=True, timeout=PROBE_TIMEOUT_S, check=False)
+    if res.returncode != 0:
+        raise OSError(f"{python} could not report its distributions: {(res.stderr.strip().splitlines() or ['exit ' + str(res.returncode)])[-1]}")
+    data = json.loads(res.stdout)
+    return {n: data.get(n) for n in names}
+
+
+def check_distributions(plan: dict) -> list[dict]:
+    """A difference per Python distribution the workload imported whose version changed (or vanished)."""
+    planned = plan.get("python_distributions")
+    if not planned:
+        return []
+    python = plan["workload"]["argv"][0]
+    try:
+        seen = observed_distributions(python, sorted(planned), trial_env(plan["arms"]["baseline"]["env"], {}))
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        return [{"field": "python.distributions", "planned": f"{len(planned)} distributions",
+                 "observed": f"not observed: {exc}"}]
+    return [{"field": f"python.distribution:{n}", "planned": v, "observed": seen.get(n) or "not installed"}
+            for n, v in sorted(planned.items()) if seen.get(n) != v]
+
+
 def _at(root: str, s: dict) -> bool:
     p = os.path.join(root, s["relpath"])
     return os.path.isfile(p) and hash_file(p) == s["digest"]
@@ -100,6 +151,7 @@ def preflight(plan: dict, plan_digest: str, block: str, store_root: str | os.Pat
     diffs = environment.compare(plan.get("environment") or {}, env)
     art_diffs, missing = check_artifacts(plan, cas)
     diffs += art_diffs
+    diffs += check_distributions(plan)
     experiment = plan.get("experiment")
     if experiment:
         # A named experiment runs on this node's interpreter and libraries: those that are

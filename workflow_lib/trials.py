@@ -28,7 +28,7 @@ from statistics import mean, median
 
 from . import environment, records
 from . import metric as metric_mod
-from .plan import NODE_ENV, materialize_arm
+from .plan import NODE_ENV, materialize_arm, trial_env  # noqa: F401  (NODE_ENV: read by callers)
 
 EXECUTION_VERSION = 2
 
@@ -92,10 +92,7 @@ class GpuWatch:
 
 
 def run_env(plan_env: dict, extra: dict) -> dict:
-    env = {k: os.environ[k] for k in NODE_ENV if k in os.environ}
-    env.update(plan_env)
-    env.update(extra)
-    return env
+    return trial_env(plan_env, extra)  # the node's own NODE_ENV names are never taken from the plan
 
 
 def read_metric(design_metric: dict, steps_file: Path, stdout: str, wall_ns: int = 0) -> tuple[list[float], list[str]]:

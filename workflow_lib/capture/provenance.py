@@ -1,9 +1,19 @@
 """Process provenance, gathered at snapshot time on the writer thread (never the hot path).
 
 What is recorded: argv, cwd, executable, Python version and installed packages
-(importlib.metadata), shared libraries mapped in the process (/proc/<pid>/maps), the git
-commit, tree, dirty state and diff digest of the source root, and declared inputs and
-sources. Artifacts (binary, libraries, sources, inputs) carry blake3 digests; digests are
+(importlib.metadata), the distributions the program imported (with their versions, so
+preflight can block on a change), shared libraries mapped in the process
+(/proc/<pid>/maps), the git commit, tree, dirty state and diff digest of the source root,
+and declared inputs and sources.
+
+The program's whole source is pinned, not only its main script: every module imported
+from the source root (sys.modules, in the recorder's own process) plus every git-tracked
+file under it (`git ls-files`, run in the user's own repository at capture time). The
+source root is the git work tree holding the main script (or the cwd), else the script's
+directory. Installed code (site-packages, the interpreter's prefix) is never "source",
+even when a virtualenv lives inside the work tree. Past SOURCE_CAP_BYTES (or
+SOURCE_CAP_FILES) the tracked files are dropped, the imported modules are still pinned,
+and one line says so. Artifacts (binary, libraries, sources, inputs) carry blake3 digests; digests are
 cached by (path, size, mtime_ns) so repeated snapshots do not re-hash unchanged files.
 
 Environment variables: only names on ENV_ALLOW (exact) or with a prefix in
@@ -39,10 +49,18 @@ ENV_ALLOW_PREFIXES = ("NCCL_", "TORCH_", "CUBLAS_", "CUDNN_", "NVIDIA_TF32_", "X
 # Terraform's TF_CLI_* / TF_VAR_* share TensorFlow's prefix and say nothing about the workload.
 ENV_DENY_PREFIXES = ("TF_CLI_", "TF_VAR_", "TF_TOKEN_")
 GIT_TIMEOUT_S = 10.0
+# What one snapshot may pin as source. A training repository is small; a tree past this
+# holds data or checkpoints under version control, which are inputs, not source.
+SOURCE_CAP_BYTES = 64 << 20
+SOURCE_CAP_FILES = 20_000
+SOURCE_CAP_ENV = "STALLCASE_SOURCE_CAP_MB"  # overrides SOURCE_CAP_BYTES (MiB)
+# Capture runs git only in the user's own work tree; still no hooks, fsmonitor or pager.
+_GIT_SAFE = ("-c", "core.fsmonitor=", "-c", "core.hooksPath=/dev/null", "-c", "protocol.allow=never")
 
 _digest_cache: dict[tuple[str, int, int], str] = {}
 _cache_lock = threading.Lock()
 _packages_cache: dict[str, str] | None = None
+_top_level_cache: dict[str, list[str]] | None = None
 
 
 def allowed_env(environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -100,7 +118,7 @@ def mapped_libraries(pid: int | str = "self") -> list[str]:
 
 def _git(root: Path, *args: str) -> str | None:
     try:
-        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, timeout=GIT_TIMEOUT_S, check=False)
+        out = subprocess.run(["git", *_GIT_SAFE, "-C", str(root), *args], capture_output=True, timeout=GIT_TIMEOUT_S, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.decode("utf-8", "replace") if out.returncode == 0 else None
@@ -108,7 +126,7 @@ def _git(root: Path, *args: str) -> str | None:
 
 def _git_bytes(root: Path, *args: str) -> bytes | None:
     try:
-        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, timeout=GIT_TIMEOUT_S, check=False)
+        out = subprocess.run(["git", *_GIT_SAFE, "-C", str(root), *args], capture_output=True, timeout=GIT_TIMEOUT_S, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout if out.returncode == 0 else None
@@ -117,6 +135,135 @@ def _git_bytes(root: Path, *args: str) -> bytes | None:
 def find_source_root(start: str | os.PathLike) -> Path | None:
     top = _git(Path(start), "rev-parse", "--show-toplevel")
     return Path(top.strip()) if top and top.strip() else None
+
+
+def main_script(argv: list[str], cwd: str, in_process: bool) -> str | None:
+    """The program's main .py file: argv[0] in the recorder's own process (sys.argv), else the
+    first argument ending in .py after the interpreter (`python3 -u train.py ...`)."""
+    candidates = argv[:1] if in_process else [a for a in argv[1:] if not a.startswith("-")][:1]
+    if not in_process and "-m" in argv[1:-1]:  # python -m pkg.train: the module under the cwd
+        mod = argv[argv.index("-m", 1) + 1].replace(".", os.sep)
+        candidates = [mod + ".py", os.path.join(mod, "__main__.py")]
+    for a in candidates:
+        if a and a.endswith(".py"):
+            path = a if os.path.isabs(a) else os.path.join(cwd, a)
+            real = os.path.realpath(path)
+            # An installed entry point (`python -m pytest`, a console script) is not the program's source.
+            if os.path.isfile(path) and not any(_under(real, d) for d in _installed_dirs()) and \
+                    "site-packages" not in Path(real).parts:
+                return os.path.abspath(path)
+    return None
+
+
+def _installed_dirs() -> list[str]:
+    """Directories holding installed code: never the program's own source."""
+    import sysconfig
+
+    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        try:
+            dirs.add(sysconfig.get_paths()[key])
+        except KeyError:
+            pass
+    return sorted(os.path.realpath(d) + os.sep for d in dirs if d)
+
+
+def _under(path: str, root: str) -> bool:
+    return path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def imported_modules(root: Path) -> list[str]:
+    """Files of the modules this process imported from under `root` (never installed code)."""
+    real_root = os.path.realpath(root)
+    installed = _installed_dirs()
+    out = set()
+    for mod in list(sys.modules.values()):  # a copy: the program may import while we read
+        f = getattr(mod, "__file__", None)
+        if not isinstance(f, str) or not os.path.isfile(f):
+            continue
+        real = os.path.realpath(f)
+        parts = Path(real).parts
+        if (_under(real, real_root) and not any(_under(real, d) for d in installed)
+                and "site-packages" not in parts and "dist-packages" not in parts):
+            out.add(real)
+    return sorted(out)
+
+
+def tracked_files(root: Path) -> list[str] | None:
+    """Absolute paths of the git-tracked files under `root` (None when it is not a work tree)."""
+    out = _git_bytes(root, "ls-files", "-z", "--cached", "--full-name")
+    if out is None:
+        return None
+    return [os.path.join(str(root), n.decode("utf-8", "surrogateescape")) for n in out.split(b"\0") if n]
+
+
+def source_cap_bytes() -> int:
+    raw = os.environ.get(SOURCE_CAP_ENV)
+    try:
+        return int(float(raw) * (1 << 20)) if raw else SOURCE_CAP_BYTES
+    except ValueError:
+        return SOURCE_CAP_BYTES
+
+
+def source_files(root: Path, script: str | None, in_process: bool, errors: list[str]) -> tuple[list[str], dict]:
+    """(files to pin as source, summary): imported modules first, then tracked files, capped."""
+    real_root = os.path.realpath(root)
+    imported = imported_modules(root) if in_process else []
+    tracked = tracked_files(root)
+    always = sorted(set(imported) | ({os.path.realpath(script)} if script else set()))
+    skipped: list[str] = []
+    extra = []
+    for f in tracked or []:
+        if os.path.islink(f) or not os.path.isfile(f):  # deleted in the work tree, a submodule, a link
+            if os.path.lexists(f) and not os.path.isdir(f):
+                skipped.append(os.path.relpath(f, root))
+            continue
+        real = os.path.realpath(f)
+        if _under(real, real_root) and real not in always:
+            try:
+                real.encode("utf-8")
+            except UnicodeEncodeError:  # a record holds UTF-8 text only
+                skipped.append(os.path.relpath(f, root).encode("utf-8", "backslashreplace").decode())
+                continue
+            extra.append(real)
+    cap = source_cap_bytes()
+    total = 0
+    for f in always + extra:
+        try:
+            total += os.stat(f).st_size
+        except OSError:
+            pass
+    capped = total > cap or len(always) + len(extra) > SOURCE_CAP_FILES
+    if capped:
+        errors.append(f"source root {root}: its {len(always) + len(extra)} files hold {total / (1 << 20):.1f} MiB, "
+                      f"over the cap of {cap / (1 << 20):.0f} MiB or {SOURCE_CAP_FILES} files ({SOURCE_CAP_ENV}); "
+                      f"pinned only the {len(always)} imported modules and the main script")
+        extra = []
+    if skipped:
+        errors.append(f"source root {root}: {len(skipped)} tracked symlinks, special files or non-UTF-8 names not pinned "
+                      f"(first: {skipped[0]})")
+    summary = {"imported_modules": len(imported), "tracked_files": None if tracked is None else len(tracked),
+               "pinned_files": len(always) + len(extra), "pinned_bytes": total if not capped else
+               sum(os.stat(f).st_size for f in always if os.path.exists(f)), "capped": capped,
+               "cap_bytes": cap}
+    return always + extra, summary
+
+
+def imported_distributions() -> dict[str, str]:
+    """Installed distributions of the top-level modules this process imported (name -> version)."""
+    global _top_level_cache
+    from importlib import metadata
+
+    if _top_level_cache is None:
+        _top_level_cache = {k: list(v) for k, v in metadata.packages_distributions().items()}
+    versions = packages()
+    tops = {name.partition(".")[0] for name in list(sys.modules)}
+    out = {}
+    for top in tops:
+        for dist in _top_level_cache.get(top, []):
+            if dist in versions:
+                out[dist] = versions[dist]
+    return dict(sorted(out.items()))
 
 
 def git_state(root: Path | None) -> dict | None:
@@ -160,12 +307,19 @@ def collect(*, argv: list[str], cwd: str, executable: str, pid: int | str = "sel
             sources: list[str] = (), inputs: list[str] = (), in_process: bool = True,
             hash_libraries: bool = True) -> tuple[dict, list[dict], list[str]]:
     """(provenance, artifacts, errors). `in_process`: the recorder's own interpreter, so
-    Python version and packages are known; a sidecar's child is any program."""
+    Python version, packages and imported modules are known; a sidecar's child is any program."""
     errors: list[str] = []
-    script = None
-    if in_process and argv and argv[0] and os.path.isfile(argv[0]) and argv[0].endswith(".py"):
-        script = os.path.abspath(argv[0])
-    root = find_source_root(Path(script).parent if script else cwd)
+    script = main_script(list(argv), cwd, in_process)
+    git_root = find_source_root(Path(script).parent if script else cwd)
+    root = git_root or (Path(script).parent if script else None)
+    source = git_state(git_root) if git_root is not None else (
+        {"root": str(root), "commit": None, "tree": None, "dirty": None, "diff_digest": None,
+         "note": "not a git work tree: the main script's directory is the source root"} if root is not None else None)
+    # Pin a tree only for a program: a main script, or (around any command) the cwd's work tree.
+    # A recorder inside a test runner or a notebook has no program tree to rebuild.
+    exe_path = argv[0] if argv and os.path.isabs(argv[0]) else os.path.join(cwd, argv[0]) if argv and os.sep in argv[0] else None
+    pin_tree = root is not None and (script is not None or (
+        not in_process and exe_path is not None and _under(os.path.realpath(exe_path), os.path.realpath(root))))
     prov = {
         "argv": list(argv),
         "cwd": cwd,
@@ -173,7 +327,7 @@ def collect(*, argv: list[str], cwd: str, executable: str, pid: int | str = "sel
         "hostname": socket.gethostname(),
         "pid": os.getpid() if pid == "self" else int(pid),
         "platform": platform.platform(),
-        "source": git_state(root),
+        "source": source,
     }
     # The node's environment fingerprint: what preflight later requires to be unchanged.
     try:
@@ -184,6 +338,7 @@ def collect(*, argv: list[str], cwd: str, executable: str, pid: int | str = "sel
         prov["python_version"] = sys.version.split()[0]
         try:
             prov["packages"] = packages()
+            prov["imported_distributions"] = imported_distributions()
         except Exception as exc:  # a broken dist-info must not fail the snapshot
             errors.append(f"packages: {type(exc).__name__}: {exc}")
             prov["packages"] = {}
@@ -206,7 +361,13 @@ def collect(*, argv: list[str], cwd: str, executable: str, pid: int | str = "sel
     if hash_libraries:
         for lib in libs:
             add("library", lib)
-    if script:
+    if pin_tree:
+        files, summary = source_files(root, script, in_process, errors)
+        if source is not None:
+            source["pinned"] = summary
+        for f in files:
+            add("source", f)
+    elif script:
         add("source", script)
     for s in sources:
         add("source", s)

@@ -17,13 +17,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..errors import InputError
     from ..incident import check_incident_id
+    from .. import layout
     from ..snapshot import ingest
 
     inc = Path(args.incident_dir)
     if not inc.is_dir():
         raise InputError(inc, "incident directory not found")
     incident_id = check_incident_id(inc.resolve().name, str(inc))
-    out = Path(args.results_dir) / incident_id / "snapshot.json"
+    out = Path(layout.snapshot(str(args.results_dir), incident_id))
     rec = ingest(inc, args.results_dir, out)
     print(f"wrote {out}: {len(rec['tables'])} tables, {len(rec['artifacts'])} artifacts")
     return 0

@@ -20,11 +20,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import report
+    from .. import layout, report
 
     incident = check_incident_id(args.incident, "INCIDENT")
-    base = Path(args.results_dir) / incident
-    snapshot = base / "snapshot.json"
+    base = Path(layout.incident_dir(str(args.results_dir), incident))  # the latest run's records, by link
+    snapshot = Path(layout.snapshot(str(args.results_dir), incident))
     if not snapshot.is_file():
         raise StallcaseError(snapshot, f"no snapshot for incident {incident!r}: run the workflow "
                                        f"(snakemake --config incident={incident}) or pass --results-dir")

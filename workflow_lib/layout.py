@@ -1,0 +1,153 @@
+"""The results tree: the one place that says where each record lives.
+
+    <results>/cas/blake3/xx/<62 hex>            the content-addressed store
+    <results>/<incident>/snapshot.json          per incident (whatever is planned on it)
+    <results>/<incident>/diagnosis.json
+    <results>/<incident>/experiments.json       experiment names bound to environments
+    <results>/<incident>/logs/{snapshot,diagnose}.log
+    <results>/<incident>/runs/<run>/            one per plan: an A/A, an A/B and each named
+        plan.json, preflight/<block>.json,       experiment have their own and never
+        execution/<block>.json, comparison.json, overwrite each other
+        report.html, trace.perfetto.json, work/<block>/, logs/
+    <results>/<incident>/latest.json            which run is the latest (a record)
+    <results>/<incident>/latest -> runs/<run>   the same, as a link
+    <results>/<incident>/{plan.json, comparison.json, report.html, trace.perfetto.json,
+        preflight, execution} -> latest/<name>  so results/<incident>/report.html is the latest
+
+A run's key names what was planned: `aa-`, `ab-` or `exp-` (a named experiment) and 12
+hex digits of the digest of the plan's inputs (candidate, including a patch's bytes;
+trial design; experiment; source repository). Snakemake needs the path before the plan
+exists, so the key is made from what makes the plan, not from the plan's own digest.
+
+Every function takes the parts as strings and joins them with "/", so Snakemake
+wildcards ("{incident}") pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from . import records
+from .cas import hash_file
+from .errors import StallcaseError
+
+RUNS = "runs"
+LATEST = "latest"
+LATEST_RECORD = "latest.json"
+REGISTRY = "experiments.json"
+RUN_KEY_PATTERN = r"(aa|ab|exp)-[0-9a-f]{12}"
+# What results/<incident>/ shows of the latest run, by link.
+LATEST_NAMES = ("plan.json", "comparison.json", "report.html", "trace.perfetto.json", "preflight", "execution")
+
+
+def incident_dir(results: str, incident: str) -> str:
+    return f"{results}/{incident}"
+
+
+def snapshot(results: str, incident: str) -> str:
+    return f"{incident_dir(results, incident)}/snapshot.json"
+
+
+def diagnosis(results: str, incident: str) -> str:
+    return f"{incident_dir(results, incident)}/diagnosis.json"
+
+
+def incident_log(results: str, incident: str, name: str) -> str:
+    return f"{incident_dir(results, incident)}/logs/{name}"
+
+
+def registry(results: str, incident: str) -> str:
+    return f"{incident_dir(results, incident)}/{REGISTRY}"
+
+
+def latest_record(results: str, incident: str) -> str:
+    return f"{incident_dir(results, incident)}/{LATEST_RECORD}"
+
+
+def run_dir(results: str, incident: str, run: str) -> str:
+    return f"{incident_dir(results, incident)}/{RUNS}/{run}"
+
+
+def plan(results: str, incident: str, run: str) -> str:
+    return f"{run_dir(results, incident, run)}/plan.json"
+
+
+def preflight(results: str, incident: str, run: str, block: str) -> str:
+    return f"{run_dir(results, incident, run)}/preflight/{block}.json"
+
+
+def execution(results: str, incident: str, run: str, block: str) -> str:
+    return f"{run_dir(results, incident, run)}/execution/{block}.json"
+
+
+def comparison(results: str, incident: str, run: str) -> str:
+    return f"{run_dir(results, incident, run)}/comparison.json"
+
+
+def report(results: str, incident: str, run: str) -> str:
+    return f"{run_dir(results, incident, run)}/report.html"
+
+
+def trace(results: str, incident: str, run: str) -> str:
+    return f"{run_dir(results, incident, run)}/trace.perfetto.json"
+
+
+def work(results: str, incident: str, run: str, block: str) -> str:
+    return f"{run_dir(results, incident, run)}/work/{block}"
+
+
+def run_log(results: str, incident: str, run: str, name: str) -> str:
+    return f"{run_dir(results, incident, run)}/logs/{name}"
+
+
+def run_key(candidate, design: dict, experiment: str | None, source_repo: str | None = None) -> str:
+    """The run directory's name for a plan made from these inputs (see the module doc)."""
+    cand = candidate
+    if isinstance(candidate, dict) and candidate.get("patch"):
+        p = Path(str(candidate["patch"]))
+        # The patch's bytes, not only its name: an edited patch is another plan.
+        cand = dict(candidate, patch_digest=hash_file(p) if p.is_file() else None)
+    digest = records.digest_of({"candidate": cand, "design": design, "experiment": experiment,
+                                "source_repo": source_repo})
+    kind = "exp" if experiment else "aa" if candidate == "baseline" else "ab"
+    return f"{kind}-{digest[:12]}"
+
+
+def _link(path: Path, target: str) -> None:
+    """Point the symlink `path` at `target` atomically (a temp link renamed over it)."""
+    tmp = path.with_name(f".tmp-link-{os.getpid()}-{path.name}")
+    tmp.unlink(missing_ok=True)
+    os.symlink(target, tmp)
+    os.replace(tmp, path)
+
+
+def point_latest(results: str, incident: str, run: str, plan_digest: str) -> list[str]:
+    """Make results/<incident>/ show run `run`; write latest.json. Returns notes (one line each)
+    about names that are not links (an older layout's files, left untouched)."""
+    inc = Path(incident_dir(results, incident))
+    latest = inc / LATEST
+    if latest.exists() and not latest.is_symlink():
+        raise StallcaseError(latest, "is not a link; move it away so it can point at the latest run")
+    _link(latest, f"{RUNS}/{run}")
+    notes = []
+    for name in LATEST_NAMES:
+        p = inc / name
+        if p.is_symlink() or not os.path.lexists(p):
+            if not (p.is_symlink() and os.readlink(p) == f"{LATEST}/{name}"):
+                _link(p, f"{LATEST}/{name}")
+        else:
+            notes.append(f"{p}: not a link (an older results layout); the latest run's is {inc / LATEST / name}")
+    records.write_record(latest_record(results, incident),
+                         {"schema_version": 1, "kind": "latest", "incident_id": incident, "run": run,
+                          "run_dir": f"{RUNS}/{run}", "plan_digest": plan_digest}, "latest")
+    return notes
+
+
+def write_latest(plan_path, results: str, incident: str, run: str, log_path=None) -> list[str]:
+    """Rule entry: point results/<incident>/ at `run` (whose plan is `plan_path`)."""
+    notes = point_latest(results, incident, run, records.digest_of(records.read_record(plan_path, "plan")))
+    if log_path:
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(log_path).write_text("".join(n + "\n" for n in notes) or f"latest: {run}\n", encoding="utf-8")
+    return notes
