@@ -14,8 +14,8 @@ REPO=$PWD
 if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site:$REPO PATH=/tmp/site/bin:$PATH
-else
-  export PYTHONPATH=$REPO
+else  # already installed (e.g. the device command did it): keep what is on PYTHONPATH
+  export PYTHONPATH=$REPO${PYTHONPATH:+:$PYTHONPATH}
 fi
 export PYTHONUNBUFFERED=1
 PY=${PY:-$(command -v python3)}
