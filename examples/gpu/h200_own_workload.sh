@@ -121,21 +121,7 @@ trials:
 YEOF
 rm -rf results
 "$PY" -m snakemake --profile profiles/local --configfile my.yaml --config incident=tx > "$OUT/snakemake-ab.log" 2>&1 || echo "A/B snakemake exit $?"
-keep() {  # the latest run's records (results/tx/ links them)
-  mkdir -p "kept/$1"
-  for f in plan.json comparison.json snapshot.json diagnosis.json execution preflight; do
-    cp -rL "results/tx/$f" "kept/$1/" 2>/dev/null || true
-  done
-}
-keep ab
-echo "A/B done at $((SECONDS - START)) s"
-if [ $((SECONDS - START)) -lt ${AA_DEADLINE_S:-150} ]; then
-  "$PY" -m snakemake --profile profiles/local --configfile my.yaml --config incident=tx candidate=baseline > "$OUT/snakemake-aa.log" 2>&1 || echo "A/A snakemake exit $?"
-  keep aa
-  echo "A/A done at $((SECONDS - START)) s"
-else
-  echo "A/A skipped: $((SECONDS - START)) s already spent"
-fi
+summarize() {
 "$PY" - "$OUT" <<'PYEOF'
 import glob, json, re, statistics, sys
 out = sys.argv[1]
@@ -162,5 +148,24 @@ for name in ("ab", "aa"):
 json.dump(summary, open(f"{out}/summary.json", "w"), indent=1)
 print(json.dumps(summary, indent=1))
 PYEOF
-tar czf "$OUT/h200-own-workload.tgz" kept my.yaml -C "$(dirname "$PROJ")" tx-proj/model.py tx-proj/train.py 2>/dev/null || true
+  tar czf "$OUT/h200-own-workload.tgz" kept my.yaml -C "$(dirname "$PROJ")" tx-proj/model.py tx-proj/train.py 2>/dev/null || true
+}
+keep() {  # the latest run's records (results/tx/ links them)
+  mkdir -p "kept/$1"
+  for f in plan.json comparison.json snapshot.json diagnosis.json execution preflight; do
+    cp -rL "results/tx/$f" "kept/$1/" 2>/dev/null || true
+  done
+  cp -rL results/tx/latest/logs "kept/$1/run-logs" 2>/dev/null || true
+}
+keep ab
+echo "A/B done at $((SECONDS - START)) s"
+summarize
+if [ $((SECONDS - START)) -lt ${AA_DEADLINE_S:-150} ]; then
+  "$PY" -m snakemake --profile profiles/local --configfile my.yaml --config incident=tx candidate=baseline > "$OUT/snakemake-aa.log" 2>&1 || echo "A/A snakemake exit $?"
+  keep aa
+  echo "A/A done at $((SECONDS - START)) s"
+  summarize
+else
+  echo "A/A skipped: $((SECONDS - START)) s already spent"
+fi
 echo "total $((SECONDS - START)) s"
