@@ -63,22 +63,25 @@ def git(repo: Path, *args: str) -> str:
                           check=True, capture_output=True, text=True).stdout
 
 
-def make_program(root: Path) -> Path:
+def make_program(root: Path, *, init: bool = True) -> Path:
+    """The program in root/proj, its own git repository (init=False: files only)."""
     repo = root / "proj"
     for rel, text in FILES.items():
         p = repo / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(textwrap.dedent(text).lstrip())
     (repo / "runs").mkdir()
+    if not init:
+        return repo
     git(repo, "init", "-q")
     git(repo, "add", *TRACKED)
     git(repo, "commit", "-qm", "base")
     return repo
 
 
-def record(repo: Path, incidents: Path, *args: str, incident: str = "prog") -> Path:
+def record(repo: Path, incidents: Path, *args: str, incident: str = "prog", env_extra: dict | None = None) -> Path:
     """Run train.py from repo/runs with the recorder on; returns the incident directory."""
-    env = dict(os.environ, STALLCASE_INCIDENTS_DIR=str(incidents), PROGRAM_INCIDENT=incident)
+    env = dict(os.environ, STALLCASE_INCIDENTS_DIR=str(incidents), PROGRAM_INCIDENT=incident, **(env_extra or {}))
     env.pop("STALLCASE_RECORDER", None)
     subprocess.run([sys.executable, "../train.py", *args], cwd=repo / "runs", env=env, check=True,
                    capture_output=True, text=True, timeout=120)

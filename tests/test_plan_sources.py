@@ -102,3 +102,29 @@ def test_a_candidate_that_changes_nothing_is_refused(recorded, candidate):
         P.build_plan(snap, records.digest_of(snap), root / "results", design=DESIGN, candidate=candidate)
     assert P.build_plan(snap, records.digest_of(snap), root / "results", design=DESIGN,
                         candidate="baseline")["arms"]["candidate"]["same_as_baseline"]
+
+
+def test_a_declared_root_inside_a_monorepo_pins_that_project_and_git_ref_reads_its_subtree(tmp_path):
+    from program_factory import git
+
+    mono = tmp_path / "mono"
+    mono.mkdir()
+    proj = make_program(mono, init=False)
+    (mono / "other").mkdir()
+    (mono / "other" / "unrelated.py").write_text("x = 1\n")
+    git(mono, "init", "-q")
+    git(mono, "add", "other", *[f"proj/{t}" for t in TRACKED])
+    git(mono, "commit", "-qm", "base")
+    inc = record(proj, tmp_path / "incidents", "--steps", "3", env_extra={provenance.SOURCE_ROOT_ENV: str(proj)})
+    snap = snapshot.ingest(inc, tmp_path / "results", tmp_path / "results" / "snapshot.json")
+    rels = sorted(a["relpath"] for a in snap["artifacts"] if a["role"] == "source")
+    assert rels == sorted([*TRACKED, "helper_untracked.py"])
+    assert snap["provenance"]["source"]["prefix"] == "proj/"
+    git(mono, "checkout", "-qb", "fix")
+    (proj / "loader.py").write_text((proj / "loader.py").read_text() + "# fixed\n")
+    git(mono, "commit", "-qam", "fix loader")
+    plan = P.build_plan(snap, records.digest_of(snap), tmp_path / "results", design=DESIGN,
+                        candidate={"git_ref": "fix", "repo": str(mono)})
+    a = {s["relpath"]: s["digest"] for s in plan["arms"]["baseline"]["sources"]}
+    b = {s["relpath"]: s["digest"] for s in plan["arms"]["candidate"]["sources"]}
+    assert set(a) == set(b) and [r for r in a if a[r] != b[r]] == ["loader.py"]

@@ -183,3 +183,54 @@ def test_only_the_jobs_visible_gpus_are_fingerprinted(monkeypatch):
     assert other["gpu_uuids"] == ["GPU-1111"] and other["clock_event_reasons_setting"] == [0x2]
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert environment.fingerprint(nvml=TwoGpuNVML(), with_nvcc=False)["gpu_count"] == 2
+
+
+def test_identical_gpus_with_other_uuids_share_one_experiment(tmp_path):
+    plan = _plan(tmp_path, gpu_env(), experiment="fanout")
+    for uuid in ("GPU-aaaa", "GPU-bbbb", "GPU-cccc"):
+        rec = _pf(tmp_path, plan, gpu_env(uuid=uuid))
+        assert rec["status"] == "pass", PF.readable_diff(rec)
+    assert PF.registry_digest(gpu_env(uuid="GPU-aaaa")) == PF.registry_digest(gpu_env(uuid="GPU-zzzz"))
+    assert PF.registry_digest(gpu_env(driver="1")) != PF.registry_digest(gpu_env())
+
+
+def _race(tmp_path, gpus):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    plan = _plan(tmp_path, gpu_env(), experiment="race")
+    P.write_plan(plan, tmp_path / "plan.json", tmp_path / "results")
+    go = tmp_path / "go"
+    child = Path(__file__).with_name("preflight_children.py")
+    procs = [subprocess.Popen([sys.executable, str(child), str(tmp_path / "plan.json"), str(tmp_path / "results"), drv, uuid, str(go)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for drv, uuid in gpus]
+    import time
+
+    time.sleep(3.0)  # let every child load and reach its wait loop
+    go.write_text("")
+    out = []
+    for p in procs:
+        so, se = p.communicate(timeout=120)
+        assert p.returncode == 0, se[-2000:]
+        out.append(so.strip())
+    return out
+
+
+def test_concurrent_preflights_on_identical_gpus_all_pass(tmp_path):
+    statuses = _race(tmp_path, [("580.159.04", f"GPU-{i:04d}") for i in range(6)])
+    assert statuses == ["pass"] * 6
+    import json
+
+    assert len(json.loads((tmp_path / "results" / "experiments.json").read_text())) == 1
+
+
+def test_concurrent_preflights_with_different_drivers_bind_exactly_one(tmp_path):
+    """The registry is read and written under a lock: of two drivers racing, exactly one registers."""
+    gpus = [("580.159.04" if i % 2 else "999.0.0", f"GPU-{i:04d}") for i in range(8)]
+    statuses = _race(tmp_path, gpus)
+    by_driver = {}
+    for (drv, _), st in zip(gpus, statuses):
+        by_driver.setdefault(drv, set()).add(st)
+    # one driver's blocks all bound (pass, or new_experiment when it differs from the plan); the other's all blocked
+    assert sorted(map(sorted, by_driver.values())) in ([["blocked"], ["pass"]], [["blocked"], ["new_experiment"]]), by_driver

@@ -29,8 +29,9 @@ def test_counts_indices_and_warmups_first(n, m, w):
     for runs in sched.values():
         assert [r["index"] for r in runs] == list(range(len(runs)))
         arms = [r["arm"] for r in runs]
-        assert arms[:w] == ["warmup"] * w and "warmup" not in arms[w:]
-        assert Counter(arms[w:]) == Counter({"A": n, "B": n, "A'": m}) - Counter()
+        assert arms[:2 * w] == ["warmup"] * 2 * w and "warmup" not in arms[2 * w:]
+        assert [r["warms"] for r in runs[:2 * w]] == ["A", "B"] * w  # each arm warms its own work dir
+        assert Counter(arms[2 * w:]) == Counter({"A": n, "B": n, "A'": m}) - Counter()
 
 
 def test_block_is_reproducible_on_its_own():

@@ -85,3 +85,16 @@ def test_no_shell_in_runner():
 
     src = inspect.getsource(trials) + inspect.getsource(P)
     assert "shell=True" not in src and "os.system" not in src
+
+
+def test_warmup_runs_go_to_each_arm(tmp_path):
+    """The candidate fails on purpose (exit 3): its warm-up, run from its own work dir, fails too."""
+    plan, pd, pre = _setup(tmp_path, candidate={"env": {"TORCH_TEST_FAIL": "1"}})
+    warm = [e for e in plan["schedule"]["b000"] if e["arm"] == "warmup"]
+    assert [e["warms"] for e in warm] == ["A", "B"] * DESIGN["warmup_runs"]
+    rec = trials.run_block(plan, pd, pre, records.digest_of(pre), "b000", tmp_path / "results", tmp_path / "work")
+    by_index = {}
+    for r in rec["runs"]:
+        by_index[r["index"]] = r
+    outcome = [(e["warms"], by_index[e["index"]]["exit_code"]) for e in warm]
+    assert outcome == [("A", 0), ("B", 3)] * DESIGN["warmup_runs"]

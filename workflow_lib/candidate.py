@@ -208,8 +208,10 @@ def _git(repo: str, args: list[str], where: str, *, stdin: bytes | None = None, 
     return res.stdout
 
 
-def read_git_ref(repo: str, ref: str) -> tuple[str, dict[str, bytes], list[str]]:
-    """(commit, relpath -> bytes, skipped submodules) of `ref` in the user's repository `repo`."""
+def read_git_ref(repo: str, ref: str, prefix: str = "") -> tuple[str, dict[str, bytes], list[str]]:
+    """(commit, relpath -> bytes, skipped submodules) of `ref` in the user's repository `repo`;
+    with `prefix` (the pinned root's directory inside the repository) only that subtree,
+    relative to it."""
     where = "candidate.git_ref"
     if not ref or ref.startswith("-") or any(c in ref for c in "\0\n"):
         raise StallcaseError(where, f"not a git ref: {ref!r}")
@@ -218,7 +220,9 @@ def read_git_ref(repo: str, ref: str) -> tuple[str, dict[str, bytes], list[str]]
     with tempfile.TemporaryDirectory(prefix="stallcase-git-") as home:
         commit = _git(repo, ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"],
                       where, home=home).decode().strip()
-        listing = _git(repo, ["ls-tree", "-r", "-z", "--full-tree", "-l", commit], where, home=home)
+        prefix = check_relpath(prefix.rstrip("/"), "provenance.source.prefix") if prefix.strip("/") else ""
+        treeish = f"{commit}:{prefix}" if prefix else commit
+        listing = _git(repo, ["ls-tree", "-r", "-z", "-l", treeish], where, home=home)
         blobs: list[tuple[str, str, int]] = []
         skipped: list[str] = []
         total = 0

@@ -65,6 +65,13 @@ def latest_record(results: str, incident: str) -> str:
     return f"{incident_dir(results, incident)}/{LATEST_RECORD}"
 
 
+def latest(results: str, incident: str, name: str) -> str:
+    """results/<incident>/<name>: the latest run's record of that name, by link (LATEST_NAMES)."""
+    if name not in LATEST_NAMES:
+        raise ValueError(f"{name!r} is not one of the latest run's links {LATEST_NAMES}")
+    return f"{incident_dir(results, incident)}/{name}"
+
+
 def run_dir(results: str, incident: str, run: str) -> str:
     return f"{incident_dir(results, incident)}/{RUNS}/{run}"
 

@@ -84,7 +84,7 @@ def _base_tree(sources: list[dict], cas: CAS) -> dict[str, bytes]:
 
 
 def _candidate_sources(base_sources: list[dict], cas: CAS, candidate: dict,
-                       source_repo: str | None) -> tuple[list[dict], dict, list[bytes]]:
+                       source_repo: str | None, prefix: str = "") -> tuple[list[dict], dict, list[bytes]]:
     """Apply a patch or a git ref to the baseline tree; (sources, changes-record, files to store).
 
     Nothing is stored here: the caller stores the files once the whole plan is accepted.
@@ -101,7 +101,7 @@ def _candidate_sources(base_sources: list[dict], cas: CAS, candidate: dict,
             raise StallcaseError("candidate.git_ref", "name the repository to read it from: candidate.repo or the "
                                  "top-level source_repo key (the incident's recorded source root is never used: an "
                                  "incident is untrusted data, and git in its repository could run its filters)")
-        commit, ref_files, skipped = candidate_lib.read_git_ref(os.path.abspath(repo), str(git_ref))
+        commit, ref_files, skipped = candidate_lib.read_git_ref(os.path.abspath(os.path.expanduser(str(repo))), str(git_ref), prefix)
         files = dict(base)
         files.update(ref_files)  # the ref's tree over the pinned one: files it lacks stay as pinned
         changes = {"git_ref": commit}
@@ -137,7 +137,8 @@ def build_plan(snapshot: dict, snapshot_digest: str, store_root: str | os.PathLi
     else:
         if not isinstance(candidate, dict):
             raise StallcaseError("candidate", f"expected 'baseline' or a mapping of changes, got {candidate!r}")
-        srcs, src_changes, to_store = _candidate_sources(base_sources, cas, candidate, source_repo)
+        prefix = (snapshot.get("provenance", {}).get("source") or {}).get("prefix") or ""
+        srcs, src_changes, to_store = _candidate_sources(base_sources, cas, candidate, source_repo, str(prefix))
         env = dict(workload["env"])
         env.update({str(k): str(v) for k, v in candidate.get("env", {}).items()})
         refused = sorted(set(env) - set(allowed_env(env)))

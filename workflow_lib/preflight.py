@@ -9,6 +9,8 @@ and an experiment name once bound to one environment cannot be reused with anoth
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import socket
@@ -18,12 +20,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import atomic, environment, records
+from . import atomic, environment, layout, records
 from .plan import trial_env
 from .cas import CAS, hash_file
 from .errors import PreflightBlocked, StallcaseError
 
-REGISTRY = "experiments.json"
+REGISTRY = layout.REGISTRY  # results/<incident>/experiments.json
 
 
 def check_artifacts(plan: dict, cas: CAS) -> tuple[list[dict], list[dict]]:
@@ -119,26 +121,47 @@ def _at(root: str, s: dict) -> bool:
     return os.path.isfile(p) and hash_file(p) == s["digest"]
 
 
+def registry_digest(env: dict) -> str:
+    """The environment an experiment name is bound to: setup fields only. Commentary ("_...")
+    and identity (INFO_FIELDS: which GPU of a model a block got) stay out, so blocks fanned
+    out over identical GPUs are one experiment."""
+    return records.digest_of({k: v for k, v in env.items()
+                              if not k.startswith("_") and k not in environment.INFO_FIELDS})
+
+
+@contextlib.contextmanager
+def _locked(registry_path: Path):
+    """An exclusive lock on the registry (a sibling .lock file, fcntl): blocks on several nodes
+    of a shared file system, or several jobs of one node, preflight at once."""
+    registry_path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(registry_path.with_name(registry_path.name + ".lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
 def _registry_check(registry_path: Path, experiment: str, env_digest: str, diffs: list[dict]) -> None:
-    """Bind an experiment name to one environment; refuse reuse with another."""
-    reg = {}
-    if registry_path.is_file():
-        import json
-
-        try:
-            reg = json.loads(registry_path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise StallcaseError(registry_path, "experiment registry is not valid JSON") from None
-    bound = reg.get(experiment)
-    if bound is not None and bound != env_digest:
-        diffs.append({"field": "experiment", "planned": f"{experiment} bound to environment {bound}",
-                      "observed": f"environment {env_digest}"})
-        raise PreflightBlocked(registry_path, f"experiment name {experiment!r} was already used with a different environment; name a new experiment")
-    if bound is None:
-        import json
-
-        reg[experiment] = env_digest
-        atomic.write_text(registry_path, json.dumps(reg, indent=2, sort_keys=True) + "\n")
+    """Bind an experiment name to one environment; refuse reuse with another. Read, check and
+    write happen under one lock, so of two blocks with different environments exactly one binds."""
+    with _locked(registry_path):
+        reg = {}
+        if registry_path.is_file():
+            try:
+                reg = json.loads(registry_path.read_text(encoding="utf-8"))
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                raise StallcaseError(registry_path, "experiment registry is not valid JSON") from None
+            if not isinstance(reg, dict):
+                raise StallcaseError(registry_path, "experiment registry is not a JSON object")
+        bound = reg.get(experiment)
+        if bound is not None and bound != env_digest:
+            diffs.append({"field": "experiment", "planned": f"{experiment} bound to environment {bound}",
+                          "observed": f"environment {env_digest}"})
+            raise PreflightBlocked(registry_path, f"experiment name {experiment!r} was already used with a different environment; name a new experiment")
+        if bound is None:
+            reg[experiment] = env_digest
+            atomic.write_text(registry_path, json.dumps(reg, indent=2, sort_keys=True) + "\n")
 
 
 def preflight(plan: dict, plan_digest: str, block: str, store_root: str | os.PathLike, *,
@@ -166,7 +189,7 @@ def preflight(plan: dict, plan_digest: str, block: str, store_root: str | os.Pat
         if experiment and not missing:
             status = "new_experiment"
     if experiment:
-        env_digest = records.digest_of({k: v for k, v in env.items() if not k.startswith("_")})
+        env_digest = registry_digest(env)
         try:
             _registry_check(Path(results_dir) / REGISTRY, experiment, env_digest, diffs)
         except PreflightBlocked:

@@ -12,7 +12,10 @@ arm's mean position is the same, so a linear drift inside the block cancels from
 per-arm averages instead of only averaging out over many blocks; the random order per
 pair keeps A and B exchangeable, which makes the signed-rank inference in compare.py
 exact under no change. An unpaired last round (odd run counts) is a plain random
-permutation. Warm-up runs come first and are never analysed.
+permutation. Warm-up runs come first and are never analysed; each arm gets `warmup_runs`
+of them (A, B, A, B, ...; the entry's `warms` names the arm), because each arm runs from
+its own work directory, whose files, caches and compiled kernels a baseline-only warm-up
+would leave cold for the candidate.
 
 Each block has its own generator, PCG64 seeded by (design.seed, block index), so one
 block's schedule can be rebuilt without the others and adding blocks never reshuffles
@@ -76,7 +79,9 @@ def make_schedule(design: dict) -> dict[str, list[dict]]:
             f"got {blocks}, {runs_per_arm}, {control_runs}, {warmup_runs}",
         )
     schedule: dict[str, list[dict]] = {}
+    warm = [{"arm": "warmup", "warms": arm} for _ in range(warmup_runs) for arm in ("A", "B")]
     for b in range(blocks):
-        arms = block_arms(runs_per_arm, control_runs, warmup_runs, _rng(seed, b))
-        schedule[block_id(b)] = [{"index": i, "arm": arm} for i, arm in enumerate(arms)]
+        arms = block_arms(runs_per_arm, control_runs, 0, _rng(seed, b))
+        runs = warm + [{"arm": arm} for arm in arms]
+        schedule[block_id(b)] = [dict(r, index=i) for i, r in enumerate(runs)]
     return schedule

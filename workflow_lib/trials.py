@@ -192,7 +192,7 @@ def run_block(plan: dict, plan_digest: str, preflight_record: dict, preflight_di
         schedule = plan["schedule"][block]
         ever_ok: set[str] = set()  # arms ("A" for A, A' and warm-up; "B") with a successful run
         for n, entry in enumerate(schedule):
-            family = "B" if entry["arm"] == "B" else "A"
+            family = "B" if "B" in (entry["arm"], entry.get("warms")) else "A"  # warm-ups warm their own arm
             spec = specs[family]
             for attempt in range(design["max_retries"] + 1):
                 cap = work_root / "captures" / f"{entry['index']:03d}-{attempt}" if design.get("record_runs") else None

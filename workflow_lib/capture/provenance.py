@@ -10,7 +10,7 @@ The program's whole source is pinned, not only its main script: every module imp
 from the source root (sys.modules, in the recorder's own process) plus every git-tracked
 file under it (`git ls-files`, run in the user's own repository at capture time). The
 source root is the git work tree holding the main script (or the cwd), else the script's
-directory. Installed code (site-packages, the interpreter's prefix) is never "source",
+directory, unless STALLCASE_SOURCE_ROOT names one (a project inside a monorepo). Installed code (site-packages, the interpreter's prefix) is never "source",
 even when a virtualenv lives inside the work tree. Past SOURCE_CAP_BYTES (or
 SOURCE_CAP_FILES) the tracked files are dropped, the imported modules are still pinned,
 and one line says so. Artifacts (binary, libraries, sources, inputs) carry blake3 digests; digests are
@@ -54,6 +54,7 @@ GIT_TIMEOUT_S = 10.0
 SOURCE_CAP_BYTES = 64 << 20
 SOURCE_CAP_FILES = 20_000
 SOURCE_CAP_ENV = "STALLCASE_SOURCE_CAP_MB"  # overrides SOURCE_CAP_BYTES (MiB)
+SOURCE_ROOT_ENV = "STALLCASE_SOURCE_ROOT"  # declares the source root (a directory of the work tree)
 # Capture runs git only in the user's own work tree; still no hooks, fsmonitor or pager.
 _GIT_SAFE = ("-c", "core.fsmonitor=", "-c", "core.hooksPath=/dev/null", "-c", "protocol.allow=never")
 
@@ -191,7 +192,7 @@ def imported_modules(root: Path) -> list[str]:
 
 def tracked_files(root: Path) -> list[str] | None:
     """Absolute paths of the git-tracked files under `root` (None when it is not a work tree)."""
-    out = _git_bytes(root, "ls-files", "-z", "--cached", "--full-name")
+    out = _git_bytes(root, "ls-files", "-z", "--cached")  # relative to root, only files under it
     if out is None:
         return None
     return [os.path.join(str(root), n.decode("utf-8", "surrogateescape")) for n in out.split(b"\0") if n]
@@ -310,11 +311,19 @@ def collect(*, argv: list[str], cwd: str, executable: str, pid: int | str = "sel
     Python version, packages and imported modules are known; a sidecar's child is any program."""
     errors: list[str] = []
     script = main_script(list(argv), cwd, in_process)
-    git_root = find_source_root(Path(script).parent if script else cwd)
-    root = git_root or (Path(script).parent if script else None)
+    declared = os.environ.get(SOURCE_ROOT_ENV)
+    if declared and os.path.isdir(declared):  # e.g. one project of a monorepo
+        root = Path(os.path.abspath(declared))
+        git_root = root if find_source_root(root) is not None else None
+    else:
+        git_root = find_source_root(Path(script).parent if script else cwd)
+        root = git_root or (Path(script).parent if script else None)
     source = git_state(git_root) if git_root is not None else (
         {"root": str(root), "commit": None, "tree": None, "dirty": None, "diff_digest": None,
          "note": "not a git work tree: the main script's directory is the source root"} if root is not None else None)
+    if source is not None and git_root is not None:
+        prefix = _git(git_root, "rev-parse", "--show-prefix")  # the root's place in its repository
+        source["prefix"] = prefix.strip() if prefix else ""
     # Pin a tree only for a program: a main script, or (around any command) the cwd's work tree.
     # A recorder inside a test runner or a notebook has no program tree to rebuild.
     exe_path = argv[0] if argv and os.path.isabs(argv[0]) else os.path.join(cwd, argv[0]) if argv and os.sep in argv[0] else None

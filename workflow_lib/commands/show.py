@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from ..errors import StallcaseError
@@ -23,16 +24,18 @@ def run(args: argparse.Namespace) -> int:
     from .. import layout, report
 
     incident = check_incident_id(args.incident, "INCIDENT")
-    base = Path(layout.incident_dir(str(args.results_dir), incident))  # the latest run's records, by link
     snapshot = Path(layout.snapshot(str(args.results_dir), incident))
     if not snapshot.is_file():
         raise StallcaseError(snapshot, f"no snapshot for incident {incident!r}: run the workflow "
                                        f"(snakemake --config incident={incident}) or pass --results-dir")
     if args.output and not args.html:
         raise StallcaseError("-o", "only with --html")
-    paths = dict(diagnosis_path=base / "diagnosis.json", plan_path=base / "plan.json", comparison_path=base / "comparison.json")
+    r = str(args.results_dir)
+    paths = dict(diagnosis_path=Path(layout.diagnosis(r, incident)), plan_path=Path(layout.latest(r, incident, "plan.json")),
+                 comparison_path=Path(layout.latest(r, incident, "comparison.json")))
     if args.html:
-        out = Path(args.output) if args.output else base / "report.html"
+        # Into the latest run's directory, never over the link that points there.
+        out = Path(args.output) if args.output else Path(os.path.realpath(layout.latest(r, incident, "report.html")))
         written = report.write_report_files(snapshot, *paths.values(), args.results_dir, out)
         print(written)
         return 0
