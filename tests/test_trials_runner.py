@@ -34,13 +34,16 @@ def test_failed_runs_retried_recorded_and_block_marked(tmp_path):
     plan, pd, pre = _setup(tmp_path, candidate={"env": {"TORCH_TEST_FAIL": "1"}})
     rec = trials.run_block(plan, pd, pre, records.digest_of(pre), "b000", tmp_path / "results", tmp_path / "work")
     records.validate(rec, "execution")
-    b_runs = [r for r in rec["runs"] if r["arm"] == "B"]
+    # the candidate arm's runs: B, and the warm-up that warms B
+    cand = {e["index"] for e in plan["schedule"]["b000"] if "B" in (e["arm"], e.get("warms"))}
+    b_runs = [r for r in rec["runs"] if r["index"] in cand]
     # the candidate's first run failed every attempt (all kept); the block stopped there
-    assert len(b_runs) == DESIGN["max_retries"] + 1
+    assert len(b_runs) == DESIGN["max_retries"] + 1 and len({r["index"] for r in b_runs}) == 1
     assert all(r["status"] == "failed" and r["exit_code"] == 3 and r["metric_ns"] is None for r in b_runs)
     assert rec["status"] == "too_many_failures"
-    assert any(n.startswith(f"stopped after run {b_runs[0]['index']} (B)") and "exit status 3" in n for n in rec["notes"])
-    assert rec["runs"][-1] is b_runs[-1] or rec["runs"][-1]["arm"] == "B"
+    first = b_runs[0]
+    assert any(n.startswith(f"stopped after run {first['index']} ({first['arm']})") and "exit status 3" in n for n in rec["notes"])
+    assert rec["runs"][-1] is b_runs[-1] or rec["runs"][-1]["index"] == first["index"]
 
 
 def test_unreadable_metric_stops_the_block_at_once(tmp_path):
