@@ -30,13 +30,20 @@ def test_snapshot_writes_valid_incident_with_spans_steps_and_depth(tmp_path):
     assert inc.manifest["clock"]["host"] == "monotonic"
     assert isinstance(inc.manifest["clock"]["unix_minus_host_ns"], int)
     spans = inc.table("spans").to_pandas()
-    assert sorted(spans["name"].unique()) == ["inner", "outer"]
+    # between_steps: the gaps between step blocks, counted inside the following step
+    assert sorted(spans["name"].unique()) == ["between_steps", "inner", "outer"]
     assert set(spans.loc[spans.name == "outer", "depth"]) == {0}
     assert set(spans.loc[spans.name == "inner", "depth"]) == {1}
     assert (spans["thread_id"] == threading.get_native_id()).all()
     steps = inc.table("steps").to_pandas()
     assert list(steps["step_id"]) == [0, 1, 2, 3, 4]
     assert ((steps["end_ns"] - steps["start_ns"]) >= 1_000_000).all()
+    # start to start: each step after the first begins where the previous one ended (after
+    # the recorder's sched sample) with a between_steps span from there to its block
+    st, en = steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy()
+    gaps = spans[spans.name == "between_steps"].sort_values("start_ns")
+    assert len(gaps) == 4 and (gaps["start_ns"].to_numpy() == st[1:]).all()
+    assert ((st[1:] - en[:-1]) >= 0).all() and ((st[1:] - en[:-1]) < 5_000_000).all()
     # Every outer span lies inside its step.
     for _, s in steps.iterrows():
         inside = spans[(spans.start_ns >= s.start_ns) & (spans.end_ns <= s.end_ns) & (spans.name == "outer")]
@@ -104,7 +111,7 @@ def test_steps_out_file_written_on_stop(tmp_path, monkeypatch):
             with rec.step(i):
                 busy_ms(2)
     got = json.loads(out.read_text())
-    assert got["schema_version"] == 1
+    assert got["schema_version"] == 2 and got["covers"] == "iteration" and got["items"] is None
     assert len(got["steps_ns"]) == 4 and all(d >= 2_000_000 for d in got["steps_ns"])
     assert got["unusual"] == []
 

@@ -72,3 +72,16 @@ def test_bad_config_is_refused_before_any_job(tmp_path):
     r = smk("-n", "--config", "incident=demo", "experiment=../escape", f"results_dir={tmp_path}/r")
     assert r.returncode != 0
     assert "experiment" in (r.stdout + r.stderr)
+
+
+@pytest.mark.slow
+def test_demo_verdict_is_a_real_speedup_at_equal_work(demo_run):
+    # The candidate feeds the queue faster; every step still takes --min-ready items, so a
+    # faster step is faster work, not less of it.
+    d, _ = demo_run
+    cmp_ = records.read_record(d / "comparison.json", "comparison")
+    assert cmp_["verdict"] == "faster", cmp_["reasons"]
+    assert not any("work per step" in r for r in cmp_["reasons"])
+    work = {(r["arm"], r["work"]["items_per_step"]) for b in sorted((d / "execution").glob("b*.json"))
+            for r in records.read_record(b, "execution")["runs"] if r["status"] == "ok"}
+    assert {w for _, w in work} == {4.0}, work

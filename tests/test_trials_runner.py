@@ -34,10 +34,41 @@ def test_failed_runs_retried_recorded_and_block_marked(tmp_path):
     plan, pd, pre = _setup(tmp_path, candidate={"env": {"TORCH_TEST_FAIL": "1"}})
     rec = trials.run_block(plan, pd, pre, records.digest_of(pre), "b000", tmp_path / "results", tmp_path / "work")
     records.validate(rec, "execution")
-    b_runs = [r for r in rec["runs"] if r["arm"] == "B"]
-    assert len(b_runs) == 2 * (DESIGN["max_retries"] + 1)  # every attempt kept
+    # the candidate arm's runs: B, and the warm-up that warms B
+    cand = {e["index"] for e in plan["schedule"]["b000"] if "B" in (e["arm"], e.get("warms"))}
+    b_runs = [r for r in rec["runs"] if r["index"] in cand]
+    # the candidate's first run failed every attempt (all kept); the block stopped there
+    assert len(b_runs) == DESIGN["max_retries"] + 1 and len({r["index"] for r in b_runs}) == 1
     assert all(r["status"] == "failed" and r["exit_code"] == 3 and r["metric_ns"] is None for r in b_runs)
-    assert rec["status"] == "too_many_failures" and rec["notes"]
+    assert rec["status"] == "too_many_failures"
+    first = b_runs[0]
+    assert any(n.startswith(f"stopped after run {first['index']} ({first['arm']})") and "exit status 3" in n for n in rec["notes"])
+    assert rec["runs"][-1] is b_runs[-1] or rec["runs"][-1]["index"] == first["index"]
+
+
+def test_unreadable_metric_stops_the_block_at_once(tmp_path):
+    # a program that exits 0 without reporting steps: no retries, no further runs
+    plan, pd, pre = _setup(tmp_path, candidate="baseline",
+                           design=dict(DESIGN, metric=dict(DESIGN["metric"], source="recorder_steps")))
+    for arm in ("baseline", "candidate"):
+        plan["arms"][arm]["env"]["STALLCASE_TEST_NO_STEPS"] = "1"
+    rec = trials.run_block(plan, records.digest_of(plan), pre, records.digest_of(pre), "b000",
+                           tmp_path / "results", tmp_path / "work")
+    records.validate(rec, "execution")
+    assert len(rec["runs"]) == 1 and rec["runs"][0]["error"].startswith("metric unreadable: the run wrote no STALLCASE_STEPS_OUT")
+    assert rec["status"] == "too_many_failures" and "not started" in rec["notes"][0]
+
+
+def test_auto_metric_falls_back_to_process_wall_and_says_so(tmp_path):
+    plan, pd, pre = _setup(tmp_path, candidate="baseline", design=dict(DESIGN, metric=dict(DESIGN["metric"], source="auto")))
+    for arm in ("baseline", "candidate"):
+        plan["arms"][arm]["env"]["STALLCASE_TEST_NO_STEPS"] = "1"
+    rec = trials.run_block(plan, records.digest_of(plan), pre, records.digest_of(pre), "b000",
+                           tmp_path / "results", tmp_path / "work")
+    assert rec["status"] == "complete"
+    assert {r["metric_source"] for r in rec["runs"]} == {"process_wall"}
+    assert all(len(r["values_ns"]) == 1 and r["values_ns"][0] == r["end_unix_ns"] - r["start_unix_ns"] for r in rec["runs"])
+    assert any("process wall time" in n for n in rec["notes"])
 
 
 def test_environment_outside_allow_list_not_passed(tmp_path, monkeypatch):

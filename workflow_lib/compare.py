@@ -264,6 +264,11 @@ def compare(plan: dict, executions: dict[str, dict], execution_digests: dict[str
     reasons = _reasons(dec, len(used), c.size, env_changed, excluded, confidence)
     if failure:
         reasons.append(failure)
+    work_note, refuse = work_difference(design, executions)
+    if work_note:
+        reasons.append(work_note)
+        if refuse:
+            code = V.INCONCLUSIVE
     if plan["arms"]["candidate"].get("same_as_baseline", False):
         reasons.append(_aa_note(V.VERDICTS[code]))
     record = _record(plan, plan_digest, execution_digests, blocks, dec, code, reasons, len(used), c.size, excluded)
@@ -271,6 +276,42 @@ def compare(plan: dict, executions: dict[str, dict], execution_digests: dict[str
     per_block = [compare_components.runs_by_arm(executions[b.block]) for b in used]
     record.update(compare_components.explain(record, per_block, confidence))
     return record
+
+
+# Arms whose declared work per step differs by more than this do different work per step.
+WORK_TOLERANCE = 0.01
+
+
+def work_difference(design: dict, executions: dict[str, dict]) -> tuple[str | None, bool]:
+    """(reason, refuse) when baseline and candidate runs declared different work per step.
+
+    Time per step of arms that do different work per step is not a speedup: compared per
+    step, the comparison refuses a verdict; per item or token, it says what it compared.
+    Runs without declared work (older records, workloads that declare none) say nothing."""
+    per = design["metric"].get("per", "step")
+    work: dict[str, dict[str, list[float]]] = {"A": {}, "B": {}}
+    for execution in executions.values():
+        for run in execution["runs"]:
+            if run["status"] != "ok" or run["arm"] == "warmup" or not run.get("work"):
+                continue
+            side = work["B" if run["arm"] == "B" else "A"]
+            for key, value in run["work"].items():
+                if value is not None:
+                    side.setdefault(key, []).append(float(value))
+    for key in ("items_per_step", "tokens_per_step"):
+        a, b = work["A"].get(key), work["B"].get(key)
+        if not a or not b:
+            continue
+        ma, mb = float(np.median(a)), float(np.median(b))
+        if abs(mb - ma) <= WORK_TOLERANCE * max(ma, mb):
+            continue
+        unit = key.removesuffix("_per_step")
+        what = f"the arms do different work per step: baseline {ma:g} {unit}/step, candidate {mb:g} {unit}/step"
+        if per == "step":
+            return (f"{what}; a ratio of step times compares different work, so no verdict is drawn: "
+                    f"set trials.metric.per: {unit[:-1]} to compare time per {unit[:-1]}"), True
+        return f"{what}; compared per {per}, as trials.metric.per says", False
+    return None, False
 
 
 _SCALARS = ("estimate_log", "low_log", "high_log", "floor_log",

@@ -22,6 +22,7 @@ from .cas import CAS, hash_file
 from .errors import MissingArtifact, StallcaseError
 from . import candidate as candidate_lib
 from .capture.provenance import allowed_env
+from .metric import resolve as resolve_metric
 from .schedule import make_schedule
 
 # Environment variables the node provides at trial time, never taken from the plan:
@@ -156,6 +157,7 @@ def build_plan(snapshot: dict, snapshot_digest: str, store_root: str | os.PathLi
         cand = {"argv": argv, "env": env, "changes": changes, "sources": srcs, "same_as_baseline": False}
         candidate_lib.store_blobs(to_store, cas)  # every check passed: only now the candidate's files are stored
     env_fp = snapshot.get("provenance", {}).get("environment") or {}
+    design = dict(design, metric=resolve_metric(design["metric"], snapshot))
     dists = snapshot.get("provenance", {}).get("imported_distributions")
     plan = {
         "schema_version": 1,

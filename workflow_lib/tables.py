@@ -7,7 +7,8 @@ GPU timestamps are already mapped onto that timeline; the mapping's uncertainty 
 `rank` is the distributed rank (null for single-process work).
 
 Version history (bump TABLES_VERSION when a column changes meaning or type):
-  1 - first version. (Additive, same version: nullable collectives.gpu_duration_ns.)
+  1 - first version. (Additive, same version: nullable collectives.gpu_duration_ns; nullable
+      steps.items and steps.tokens, the work a step declared.)
 """
 
 from __future__ import annotations
@@ -31,10 +32,13 @@ def _schema(*fields: tuple[str, pa.DataType, bool]) -> pa.Schema:
 
 
 TABLES: dict[str, pa.Schema] = {
-    # Workload boundaries: one row per step (training/inference iteration).
+    # Workload boundaries: one row per step (training/inference iteration). A recorder step
+    # covers the whole iteration (see capture/recorder.py); items/tokens are the work it
+    # declared (null: not declared).
     "steps": _schema(
         ("step_id", _i64, False), ("thread_id", _i64, False),
         ("start_ns", _i64, False), ("end_ns", _i64, False), ("rank", _i32, True),
+        ("items", _i64, True), ("tokens", _i64, True),
     ),
     # Host spans (named regions) per thread; depth 0 is outermost.
     "spans": _schema(

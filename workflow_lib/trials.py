@@ -3,10 +3,14 @@
 Each run is a fresh process started from the arm's rebuilt work directory with an argv
 list (never a shell) and only the plan's allow-listed environment plus what the node
 must provide. The recorder inside the workload writes its per-step times to the file
-named by STALLCASE_STEPS_OUT. A failed run is retried up to `max_retries` and recorded
-as failed (never dropped); a block with more than `max_failed_fraction` of its runs
-failed is marked `too_many_failures`, and one whose environment changed mid-block is
-marked `environment_changed`: compare excludes both and says so.
+named by STALLCASE_STEPS_OUT; what a run's value is, and every other way to read it, is
+in metric.py. A failed run is retried up to `max_retries` and recorded as failed (never
+dropped); a run whose metric cannot be read is not retried (the same program reads the
+same nothing). A block whose arm fails its first run, with no run of that arm ever
+succeeding, stops there: a program that cannot start or report is not run dozens of
+times. A block with more than `max_failed_fraction` of its runs failed is marked
+`too_many_failures`, and one whose environment changed mid-block is marked
+`environment_changed`: compare excludes both and says so.
 """
 
 from __future__ import annotations
@@ -22,9 +26,13 @@ from pathlib import Path
 from statistics import mean, median
 
 from . import environment, records
+from . import metric as metric_mod
 from .plan import NODE_ENV, materialize_arm, trial_env  # noqa: F401  (NODE_ENV: read by callers)
 
+EXECUTION_VERSION = 2
+
 STATISTICS = {"median": median, "mean": mean, "min": min}
+METRIC_UNREADABLE = "metric unreadable"
 
 
 class GpuWatch:
@@ -86,18 +94,10 @@ def run_env(plan_env: dict, extra: dict) -> dict:
     return trial_env(plan_env, extra)  # the node's own NODE_ENV names are never taken from the plan
 
 
-def read_metric(design_metric: dict, steps_file: Path, stdout: str) -> tuple[list[float], list[str]]:
-    """The run's values: recorder step times, or the first group of a stdout regex."""
-    if design_metric["source"] == "recorder_steps":
-        data = json.loads(steps_file.read_text(encoding="utf-8"))
-        values = [float(v) for v in data.get("steps_ns", [])][design_metric.get("skip_steps", 0):]
-        return values, [str(u) for u in data.get("unusual", [])]
-    from .patterns import compile_pattern  # linear time: the workload's output is not ours
-
-    m = compile_pattern(design_metric["regex"], "metric regex", multiline=True).search(stdout)
-    if not m:
-        raise ValueError(f"metric regex {design_metric['regex']!r} matched nothing in the output")
-    return [float(m.group(1))], []
+def read_metric(design_metric: dict, steps_file: Path, stdout: str, wall_ns: int = 0) -> tuple[list[float], list[str]]:
+    """The run's values and unusual events (see metric.read; kept for callers of the old name)."""
+    got = metric_mod.read(design_metric, steps_file, stdout, wall_ns)
+    return got["values_ns"], got["unusual"]
 
 
 def _spans_of(incident_dir: Path):
@@ -144,12 +144,12 @@ def one_run(spec: dict, design: dict, entry: dict, attempt: int, log, capture_di
         start = time.time_ns()
         err = None
         code = None
-        stdout = ""
+        stdout = stderr = ""
         with GpuWatch() as watch:
             try:
                 proc = subprocess.run(spec["argv"], cwd=spec["cwd"], env=env, capture_output=True, text=True,
                                       timeout=design.get("run_timeout_s", 600), check=False)
-                code, stdout = proc.returncode, proc.stdout
+                code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
                 if log:
                     log.write(f"--- run {entry['index']} arm {entry['arm']} attempt {attempt} exit {code}\n{proc.stderr[-4000:]}")
             except subprocess.TimeoutExpired:
@@ -157,21 +157,21 @@ def one_run(spec: dict, design: dict, entry: dict, attempt: int, log, capture_di
             except OSError as exc:
                 err = f"could not start: {exc}"
         end = time.time_ns()
-        values, unusual = [], []
+        values, unusual, source, work = [], [], None, None
         if err is None and code != 0:
             err = f"exit status {code}"
         if err is None:
             try:
-                values, unusual = read_metric(metric, steps_file, stdout)
-                if not values:
-                    err = "the run reported no step times"
-            except (OSError, ValueError, json.JSONDecodeError) as exc:
-                err = f"metric unreadable: {exc}"
+                got = metric_mod.read(metric, steps_file, stdout + "\n" + stderr, end - start)
+                values, unusual, source, work = got["values_ns"], got["unusual"], got["source"], got["work"]
+            except metric_mod.MetricUnreadable as exc:
+                err = f"{METRIC_UNREADABLE}: {exc}"
     ok = err is None
     run = {"index": entry["index"], "arm": entry["arm"], "attempt": attempt, "status": "ok" if ok else "failed",
            "exit_code": code, "start_unix_ns": start, "end_unix_ns": end,
            "metric_ns": STATISTICS[metric["statistic"]](values) if ok else None,
-           "values_ns": values if ok else [], "gpu": watch.summary(), "unusual": unusual, "error": err}
+           "values_ns": values if ok else [], "gpu": watch.summary(), "unusual": unusual, "error": err,
+           "metric_source": source, "work": work}
     if capture_dir is not None:
         run["capture"] = _diagnose_capture(capture_dir, int(metric.get("skip_steps", 0)))
     return run
@@ -197,18 +197,34 @@ def run_block(plan: dict, plan_digest: str, preflight_record: dict, preflight_di
     runs, notes = [], []
     started = time.time_ns()
     log = _open_log(log_path) if log_path else None
+    stopped = block_source = None
     try:
         schedule = plan["schedule"][block]
+        ever_ok: set[str] = set()  # arms ("A" for A, A' and warm-up; "B") with a successful run
         for n, entry in enumerate(schedule):
-            spec = specs["B" if "B" in (entry["arm"], entry.get("warms")) else "A"]  # warm-ups warm their own arm
+            family = "B" if "B" in (entry["arm"], entry.get("warms")) else "A"  # warm-ups warm their own arm
+            spec = specs[family]
             for attempt in range(design["max_retries"] + 1):
                 cap = work_root / "captures" / f"{entry['index']:03d}-{attempt}" if design.get("record_runs") else None
                 run = one_run(spec, design, entry, attempt, log, cap)
+                if run["status"] == "ok" and block_source not in (None, run["metric_source"]):
+                    run.update(status="failed", metric_ns=None, values_ns=[],
+                               error=f"metric source {run['metric_source']} differs from this block's "
+                                     f"{block_source}: runs measured differently are never compared")
                 runs.append(run)
                 if run["status"] == "ok":
+                    block_source = block_source or run["metric_source"]
+                    ever_ok.add(family)
                     break
+                if (run["error"] or "").startswith(METRIC_UNREADABLE):
+                    break  # the same program reads the same nothing
             if progress:
                 progress(f"{block}: run {n + 1}/{len(schedule)} ({entry['arm']}) {run['status']}")
+            if run["status"] == "failed" and family not in ever_ok:
+                left = len(schedule) - n - 1
+                stopped = (f"stopped after run {entry['index']} ({entry['arm']}): the {'candidate' if family == 'B' else 'baseline'} "
+                           f"arm has not run successfully once ({run['error']}); the {left} remaining run(s) were not started")
+                break
     finally:
         if log:
             log.close()
@@ -223,10 +239,15 @@ def run_block(plan: dict, plan_digest: str, preflight_record: dict, preflight_di
         final[r["index"]] = r
     counted = [r for r in final.values() if r["arm"] != "warmup"]
     failed = sum(r["status"] == "failed" for r in counted)
-    if counted and failed / len(counted) > design["max_failed_fraction"] and status == "complete":
+    if stopped and status == "complete":
+        status = "too_many_failures"
+        notes.append(stopped)
+    elif counted and failed / len(counted) > design["max_failed_fraction"] and status == "complete":
         status = "too_many_failures"
         notes.append(f"{failed} of {len(counted)} runs failed after retries (limit {design['max_failed_fraction']:.0%})")
-    return {"schema_version": 2, "kind": "execution", "block": block, "plan_digest": plan_digest,
+    if block_source is not None:
+        notes.append(f"metric: {metric_mod.describe(dict(design['metric'], source=block_source))}")
+    return {"schema_version": EXECUTION_VERSION, "kind": "execution", "block": block, "plan_digest": plan_digest,
             "preflight_digest": preflight_digest, "node": socket.gethostname(), "started_unix_ns": started,
             "ended_unix_ns": time.time_ns(), "status": status, "runs": runs, "notes": notes}
 

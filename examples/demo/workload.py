@@ -1,13 +1,15 @@
 """Built-in demo: a training-like loop starved by its input queue, with a blocking sync per step.
 
-A producer thread puts one item on a queue every --producer-ms milliseconds. Each step
-the consumer waits (span "queue.wait") until the queue holds --min-ready items, takes
-them all as its batch, computes (span "compute": matrix products on the GPU through
-PyTorch when torch and a GPU are present, NumPy on the CPU otherwise), and every
---sync-every steps blocks until the device is done (span "sync"), as `.item()` or
-`torch.cuda.synchronize()` would. Waiting for several items is the queue-starvation
-stall of real speculative-decoding trainers; the candidate (`--min-ready 1
---sync-every 0`) removes both causes.
+--producers threads each put one item on a queue every --producer-ms milliseconds (the
+input pipeline: think DataLoader workers). Each step the consumer waits (span
+"queue.wait") until the queue holds --min-ready items and takes exactly that many as its
+batch, computes (span "compute": matrix products on the GPU through PyTorch when torch
+and a GPU are present, NumPy on the CPU otherwise), and every --sync-every steps blocks
+until the device is done (span "sync"), as `.item()` or `torch.cuda.synchronize()` would.
+Every step does the same work (--min-ready items, declared to the recorder), so a faster
+step is a real speedup: the candidate (`--producers 4 --sync-every 0`) feeds the queue
+four times as fast and drops the sync, as more loader workers and no per-step `.item()`
+would.
 
 Run under the flight recorder; at the end it snapshots (a workload boundary) into
 --incidents-dir/--incident when an incident id is given.
@@ -37,7 +39,7 @@ def make_compute(size: int, seed: int):
 
             def compute(batch: int):
                 c = a
-                for _ in range(4 + batch):
+                for _ in range(batch):
                     c = torch.tanh(c @ b)
                 return c
 
@@ -52,7 +54,7 @@ def make_compute(size: int, seed: int):
 
     def compute(batch: int):
         c = a
-        for _ in range(2 + batch):
+        for _ in range(batch):
             c = np.tanh(c @ b)
         return c
 
@@ -62,11 +64,11 @@ def make_compute(size: int, seed: int):
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=40)
-    p.add_argument("--min-ready", type=int, default=4, help="items the consumer waits for before a step")
-    p.add_argument("--producer-ms", type=float, default=2.0, help="one item every this many milliseconds")
+    p.add_argument("--min-ready", type=int, default=4, help="items per step: the consumer waits for them, then takes them")
+    p.add_argument("--producers", type=int, default=1, help="producer threads (input pipeline workers)")
+    p.add_argument("--producer-ms", type=float, default=2.0, help="each producer makes one item every this many milliseconds")
     p.add_argument("--sync-every", type=int, default=1, help="blocking sync every N steps (0: never)")
     p.add_argument("--size", type=int, default=192, help="matrix size of the per-step compute")
-    p.add_argument("--max-batch", type=int, default=8, help="most items one step takes from the queue")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--incident", default=None, help="snapshot into this incident id at the end")
     p.add_argument("--incidents-dir", default="incidents")
@@ -86,24 +88,18 @@ def main(argv=None) -> int:
 
     rec = FlightRecorder(incident_id=args.incident, incidents_dir=args.incidents_dir)
     rec.declare_source(os.path.abspath(__file__))
-    threading.Thread(target=producer, daemon=True, name="producer").start()
+    for k in range(max(1, args.producers)):
+        threading.Thread(target=producer, daemon=True, name=f"producer-{k}").start()
     with rec:
         for step in range(args.steps):
-            with rec.step(step):
+            with rec.step(step, items=args.min_ready):
                 with rec.span("queue.wait"):
                     with ready:
                         ready.wait_for(lambda: q.qsize() >= args.min_ready)
-                    # A bounded batch: compute grows with the batch, so an unbounded one could
-                    # outrun the producer into a feedback loop on a slow or shared CPU.
-                    batch = 0
-                    while batch < args.max_batch:
-                        try:
-                            q.get_nowait()
-                            batch += 1
-                        except queue.Empty:
-                            break
+                    for _ in range(args.min_ready):  # the same batch every step: equal work
+                        q.get_nowait()
                 with rec.span("compute"):
-                    compute(batch)
+                    compute(args.min_ready)
                 if args.sync_every and step % args.sync_every == 0:
                     with rec.span("sync"):
                         sync()

@@ -3,10 +3,19 @@
     rec = FlightRecorder(incident_id="run-7")
     with rec:                       # start() ... stop()
         for i, batch in enumerate(loader):
-            with rec.step(i):       # workload boundary; feeds the latency trigger
+            with rec.step(i, items=len(batch)):   # workload boundary; feeds the latency trigger
                 with rec.span("forward"):
                     ...
-    rec.snapshot("workload_boundary")
+        rec.snapshot("workload_boundary")
+
+A step covers the whole iteration. In the loop above the loader's `next()` runs between
+two `with rec.step` blocks; a step whose id follows the previous step's id on the same
+thread therefore starts where that step ended, and the time before its block is recorded
+as a `between_steps` span inside it (for this loop: the data wait). So a step's duration is
+the iteration time (start to start), and the diagnosis sees the wait. `for batch in
+rec.steps(loader):` does the same explicitly: each step starts before `next()`, which is
+timed as a `dataloader.next` span. Steps may declare their work (`items`, `tokens`) so the
+trials can compare time per item or per token.
 
 Nothing here raises into the host application once constructed: sources that cannot
 start report `not_observed` with the reason, failures are recorded in the manifest's
@@ -25,6 +34,7 @@ it) overrides what the program asked for: off | tiered | cupti | nocupti (see MO
 from __future__ import annotations
 
 import array
+import functools
 import itertools
 import json
 import os
@@ -47,6 +57,8 @@ from .sources.host import HostSource
 from .sources.nvml import NvmlSampler
 from .sources.sched import SchedSampler
 from .trigger import LatencyTrigger
+from . import ranks
+from . import writer as writer_module
 from .writer import Job, SnapshotWriter
 
 KNOWN_SOURCES = ("host", "nvml", "sched", "cupti", "collectives")
@@ -63,6 +75,12 @@ MODES = {
 }
 CUPTI_MODES = ("always", "triggered")
 SNAPSHOT_WAIT_S = 120.0
+# Span names of the time a step spends waiting for its input. Both match the diagnosis's
+# input-wait patterns (diagnose/types.py DEFAULT_WAIT_PATTERNS): in the README's loop the
+# gap between two step blocks is the loader's next().
+BETWEEN_STEPS = "between_steps"
+DATA_WAIT = "dataloader.next"
+STEPS_OUT_VERSION = 2
 
 
 class _NullSpan:
@@ -84,11 +102,15 @@ _NULL_SPAN = _NullSpan()
 
 
 class _Step:
-    __slots__ = ("rec", "step_id", "t0")
+    """`with rec.step(i, items=n)`; `items`/`tokens` may also be set on it inside the block."""
 
-    def __init__(self, rec: "FlightRecorder", step_id: int):
+    __slots__ = ("rec", "step_id", "t0", "items", "tokens")
+
+    def __init__(self, rec: "FlightRecorder", step_id: int, items=None, tokens=None):
         self.rec = rec
         self.step_id = step_id
+        self.items = items
+        self.tokens = tokens
 
     def __enter__(self):
         sched = self.rec.sched
@@ -98,11 +120,27 @@ class _Step:
         return self
 
     def __exit__(self, et, ev, tb):
-        self.rec._end_step(self.step_id, self.t0, now_ns())
-        sched = self.rec.sched
+        rec = self.rec
+        rec._end_step(self.step_id, self.t0, now_ns(), items=self.items, tokens=self.tokens, follow=True)
+        sched = rec.sched
         if sched is not None:
             sched.mark_current_thread()
+            # The next step starts after this sample, so each step stays bracketed by two
+            # samples of its thread; the few microseconds of sampling belong to no step.
+            rec._last_step.end_ns = now_ns()
         return False
+
+
+def _work(value, batch, what: str):
+    """A step's declared work as an int >= 0, or -1 (not declared). Callables get the batch."""
+    if value is None:
+        return -1
+    if callable(value):
+        value = value(batch)
+    n = int(value)
+    if n < 0:
+        raise ValueError(f"{what} must be >= 0, got {n}")
+    return n
 
 
 class FlightRecorder:
@@ -162,6 +200,9 @@ class FlightRecorder:
         self._lock = threading.Lock()
         # Per-step durations for the trial runner: preallocated, bounded.
         self._durations = array.array("q", [0]) * self.budget.max_step_durations
+        self._items = array.array("q", [-1]) * self.budget.max_step_durations
+        self._tokens = array.array("q", [-1]) * self.budget.max_step_durations
+        self._last_step = threading.local()  # .id, .end_ns: this thread's previous step
         self._dur_ctr = itertools.count()
         self._steps_seen = 0
         self._reused_step_ids = 0
@@ -173,7 +214,7 @@ class FlightRecorder:
             return
         cap = lambda ring, row: self.budget.capacity(ring, row, rings or ("spans",))
         if "host" in self.requested:
-            self.host = HostSource(cap("spans", 32), cap("steps", 40))
+            self.host = HostSource(cap("spans", 32), cap("steps", 56))
             # Bound straight to the host source: one call less on the hot path.
             self.span = self.host.span
         if "sched" in self.requested:
@@ -233,24 +274,82 @@ class FlightRecorder:
             return _NULL_SPAN
         return self.host.span(name)
 
-    def step(self, step_id: int) -> _Step:
-        """`with rec.step(i):` marks one workload step (and feeds the trigger)."""
-        return _Step(self, step_id)
+    def step(self, step_id: int, *, items=None, tokens=None) -> _Step:
+        """`with rec.step(i):` marks one workload step (and feeds the trigger).
 
-    def _end_step(self, step_id: int, t0: int, t1: int, thread_id: int | None = None) -> None:
+        `items`/`tokens`: the work this step does (ints), when time per item or per token is
+        the metric. The step covers the whole iteration: see the module doc."""
+        return _Step(self, step_id, items, tokens)
+
+    def steps(self, iterable, *, start: int = 0, items=None, tokens=None):
+        """`for batch in rec.steps(loader, items=len):` one step per batch, ids from `start`.
+
+        Each step starts before the loader's `next()` (timed as a `dataloader.next` span) and
+        ends when the loop asks for the next batch (or leaves the loop), so the data wait is
+        inside the step. `items`/`tokens`: an int, or a function of the batch."""
+        it = iter(iterable)
+        step_id = int(start)
+        while True:
+            sched = self.sched
+            if sched is not None:
+                sched.mark_current_thread()
+            t0 = now_ns()
+            try:
+                with self.span(DATA_WAIT):
+                    batch = next(it)
+            except StopIteration:
+                return
+            try:
+                n_items, n_tokens = _work(items, batch, "items"), _work(tokens, batch, "tokens")
+            except Exception as exc:  # a bad counter must not become the workload's exception
+                self._error(f"step {step_id}: counting its work: {type(exc).__name__}: {exc}")
+                n_items = n_tokens = -1
+            try:
+                yield batch
+            finally:
+                self._end_step(step_id, t0, now_ns(), items=n_items, tokens=n_tokens)
+                if sched is not None:
+                    sched.mark_current_thread()
+            step_id += 1
+
+    def _end_step(self, step_id: int, t0: int, t1: int, thread_id: int | None = None, *,
+                  items=None, tokens=None, follow: bool = False) -> None:
+        """Record a step [t0, t1]. With `follow`, a step whose id follows this thread's previous
+        step starts where that one ended, and the gap is a `between_steps` span."""
+        gap_from = None
+        if follow:
+            last = self._last_step
+            prev_id = getattr(last, "id", None)
+            if prev_id is not None and prev_id + 1 == step_id and last.end_ns <= t0:
+                gap_from = last.end_ns
+            last.id, last.end_ns = step_id, t1
+        elif thread_id is None:
+            last = self._last_step
+            last.id, last.end_ns = step_id, t1
+        start = t0 if gap_from is None else gap_from
+        try:
+            n_items = -1 if items is None else int(items)
+            n_tokens = -1 if tokens is None else int(tokens)
+        except (TypeError, ValueError) as exc:
+            self._error(f"step {step_id}: items/tokens: {exc}")
+            n_items = n_tokens = -1
         k = next(self._dur_ctr)
         if k < len(self._durations):
-            self._durations[k] = t1 - t0
+            self._durations[k] = t1 - start
+            self._items[k] = n_items
+            self._tokens[k] = n_tokens
         self._steps_seen = k + 1
         if self.host is None:
             return
         try:
-            self.host.record_step(int(step_id), t0, t1, thread_id)
+            if gap_from is not None:
+                self.host.record_span(BETWEEN_STEPS, gap_from, t0)
+            self.host.record_step(int(step_id), start, t1, thread_id, n_items, n_tokens)
             if self._gpu_left:
                 self._gpu_left -= 1
                 if not self._gpu_left:
                     self._close_gpu_window()
-            if self.trigger is not None and self.trigger.observe(step_id, t1 - t0):
+            if self.trigger is not None and self.trigger.observe(step_id, t1 - start):
                 self.auto_snapshots += 1
                 if self.cupti_mode == "triggered" and self.arm_gpu():
                     self._pending_auto = True  # written when the armed window closes
@@ -300,8 +399,11 @@ class FlightRecorder:
     def _next_path(self, reason: str, automatic: bool) -> Path:
         n = next(self._snap_n)
         base = Path(self.incidents_dir)
-        if automatic:
-            return base / f"{self.incident_id}.{reason}-{n}"
+        if automatic:  # one rank's own moment: never merged, named per rank
+            rank = "" if self.rank is None else f".rank{self.rank}"
+            return base / f"{self.incident_id}.{reason}-{n}{rank}"
+        if self.rank is not None:  # ranks share the directory: the writer merges (capture/ranks.py)
+            return base / (self.incident_id if n == 1 else f"{self.incident_id}.{n}")
         path = base / self.incident_id
         if (path / "manifest.json").exists():
             path = base / f"{self.incident_id}.{n}"
@@ -323,7 +425,10 @@ class FlightRecorder:
             if src is not None:
                 copies[name] = src.ring.copy()
         trig = self.trigger.describe() if (automatic and self.trigger is not None) else None
-        job = Job(lambda: self._build(path, reason, trig, copies, since, until))
+        write = None
+        if self.rank is not None and not automatic:
+            write = functools.partial(ranks.write_rank, root_id=self.incident_id, write=writer_module.write_incident_now)
+        job = Job(lambda: self._build(path, reason, trig, copies, since, until), write)
         self.writer.submit(job)
         if not wait:
             return path
@@ -333,7 +438,7 @@ class FlightRecorder:
         if job.error:
             self.failed_snapshots += 1
             return None
-        return path
+        return job.path or path
 
     def _build(self, path: Path, reason: str, trig, copies: dict, since: int, until: int):
         """On the writer thread: tables, provenance, manifest."""
@@ -405,6 +510,7 @@ class FlightRecorder:
 
     # ---- what is recorded about the workload (the sidecar overrides these) ---------------
     producer = "recorder"
+    steps_from = {"from": "recorder", "covers": "iteration"}
 
     def _target_pid(self) -> int:
         return os.getpid()
@@ -467,6 +573,8 @@ class FlightRecorder:
             "errors": errors,
             "trigger": self.trigger.describe() if self.trigger is not None else None,
             "mode": {"env": self.mode, "cupti_mode": self.cupti_mode, "gpu_window_steps": self.gpu_window_steps},
+            # How this incident's steps were made; the plan's `auto` metric reads it (metric.py).
+            "steps": dict(self.steps_from),
         }
         if self.enabled:
             rep["targets"] = self.tracker.report()
@@ -504,18 +612,35 @@ class FlightRecorder:
                 out.append(e)
         return out
 
+    def steps_out_record(self) -> dict:
+        """The STALLCASE_STEPS_OUT record (schemas/steps_out.schema.json)."""
+        n = min(self._steps_seen, len(self._durations))
+
+        def work(arr) -> list | None:
+            vals = np.frombuffer(arr, dtype=np.int64)[:n]
+            if not n or not (vals >= 0).any():
+                return None
+            return [int(v) if v >= 0 else None for v in vals]
+
+        return {"schema_version": STEPS_OUT_VERSION, "kind": "steps_out", "covers": "iteration",
+                "steps_ns": np.frombuffer(self._durations, dtype=np.int64)[:n].tolist(),
+                "items": work(self._items), "tokens": work(self._tokens), "unusual": self.unusual_events()}
+
     def _write_steps_out(self) -> None:
         dest = os.environ.get(STEPS_OUT_ENV)
         if not dest:
             return
-        n = min(self._steps_seen, len(self._durations))
-        rec = {"schema_version": 1, "steps_ns": np.frombuffer(self._durations, dtype=np.int64)[:n].tolist(),
-               "unusual": self.unusual_events()}
         try:
+            from .. import records
+
+            rec = self.steps_out_record()
+            records.validate(rec, "steps_out", where=f"{STEPS_OUT_ENV}={dest}")
             atomic.write_text(dest, json.dumps(rec, separators=(",", ":")) + "\n")
         except OSError as exc:
             # The trial runner sees the file missing; we must still not raise into the workload.
             self._error(f"writing {STEPS_OUT_ENV}={dest}: {exc.strerror or exc}")
+        except Exception as exc:
+            self._error(f"writing {STEPS_OUT_ENV}={dest}: {type(exc).__name__}: {exc}")
 
 
 def _native_thread_ids(table: pa.Table) -> tuple[pa.Table, dict]:

@@ -7,7 +7,9 @@ NVML and the child's threads' scheduler state, reads its provenance from /proc (
 cwd, executable, mapped libraries), and forwards its stdout/stderr unchanged. Snapshots
 are taken on exit, on SIGUSR1 to the sidecar, and when a step-time line (the pattern)
 is slower than the latency trigger allows. A step line's end is the moment the line
-was read; its start is that minus the printed duration.
+was read; its start is that minus the printed duration. Without a step pattern the
+whole run is one step (the child's start to its exit): the incident then has a per-run
+metric, the process wall time, and the manifest (`recorder.steps`) and stderr say so.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from .budget import Budget
 from .clock import now_ns
 from .recorder import FlightRecorder
 from .trigger import LatencyTrigger
+from .workload import scripts_in
 
 DURATION_GROUPS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 TRIGGERS = ("exit", "sigusr1", "latency")
@@ -115,7 +118,8 @@ class SidecarRecorder(FlightRecorder):
         errors: list[str] = []
         exe = self.child_exe or self.child_argv[0]
         prov, artifacts, perr = provenance.collect(
-            argv=self.child_argv, cwd=self.child_cwd, executable=exe, pid=os.getpid(), sources=list(self._sources),
+            argv=self.child_argv, cwd=self.child_cwd, executable=exe, pid=os.getpid(),
+            sources=list(self._sources) + scripts_in(self.child_argv, self.child_cwd),
             inputs=list(self._inputs), in_process=False, hash_libraries=False)
         errors += perr
         prov["pid"] = self.child_pid or 0
@@ -174,6 +178,10 @@ def record_command(argv: list[str], *, incident_id: str, incidents_dir: str = "i
     kinds, trig = parse_triggers(triggers)
     rec = SidecarRecorder(argv, incident_id=incident_id, incidents_dir=incidents_dir, budget=budget,
                           sources=("host", "nvml", "sched"), trigger=trig if "latency" in kinds and rx_unit else None)
+    if rx_unit is None:
+        rec.steps_from = {"from": "process", "covers": "the whole run (process wall time)"}
+    else:
+        rec.steps_from = {"from": "step_pattern", "step_pattern": step_pattern, "covers": "the printed durations"}
     out_sink = stdout or sys.stdout.buffer
     err_sink = stderr or sys.stderr.buffer
     incidents: list[Path] = []
@@ -211,6 +219,10 @@ def record_command(argv: list[str], *, incident_id: str, incidents_dir: str = "i
         child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=None)
     except OSError as exc:
         raise StallcaseError(argv[0], f"cannot run: {exc.strerror or exc}") from None
+    child_start = now_ns()
+    if rx_unit is None:
+        print("stallcase record: no --step-pattern: the run is recorded as one step (its process wall time); "
+              "trials compare whole-run wall times", file=sys.stderr)
     rec.attach(child.pid)
     rec.start()
     usr1 = threading.Event()
@@ -256,6 +268,9 @@ def record_command(argv: list[str], *, incident_id: str, incidents_dir: str = "i
                 next_maps = now_ns() + int(maps_every_s * 1e9)
         for t in readers:
             t.join(timeout=10)
+        if rx_unit is None:
+            rec._end_step(0, child_start, now_ns(), thread_id=child.pid)
+            step_counter[0] = 1
         if "exit" in kinds:
             p = rec.snapshot("exit", wait=True)
             if p is not None:

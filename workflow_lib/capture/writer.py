@@ -11,10 +11,12 @@ the host application. Between jobs the thread runs the recorder's housekeeping
 from __future__ import annotations
 
 import queue
+import sys
 import threading
 from typing import Callable
 
 from .. import incident as _incident
+from . import ranks
 
 # The one binding through which incidents reach the disk; tests substitute it to
 # simulate a full disk.
@@ -23,13 +25,21 @@ HOUSEKEEPING_S = 1.0
 
 
 class Job:
-    """One snapshot: `build()` returns (path, manifest, tables) or raises."""
+    """One snapshot: `build()` returns (path, manifest, tables) or raises. `write(path, manifest,
+    tables)`, when given, writes it and returns the directory it chose (a rank's snapshot
+    merges into its incident: capture/ranks.py); by default write_incident at `path`."""
 
-    def __init__(self, build: Callable[[], tuple]):
+    def __init__(self, build: Callable[[], tuple], write: Callable[..., object] | None = None):
         self.build = build
+        self.write = write
         self.done = threading.Event()
         self.path = None
         self.error: str | None = None
+
+
+def write_incident_now(path, manifest, tables):
+    """write_incident looked up at call time (tests substitute the module binding)."""
+    return write_incident(path, manifest, tables)
 
 
 class SnapshotWriter:
@@ -87,7 +97,15 @@ class SnapshotWriter:
     def _do(self, job: Job) -> None:
         try:
             path, manifest, tables = job.build()
-            write_incident(path, manifest, tables)
+            if job.write is None:
+                write_incident(path, manifest, tables)
+            else:
+                try:
+                    path = job.write(path, manifest, tables)
+                except ranks.Relocated as exc:  # written, but apart from the other ranks: say so
+                    path = exc.path
+                    self.record_error(str(exc))
+                    print(f"stallcase recorder: {exc}", file=sys.stderr)
             job.path = path
             self.written += 1
         except OSError as exc:

@@ -1,4 +1,5 @@
-"""`stallcase import FORMAT FILE... --incident ID`: traces users already have -> an incident directory."""
+"""`stallcase import FORMAT FILE... --incident ID [--workload -- CMD ARGS...]`: traces users already
+have -> an incident directory; with --workload, also the command the trials run (last option)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step-pattern", default=None, help="kineto: regex naming step annotations (default ProfilerStep#N)")
     p.add_argument("--hostname", default=None, help="torch-fr: the host that wrote these dumps (they name none); "
                    "without it each rank is its own clock domain")
+    p.add_argument("--workload", nargs=argparse.REMAINDER, default=None, metavar="-- CMD",
+                   help="last option: the command that produced the trace (argv, no shell), e.g. --workload -- python train.py; "
+                        "the plan rebuilds and times it")
+    _workload_last(p)
+
+
+def _workload_last(p: argparse.ArgumentParser) -> None:
+    """Everything after --workload (and an optional `--`) is the command, verbatim: argparse
+    alone refuses `--workload -- CMD` after a variable number of trace files."""
+    parse = p.parse_known_args
+
+    def parse_known_args(args=None, namespace=None):
+        args = list(args or [])
+        if "--workload" not in args:
+            return parse(args, namespace)
+        k = args.index("--workload")
+        cmd = args[k + 1:]
+        ns, extra = parse(args[:k], namespace)
+        ns.workload = cmd[1:] if cmd[:1] == ["--"] else cmd
+        return ns, extra
+
+    p.parse_known_args = parse_known_args
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,5 +50,10 @@ def run(args: argparse.Namespace) -> int:
         from ..importers.torch_fr import import_torch_fr
 
         out = import_torch_fr(args.files, incident_id=args.incident, incidents_dir=args.incidents_dir, hostname=args.hostname)
+    if args.workload is not None:
+        from ..capture.workload import attach_workload
+
+        workload = attach_workload(out, list(args.workload))
+        print(f"workload: {' '.join(workload['argv'])} (in {workload['cwd']})")
     print(f"wrote {out}")
     return 0

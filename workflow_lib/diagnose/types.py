@@ -17,6 +17,9 @@ VERDICTS = ("attributed", "unresolved", "not_applicable")
 DEFAULT_WAIT_PATTERNS = (
     r"queue", r"dataloader", r"data_wait", r"(next|get|load|fetch)[ _]?batch",
     r"wait_for_data", r"prefetch", r"_next_data",
+    # The recorder's gap before a step's block (capture/recorder.py): in the README's
+    # `for i, batch in enumerate(loader): with rec.step(i):` loop that is the loader's next().
+    r"^between_steps$",
 )
 
 

@@ -152,7 +152,9 @@ class HostSource:
 
     def __init__(self, span_capacity: int, step_capacity: int):
         self.spans = Ring("spans", {"start_ns": "q", "end_ns": "q", "code": "q"}, span_capacity)
-        self.steps = Ring("steps", {"step_id": "q", "tid": "q", "start_ns": "q", "end_ns": "q"}, step_capacity)
+        # items/tokens: the step's work as the workload declared it; -1 = not declared.
+        self.steps = Ring("steps", {"step_id": "q", "tid": "q", "start_ns": "q", "end_ns": "q",
+                                    "items": "q", "tokens": "q"}, step_capacity)
         self._names: dict[str, int] = {}
         self._name_list: list[str] = []
         self._names_lock = threading.Lock()
@@ -211,9 +213,15 @@ class HostSource:
             cache[name] = s
         return s
 
-    def record_step(self, step_id: int, start_ns: int, end_ns: int, thread_id: int | None = None) -> None:
+    def record_step(self, step_id: int, start_ns: int, end_ns: int, thread_id: int | None = None,
+                    items: int = -1, tokens: int = -1) -> None:
         tid = current_tid_shifted() >> NAME_BITS if thread_id is None else thread_id
-        self.steps.append(step_id, tid, start_ns, end_ns)
+        self.steps.append(step_id, tid, start_ns, end_ns, items, tokens)
+
+    def record_span(self, name: str, start_ns: int, end_ns: int) -> None:
+        """One complete span of the calling thread whose times were taken elsewhere (the
+        recorder's between-steps wait). Low rate: once per step, through the ring's append."""
+        self.spans.append(start_ns, end_ns, current_tid_shifted() | self.name_id(name))
 
     def add_spans(self, names, thread_ids, start_ns, end_ns) -> None:
         """Vectorized bulk insert of complete spans (tests, importers of host annotations).
@@ -247,6 +255,7 @@ class HostSource:
         c = copy.columns
         keep = (c["end_ns"] >= since_ns) & (c["end_ns"] <= until_ns)
         ids, start, end, tid = c["step_id"][keep], c["start_ns"][keep], c["end_ns"][keep], c["tid"][keep]
+        items, tokens = c["items"][keep], c["tokens"][keep]
         # A step id is unique per rank in the contract: if a workload reuses ids (two loops),
         # the latest occurrence is kept and the repeat count is reported by the caller.
         _, last = np.unique(ids[::-1], return_index=True)
@@ -257,6 +266,8 @@ class HostSource:
             "thread_id": pa.array(tid[sel], pa.int64()),
             "start_ns": pa.array(start[sel], pa.int64()),
             "end_ns": pa.array(end[sel], pa.int64()),
+            "items": pa.array(items[sel], pa.int64(), mask=items[sel] < 0),
+            "tokens": pa.array(tokens[sel], pa.int64(), mask=tokens[sel] < 0),
         })
 
 
