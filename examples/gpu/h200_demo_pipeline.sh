@@ -10,14 +10,14 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv | tee $OUT/nvidia-smi-$MODE.csv
 python3 -m workflow_lib.environment > $OUT/environment-$MODE.json
+# Each plan keeps its own results/demo/runs/<run>/ (A/B and A/A never overwrite each other);
+# results/demo/comparison.json etc. link the latest run.
 if [ "$MODE" = ab ]; then
-  rm -rf results incidents results-aa
-  python3 -m snakemake --cores 8 --configfile examples/demo/h200.yaml --config incident=demo \
-    -- results/demo/comparison.json results/demo/diagnosis.json 2>&1 | tail -40 | tee $OUT/snakemake-ab.log || true
-  tar czf $OUT/h200-demo-ab.tgz results/demo/*.json results/demo/preflight results/demo/execution results/demo/logs incidents/demo
+  rm -rf results incidents
+  CAND=()
 else
-  python3 -m snakemake --cores 8 --configfile examples/demo/h200.yaml --config incident=demo candidate=baseline results_dir=results-aa \
-    -- results-aa/demo/comparison.json 2>&1 | tail -40 | tee $OUT/snakemake-aa.log || true
-  tar czf $OUT/h200-demo-aa.tgz results-aa/demo/*.json results-aa/demo/preflight results-aa/demo/execution results-aa/demo/logs
+  CAND=(candidate=baseline)
 fi
-python3 -m workflow_lib.compare_components results*/demo/comparison.json | tee $OUT/why-changed-$MODE.txt
+python3 -m snakemake --cores 8 --configfile examples/demo/h200.yaml --config incident=demo "${CAND[@]}" 2>&1 | tail -40 | tee $OUT/snakemake-$MODE.log || true
+tar czf $OUT/h200-demo-$MODE.tgz --exclude='*/work' --exclude='*/captures' results/demo/runs results/demo/*.json results/demo/logs incidents/demo 2>/dev/null || true
+python3 -m workflow_lib.compare_components results/demo/comparison.json | tee $OUT/why-changed-$MODE.txt
