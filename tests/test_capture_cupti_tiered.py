@@ -38,7 +38,9 @@ def _run(tmp_path, monkeypatch, mode_env=None, steps=40, slow=25, window=5):
 
 def test_trigger_arms_cupti_for_the_next_steps_and_snapshots_after(tmp_path, monkeypatch):
     rec, fake, enabled_at = _run(tmp_path, monkeypatch)
-    assert sorted(enabled_at) == [26, 27, 28, 29, 30]  # armed after the slow step, for 5 steps
+    # Armed after the slow step: step 26 (whose iteration began at step 25's end, before CUPTI
+    # was enabled, so it is covered only in part) and then 5 whole steps.
+    assert sorted(enabled_at) == [26, 27, 28, 29, 30, 31]
     assert fake.enabled == []
     snaps = sorted(tmp_path.glob("tier.latency_change-*"))
     assert len(snaps) == 1
@@ -49,10 +51,10 @@ def test_trigger_arms_cupti_for_the_next_steps_and_snapshots_after(tmp_path, mon
     assert len(wins) == 1 and wins[0][0] < wins[0][1]
     steps = inc.table("steps").to_pandas().sort_values("step_id")
     covered = cupti_mod.covered_steps(inc.manifest, steps["start_ns"], steps["end_ns"])
-    # The armed window opens at the end of step 25 and closes at the end of step 30.
-    assert list(steps["step_id"][covered]) == [26, 27, 28, 29, 30]
+    # The armed window opens just after the end of step 25 and closes at the end of step 31.
+    assert list(steps["step_id"][covered]) == [27, 28, 29, 30, 31]
     k = inc.table("kernels").to_pandas()
-    assert len(k) == 20 and ((k["start_ns"] >= wins[0][0] - 2_000_000) & (k["end_ns"] <= wins[0][1] + 2_000_000)).all()
+    assert len(k) == 24 and ((k["start_ns"] >= wins[0][0] - 2_000_000) & (k["end_ns"] <= wins[0][1] + 2_000_000)).all()
     assert inc.manifest["recorder"]["mode"]["cupti_mode"] == "triggered"
 
 

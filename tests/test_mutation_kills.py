@@ -13,7 +13,8 @@ def _fake_runs(monkeypatch, decide):
     def one_run(spec, design, entry, attempt, log, cap):
         status = decide(entry, attempt)
         return {"index": entry["index"], "arm": entry["arm"], "attempt": attempt, "status": status,
-                "exit_code": 0 if status == "ok" else 3, "metric_ns": 1.0 if status == "ok" else None}
+                "exit_code": 0 if status == "ok" else 3, "metric_ns": 1.0 if status == "ok" else None,
+                "error": None if status == "ok" else "exit status 3", "metric_source": "recorder_steps"}
     monkeypatch.setattr(trials, "one_run", one_run)
 
 

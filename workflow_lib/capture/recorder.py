@@ -363,7 +363,9 @@ class FlightRecorder:
         False when CUPTI is not running or a window is already armed."""
         if self.cupti is None or self._gpu_left or not self.cupti.arm():
             return False
-        self._gpu_left = int(steps or self.gpu_window_steps)
+        # +1: the step now beginning started at the triggering step's end, before CUPTI was
+        # enabled, so it is only partly covered; the window then holds `steps` whole steps.
+        self._gpu_left = int(steps or self.gpu_window_steps) + 1
         return True
 
     def _close_gpu_window(self) -> None:
