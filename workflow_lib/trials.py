@@ -220,7 +220,7 @@ def run_block(plan: dict, plan_digest: str, preflight_record: dict, preflight_di
                     break  # the same program reads the same nothing
             if progress:
                 progress(f"{block}: run {n + 1}/{len(schedule)} ({entry['arm']}) {run['status']}")
-            if run["status"] == "failed" and entry["arm"] != "warmup" and family not in ever_ok:  # warm-ups are not counted
+            if run["status"] == "failed" and family not in ever_ok:
                 left = len(schedule) - n - 1
                 stopped = (f"stopped after run {entry['index']} ({entry['arm']}): the {'candidate' if family == 'B' else 'baseline'} "
                            f"arm has not run successfully once ({run['error']}); the {left} remaining run(s) were not started")
