@@ -34,7 +34,10 @@ def check_config(config: dict, *, workdir: str | os.PathLike | None = None) -> d
         bounds.expanded_size(config, "config", bounds.MAX_CONFIG_NODES, "the configuration")
         _texts(config, "config")
         roots = safe_io.declared_roots([r for r in config.get("allow_roots", []) if isinstance(r, str)], cwd=workdir)
-        for key in ("results_dir", "incidents_dir"):
+        # The workflow writes into results_dir always, and into incidents_dir only to capture
+        # the built-in demo; a user's incident is only read from there (their recorder wrote it).
+        written = ("results_dir", "incidents_dir") if config.get("incident") == "demo" else ("results_dir",)
+        for key in written:
             if isinstance(config.get(key), str):
                 safe_io.check_output_dir(config[key], roots, f"config {key}")
         env = (config.get("candidate") or {}).get("env") if isinstance(config.get("candidate"), dict) else None

@@ -18,7 +18,8 @@ def logged(log_path: str | os.PathLike, fn: Callable[..., Any], *args, **kwargs)
     log = Path(log_path)
     log.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    name = f"{fn.__module__}.{fn.__qualname__}"
+    inner = getattr(fn, "func", fn)  # a functools.partial names the function it wraps
+    name = f"{getattr(inner, '__module__', '?')}.{getattr(inner, '__qualname__', type(inner).__name__)}"
     try:
         result = fn(*args, **kwargs)
     except StallcaseError as exc:

@@ -182,12 +182,25 @@ def _finish(parts: dict[str, list[pa.Table]], rank: int, base_ns: int, shift_us:
     out["spans"] = sp.append_column("depth", pa.array(depth.astype(np.int32)))
     steps, basis = _steps(out["spans"], step_rx, where), "pattern"
     if steps.num_rows == 0 and step_rx.pattern == DEFAULT_STEP_PATTERN:
+        _refuse_malformed_profiler_steps(out["spans"], where)
+    if steps.num_rows == 0 and step_rx.pattern == DEFAULT_STEP_PATTERN:
         steps, basis = _steps(out["spans"], re.compile(FALLBACK_STEP_PATTERN), where), "annotation"
     if steps.num_rows == 0 and step_rx.pattern == DEFAULT_STEP_PATTERN:
         steps, basis = _window_step(out, rank), "window"
     out["steps"] = _with_launched_gpu_work(steps, out)
     out["_basis"] = basis
     return out
+
+
+def _refuse_malformed_profiler_steps(spans: pa.Table, where) -> None:
+    """A `ProfilerStep#` span whose id is not an ASCII decimal (e.g. `ProfilerStep#²`) is a
+    damaged step annotation, not a trace without steps: refuse it rather than fall back."""
+    if not spans.num_rows:
+        return
+    bad = pc.filter(spans["name"], pc.starts_with(spans["name"], "ProfilerStep#"))
+    if len(bad):
+        raise InputError(where, f"no step spans match {DEFAULT_STEP_PATTERN!r}: {str(bad[0].as_py())[:80]!r} names a step "
+                                "whose id is not an ASCII decimal number")
 
 
 def _window_step(out: dict[str, pa.Table], rank: int) -> pa.Table:

@@ -144,7 +144,9 @@ def on_success(results_dir, incident: str) -> None:
     print("\n".join(lines), flush=True)
 
 
-def on_error(results_dir, incident: str | None, snakemake_log: str | None = None) -> None:
+def on_error(results_dir, incident: str | None, snakemake_log=None) -> None:
+    if isinstance(snakemake_log, (list, tuple)):  # Snakemake passes its log files as a list
+        snakemake_log = str(snakemake_log[0]) if snakemake_log else None
     try:
         lines = error_lines(results_dir, incident, snakemake_log)
     except Exception as exc:  # noqa: BLE001 - never mask the workflow's own error
