@@ -67,9 +67,9 @@ def _first_error(kind: str, record: Any) -> jsonschema.ValidationError | None:
 # or extra field anywhere is refused, a wrong value type outside the sample is not seen. The
 # items are written by one code path per record kind, so a fault in that path shows in the sample.
 SAMPLED_ARRAYS = {"diagnosis": "steps"}
-SAMPLE_ABOVE = 2000
-SAMPLE_EDGE = 500
-SAMPLE_SPREAD = 1000
+SAMPLE_ABOVE = 1000
+SAMPLE_EDGE = 100
+SAMPLE_SPREAD = 300
 
 
 def _sampled(kind: str, record: Any) -> tuple[Any, list[int] | None]:
