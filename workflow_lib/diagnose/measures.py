@@ -24,11 +24,36 @@ def as_intervals(start_ns, end_ns) -> Intervals:
     return union(np.asarray(start_ns, _I64), np.asarray(end_ns, _I64))
 
 
+# Per-step interval sets hold a handful of intervals; there a NumPy call (~1-5 us each, a sweep
+# makes ~25) costs more than the work. Up to SMALL boundary points the same algorithms run on
+# Python ints (exact, same results: tests/test_diagnose_speed_paths.py compares both paths).
+SMALL = 48
+
+
+def _arr(values: list) -> np.ndarray:
+    return np.array(values, _I64) if values else np.zeros(0, _I64)
+
+
+def _union_py(s: list, e: list) -> Intervals:
+    pairs = sorted((a, b) for a, b in zip(s, e) if b > a)  # ties by end: same union as a stable sort
+    out_s, out_e = [], []
+    for a, b in pairs:
+        if out_e and a <= out_e[-1]:
+            if b > out_e[-1]:
+                out_e[-1] = b
+        else:
+            out_s.append(a)
+            out_e.append(b)
+    return Intervals(_arr(out_s), _arr(out_e))
+
+
 def union(start_ns: np.ndarray, end_ns: np.ndarray) -> Intervals:
     """Union of [start, end) intervals: sort by start, running max of ends, split where a start
     exceeds every end before it. Zero-length intervals vanish."""
     start_ns = np.asarray(start_ns, _I64)
     end_ns = np.asarray(end_ns, _I64)
+    if start_ns.size <= SMALL:
+        return _union_py(start_ns.tolist(), end_ns.tolist())
     keep = end_ns > start_ns
     s, e = start_ns[keep], end_ns[keep]
     if s.size == 0:
@@ -47,12 +72,48 @@ def union(start_ns: np.ndarray, end_ns: np.ndarray) -> Intervals:
 def union_many(*sets: Intervals) -> Intervals:
     if not sets:
         return empty()
+    if sum(len(x) for x in sets) <= SMALL:
+        return _union_py([v for x in sets for v in x.start_ns.tolist()], [v for x in sets for v in x.end_ns.tolist()])
     return union(np.concatenate([x.start_ns for x in sets]), np.concatenate([x.end_ns for x in sets]))
+
+
+def _sweep_py(a: Intervals, b: Intervals, keep_a_and_b: bool) -> Intervals:
+    # The sweep below on Python ints: the state after all boundary events at a point decides
+    # the segment that starts there; touching kept segments merge, as union() merges them.
+    ev: dict[int, list] = {}
+    for arr, da, db in ((a.start_ns, 1, 0), (a.end_ns, -1, 0), (b.start_ns, 0, 1), (b.end_ns, 0, -1)):
+        for p in arr.tolist():
+            d = ev.get(p)
+            if d is None:
+                ev[p] = [da, db]
+            else:
+                d[0] += da
+                d[1] += db
+    out_s, out_e = [], []
+    ca = cb = 0
+    prev, inside = None, False
+    for p in sorted(ev):
+        if inside:
+            if out_e and out_e[-1] == prev:
+                out_e[-1] = p
+            else:
+                out_s.append(prev)
+                out_e.append(p)
+        d = ev[p]
+        ca += d[0]
+        cb += d[1]
+        inside = ca > 0 and (cb > 0 if keep_a_and_b else cb == 0)
+        prev = p
+    return Intervals(_arr(out_s), _arr(out_e))
 
 
 def _sweep(a: Intervals, b: Intervals, keep_a_and_b: bool) -> Intervals:
     # Both inputs are disjoint unions; walk the merged boundaries and keep the segments
     # where (a and b) or (a and not b) holds.
+    if len(a) == 0 or (keep_a_and_b and len(b) == 0):
+        return empty()
+    if 2 * (len(a) + len(b)) <= SMALL:
+        return _sweep_py(a, b, keep_a_and_b)
     pts = np.concatenate([a.start_ns, a.end_ns, b.start_ns, b.end_ns])
     if pts.size == 0:
         return empty()
