@@ -27,9 +27,10 @@ def capture(incidents_dir: str | os.PathLike, args: list[str], log_path: str | o
     env = dict(os.environ)
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env.setdefault(name, "1")
-    # The demo's source root is this checkout, even when the checkout sits inside another git
-    # work tree (a copy under a bigger repository would otherwise pin that repository's files).
-    env.setdefault("STALLCASE_SOURCE_ROOT", str(WORKLOAD.parent.parent.parent))
+    # The demo's program is its own directory (examples/demo): the recorder it imports is the
+    # installed stallcase, not part of the program under test, and a checkout inside another git
+    # work tree would otherwise pin that repository's files.
+    env.setdefault("STALLCASE_SOURCE_ROOT", str(WORKLOAD.parent))
     proc = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=WORKLOAD.parent.parent.parent, env=env)
     if log_path:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)

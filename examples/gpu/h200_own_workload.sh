@@ -120,7 +120,9 @@ trials:
   metric: {name: iteration_time, source: auto, per: step, statistic: median, skip_steps: 5, unit: ns}
 YEOF
 rm -rf results
+if [ -z "${ONLY_AA:-}" ]; then  # ONLY_AA=1: the deliberate A/A alone (when the A/B was run before)
 "$PY" -m snakemake --profile profiles/local --configfile my.yaml --config incident=tx > "$OUT/snakemake-ab.log" 2>&1 || echo "A/B snakemake exit $?"
+fi
 summarize() {
 "$PY" - "$OUT" <<'PYEOF'
 import glob, json, re, statistics, sys
