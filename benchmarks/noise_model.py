@@ -87,7 +87,8 @@ def _split_arms(values: np.ndarray, arms: np.ndarray, design: Design) -> tuple[n
     """Per-block A, B, A' values (..., blocks, runs) from slot values and arm codes."""
     order = np.argsort(arms, axis=-1, kind="stable")  # warmup, A..., B..., A'...
     v = np.take_along_axis(values, order, axis=-1)
-    w, n, m = design.warmup_runs, design.runs_per_arm, design.control_runs
+    n, m = design.runs_per_arm, design.control_runs
+    w = arms.shape[-1] - 2 * n - m  # warm-ups per block: one set for each arm (make_schedule)
     return v[..., w : w + n], v[..., w + n : w + 2 * n], v[..., w + 2 * n : w + 2 * n + m]
 
 

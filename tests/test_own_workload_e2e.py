@@ -88,6 +88,7 @@ def world(tmp_path_factory):
     # 2. my.yaml as the README writes it, plus a small design.
     (checkout / "my.yaml").write_text(textwrap.dedent(f"""
         incidents_dir: {repo / 'incidents'}
+        allow_roots: [{repo}]
         candidate:
           set_args: {{"--workers": "4"}}
     """) + TRIALS)

@@ -130,9 +130,14 @@ def test_synthetic_first_screen_before_and_after_the_attribution_fields(browser,
     RC.rich_incident(inc)
     p = RC.results_for(inc, tmp_path / "results")
     recs = load_records(p["snapshot"], p["diagnosis"], p["plan"], p["comparison"])
-    # before: the record holds no excess per step; the slowest step and its attributed findings stand in
+    # before: the record holds no excess per step (an older diagnosis); the slowest step and its
+    # attributed findings stand in
+    old = {**recs.diagnosis, "summary": {k: v for k, v in recs.diagnosis["summary"].items() if k != "slow_steps"},
+           "steps": [{k: v for k, v in st.items() if k != "excess"} for st in recs.diagnosis["steps"]]}
+    before_recs = Records(snapshot=recs.snapshot, diagnosis=old, plan=recs.plan, preflights=recs.preflights,
+                          executions=recs.executions, comparison=recs.comparison)
     before = tmp_path / "before.html"
-    before.write_text(build_report(recs, tmp_path / "results", perfetto_href=None), encoding="utf-8")
+    before.write_text(build_report(before_recs, tmp_path / "results", perfetto_href=None), encoding="utf-8")
     got = first_screen(browser, before, _from_files(p["snapshot"].parent), _shot("report-first-screen-synthetic.png"))
     assert "Slowest:" in got["text"] and "collective wait" in got["text"]
     # after: summary.slow_steps with by_cause, and the comparison's components and sentence

@@ -160,7 +160,7 @@ def build_plan(snapshot: dict, snapshot_digest: str, store_root: str | os.PathLi
     design = dict(design, metric=resolve_metric(design["metric"], snapshot))
     dists = snapshot.get("provenance", {}).get("imported_distributions")
     plan = {
-        "schema_version": 1,
+        "schema_version": 2,
         "kind": "plan",
         "incident_id": snapshot["incident_id"],
         "experiment": experiment,

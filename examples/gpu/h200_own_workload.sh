@@ -105,6 +105,7 @@ for w in 1 4; do (cd "$PROJ" && STALLCASE_RECORDER=off "$PY" train.py --steps 60
 # 2. my.yaml as the README writes it, plus a small design (6 blocks of A, B, A').
 cat > my.yaml <<YEOF
 incidents_dir: $PROJ/incidents
+allow_roots: [$PROJ]
 candidate:
   set_args: {"--workers": "4"}
 trials:
