@@ -104,7 +104,9 @@ def world(tmp_path_factory):
     _sh([*smk, "incident=rec-0412", "experiment=around-the-program"], checkout, env)
     rec = _keep(checkout, "rec-0412", root / "kept" / "rec")
     # Or a trace you already have, with the command that made it.
-    _sh([checkout / ".venv/bin/stallcase", "import", "kineto", KINETO, "--incident", "kin-0412", "--workload", "--",
+    # (the trace the user has lies in their project, the tree my.yaml declares)
+    shutil.copy(KINETO, repo / "trace_rank0.json")
+    _sh([checkout / ".venv/bin/stallcase", "import", "kineto", repo / "trace_rank0.json", "--incident", "kin-0412", "--workload", "--",
          PY, "train.py", "--steps", STEPS, "--workers", "1"], repo, env)
     _sh([*smk, "incident=kin-0412"], checkout, env)
     kin = _keep(checkout, "kin-0412", root / "kept" / "kin")

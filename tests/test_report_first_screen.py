@@ -167,4 +167,4 @@ def test_demo_workflow_first_screen(browser, demo_pipeline):
     report = demo_pipeline.demo / "report.html"
     got = first_screen(browser, report, _from_files(report.parent), _shot("report-first-screen-demo.png"))
     assert "Faster" in got["text"] or "Slower" in got["text"] or "No detectable change" in got["text"] or "Inconclusive" in got["text"]
-    assert "These trials tested the candidate: --min-ready 1, --sync-every 0." in got["text"]
+    assert "These trials tested the candidate: --producers 4, --sync-every 0." in got["text"]

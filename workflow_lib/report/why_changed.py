@@ -26,8 +26,8 @@ def _row(i: int, r: dict) -> str:
              + num(r["interval_ns"][1], "ns", _src(i, "interval_ns/1")))
     state = ("clears its floor" if r["clears_floor"] else "within its floor") if r["status"] == "resolved" \
         else f'<span class="missing">unresolved: {esc(r["reason"] or "")}</span>'
-    return (f"<tr><td>{esc(r['label'])}</td><td>{esc(r['group'])}</td>"
-            f"<td class='num'>{num(r['baseline_ns_per_step'], 'ns', _src(i, 'baseline_ns_per_step'))}</td>"
+    return (f"<tr><td>{esc(r.get('label', r['name']))}</td><td>{esc(r.get('group', ''))}</td>"
+            f"<td class='num'>{num(r.get('baseline_ns_per_step'), 'ns', _src(i, 'baseline_ns_per_step'))}</td>"
             f"<td class='num'>{num(r['delta_ns_per_step'], 'ns', _src(i, 'delta_ns_per_step'))}</td>"
             f"<td class='num'>[{lo_hi}]</td>"
             f"<td class='num'>±{num(r['floor_ns'], 'ns', _src(i, 'floor_ns'))}</td>"
@@ -59,7 +59,8 @@ def _partition(rows: list[dict]) -> list[dict]:
 
 def typical_steps(rows: list[dict]) -> str:
     """Two stacked bars, A and B, on one scale; B's parts are A's plus each part's estimate."""
-    parts = _partition(rows)
+    # A's level per part comes with each component (compare's field); without it no bar is drawn.
+    parts = [r for r in _partition(rows) if r.get("baseline_ns_per_step") is not None]
     if not parts:
         return ""
     a = [max(0.0, r["baseline_ns_per_step"]) for r in parts]
@@ -69,11 +70,11 @@ def typical_steps(rows: list[dict]) -> str:
 
     def bar(arm: str, values: list[float]) -> str:
         segs = "".join(
-            f'<i title="{esc(r["label"])}" style="display:inline-block;height:18px;width:{100.0 * v / scale:.3f}%;'
+            f'<i title="{esc(r.get("label", r["name"]))}" style="display:inline-block;height:18px;width:{100.0 * v / scale:.3f}%;'
             f'background:{colors[r["name"]]}"></i>' for r, v in zip(parts, values) if v > 0)
         return f'<div class="typical-step"><b style="display:inline-block;width:6em">{arm}</b><span style="display:inline-block;width:calc(100% - 7em);white-space:nowrap">{segs}</span></div>'
 
-    legend = "".join(f'<span><i style="background:{colors[r["name"]]}"></i>{esc(r["label"])}</span>' for r in parts)
+    legend = "".join(f'<span><i style="background:{colors[r["name"]]}"></i>{esc(r.get("label", r["name"]))}</span>' for r in parts)
     return ("<h4>A typical step of A and of B, same scale</h4>"
             "<p class='words'>Each bar is a step's mean time split into parts that never overlap; B's parts are "
             "A's plus each part's estimated change.</p>"
