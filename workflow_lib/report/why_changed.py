@@ -25,7 +25,7 @@ def _row(i: int, r: dict) -> str:
     lo_hi = (num(r["interval_ns"][0], "ns", _src(i, "interval_ns/0")) + ", "
              + num(r["interval_ns"][1], "ns", _src(i, "interval_ns/1")))
     state = ("clears its floor" if r["clears_floor"] else "within its floor") if r["status"] == "resolved" \
-        else f'<span class="missing">unresolved: {esc(r["reason"] or "")}</span>'
+        else f'<span class="missing">unresolved: {esc(r.get("reason") or "")}</span>'
     return (f"<tr><td>{esc(r.get('label', r['name']))}</td><td>{esc(r.get('group', ''))}</td>"
             f"<td class='num'>{num(r.get('baseline_ns_per_step'), 'ns', _src(i, 'baseline_ns_per_step'))}</td>"
             f"<td class='num'>{num(r['delta_ns_per_step'], 'ns', _src(i, 'delta_ns_per_step'))}</td>"
