@@ -7,8 +7,11 @@ The graph is read from the code (every `import`/`from ... import` in workflow_li
 functions too, since a deferred import is still a dependency). Each module belongs to one
 stage; a stage may import from its own stage and from stages before it in the flow
 
-    foundation → capture | importers → snapshot → diagnose → collectives → plan → preflight
+    foundation → capture | importers → snapshot → collectives → diagnose → plan → preflight
     → trials → compare → report → entry
+
+Collectives comes before the diagnosis, as in the rules: the `collectives` rule writes its
+record from the snapshot and the `diagnose` rule reads it (rules/diagnose.smk).
 
 `foundation` holds what every stage shares (errors, records, the store, the incident format,
 the vocabulary); `entry` holds the CLI and the demo driver, which wire stages together.
@@ -26,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = "workflow_lib"
 
 # Stage rank by flow position; capture and importers are two entries into the same place.
-ORDER = {"foundation": 0, "capture": 1, "importers": 1, "snapshot": 2, "diagnose": 3, "collectives": 4,
+ORDER = {"foundation": 0, "capture": 1, "importers": 1, "snapshot": 2, "diagnose": 4, "collectives": 3,
          "plan": 5, "preflight": 6, "trials": 7, "compare": 8, "report": 9, "entry": 10}
 
 # Top-level modules that are not yet inside a stage package: the stage they serve.
@@ -36,7 +39,8 @@ TOP_LEVEL = {
     "bounds": "foundation", "layout": "foundation", "patterns": "foundation", "rulelog": "foundation",
     "environment": "foundation", "verify": "entry", "snapshot": "snapshot", "plan": "plan",
     "schedule": "plan", "preflight": "preflight", "trials": "trials", "stats": "compare", "verdict": "compare",
-    "compare": "compare", "perfetto": "report", "demo": "entry", "cli": "entry",
+    "compare": "compare", "compare_components": "compare", "components": "trials",
+    "perfetto": "report", "demo": "entry", "cli": "entry",
 }
 
 

@@ -69,6 +69,18 @@ SOURCE_ALIASES = {
     "spans": ("cpu_op", "operator", "user_annotation", "gpu_user_annotation_host", "python_function"),
 }
 
+# Which manifest source names stand for each table: the recorder names its sources by
+# mechanism (host, cupti, nvml), importers and builders by table.
+TABLE_SOURCES = {
+    "steps": ("steps", "host"),
+    "spans": ("spans", "host"),
+    "kernels": ("kernels", "cupti", "kineto"),
+    "memcpy": ("memcpy", "kernels", "cupti", "kineto"),
+    "runtime_api": ("runtime_api", "cupti", "kineto"),
+    "nvml": ("nvml",),
+    "collectives": ("collectives", "torch_fr", "nccl"),
+}
+
 
 def base_name(name: str) -> str:
     """An API call name without its version/per-thread-stream suffix (cudaMemcpy_v3020 -> cudaMemcpy)."""
@@ -91,7 +103,7 @@ def is_collective_kernel(name: str) -> bool:
 
 def rank_key(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """Ranks as int64 with -1 for null (single-process work)."""
-    return pc.fill_null(col.cast(pa.int64()), -1).to_numpy()
+    return np.asarray(pc.fill_null(col.cast(pa.int64()), -1).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 def per_name(names, fn) -> np.ndarray:

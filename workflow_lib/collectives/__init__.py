@@ -1,6 +1,5 @@
 """Multi-rank collective analysis: who waited on whom, and which rank hung the job.
 
-    dump.py       one flight-recorder dump: parse, rows, pg_status counters (shared with capture)
     load.py       collectives of every rank (flight recorder, recorder, NCCL kernels)
     match.py      align on (communicator, sequence number); per-rank state; mismatches
     culprits.py   hang versus straggler: the ranks that hung the job, in collective order
@@ -10,8 +9,11 @@
     analyze.py    the `collectives` record (schemas/collectives.schema.json)
     findings.py   per-step `collective_wait` findings for the diagnosis
 
-Imported lazily: the recorder reads dumps through `dump` inside the workload, which must
-not pay for pandas.
+One flight-recorder dump (parse, rows, pg_status counters) is read in
+workflow_lib/formats/fr_dump.py, shared with capture and the importers.
+
+Imported lazily: the analysis needs pandas, which no caller should pay for by importing
+the package.
 """
 
 from __future__ import annotations

@@ -165,7 +165,7 @@ def load(incidents: list[Incident]) -> tuple[pd.DataFrame, dict[int, RankSource]
             first = mine["record_id"].min() if not mine.empty else None
             d = detail.get(str(r))
             if d is not None and "wrapped_reason" in d:
-                wrapped = bool(d["wrapped"])  # decided from record ids and counters (dump.py)
+                wrapped = bool(d["wrapped"])  # decided from record ids and counters (formats/fr_dump.py)
             else:  # an older import: only the record ids
                 wrapped = bool((d or {}).get("wrapped", False)) or (first is not None and pd.notna(first) and first > 0)
             sources[r] = RankSource(rank=r, incident=str(inc.path), wrapped=bool(wrapped), records=int(len(mine)),

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from ..vocabulary import P2P_OPS  # noqa: F401  (one definition, in the vocabulary; re-exported for the stage)
+
 SCHEMA_VERSION = 2
 
 # Op statuses after matching, most decisive first (an op gets the first that applies).
@@ -48,7 +50,6 @@ NOT_ATTRIBUTED = "not_attributed"    # resolved: no wait worth naming (below thr
 UNRESOLVED = "unresolved"            # cannot say (no comparable times, ambiguous late rank, not matched)
 PENDING = "pending"                  # not every member completed the op: a hang state, no wait is measured
 
-P2P_OPS = frozenset({"send", "recv", "coalesced_p2p"})
 # Ops whose per-rank sizes legitimately differ (torch's analyzer exempts the same ones).
 INPUT_SIZES_FREE = frozenset({"all_to_all", "all_to_all_single", "all_to_all_v_single", "scatter",
                               "all_gather_v", "reduce_scatter_v", "coalesced"})

@@ -61,7 +61,7 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
     """Diagnose every step of every rank; returns a diagnosis record (validated unless the
     caller writes it with records.write_record, which validates anyway)."""
     opts = options or DiagnoseOptions()
-    from ..collectives import diagnosis as coll_diagnosis
+    from . import dump_only as coll_diagnosis
 
     if coll_diagnosis.is_dump_only(incident, opts.step_pattern):  # flight-recorder dumps alone: who hung the job
         return coll_diagnosis.dump_only_diagnosis(incident, incident_id=incident_id, snapshot_digest=snapshot_digest,

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from ..diagnose import measures
 from ..incident import Incident
+from ..vocabulary import TABLE_SOURCES, rank_key
 from . import fmt, palette
 
 RAW_TRACK_LIMIT = 40_000
@@ -39,17 +40,7 @@ MAX_SPAN_ROWS = 6
 MAX_NAMES = 512
 """Distinct event names kept per track for tooltips; rarer names are shown as '(other)'."""
 
-# Which manifest source names stand for each table: the recorder names its sources by
-# mechanism (host, cupti, nvml), importers and builders by table.
-SOURCE_ALIASES = {
-    "steps": ("steps", "host"),
-    "spans": ("spans", "host"),
-    "kernels": ("kernels", "cupti", "kineto"),
-    "memcpy": ("memcpy", "kernels", "cupti", "kineto"),
-    "runtime_api": ("runtime_api", "cupti", "kineto"),
-    "nvml": ("nvml",),
-    "collectives": ("collectives", "torch_fr", "nccl"),
-}
+SOURCE_ALIASES = TABLE_SOURCES  # the report's name for the one map (html.py reads it)
 
 NVML_METRICS = (("gpu_util_pct", "NVML utilization", "%"), ("sm_clock_mhz", "SM clock", "MHz"))
 
@@ -76,9 +67,7 @@ def _i64(col) -> np.ndarray:
     return np.asarray(pc.fill_null(col, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
-def _rank_key(col) -> np.ndarray:
-    """Null rank (single process) -> -1, so groups are plain ints."""
-    return np.asarray(pc.fill_null(col.cast(pa.int64()), -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+_rank_key = rank_key  # null rank (single process) -> -1, so groups are plain ints
 
 
 def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

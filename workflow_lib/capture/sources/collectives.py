@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...collectives.dump import dump_detail, dump_table, parse_dump, versions
+from ...formats.fr_dump import dump_detail, dump_table, parse_dump, versions
 from ...errors import StallcaseError
 from ...incident import source
 

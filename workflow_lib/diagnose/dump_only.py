@@ -35,9 +35,9 @@ def verdict(analysis: dict) -> dict:
 def dump_only_diagnosis(incident: Incident, *, incident_id: str, snapshot_digest: str, options,
                         analysis: dict | None = None, validate: bool = True) -> dict:
     """The diagnosis record of a dump-only incident: no steps, the collectives verdict."""
-    from ..diagnose import _summary, next_experiments  # the diagnosis' own shapes, zero steps
-    from ..diagnose.checks import NAMES
-    from .analyze import analyze_collectives
+    from . import _summary, next_experiments  # the diagnosis' own shapes, zero steps
+    from ..collectives.analyze import analyze_collectives
+    from .checks import NAMES
 
     if analysis is None:
         analysis = analyze_collectives([incident])
