@@ -12,32 +12,24 @@ returns.
 
 from __future__ import annotations
 
-import numpy as np
-
 from .. import measures
 from ..types import Finding
-from .base import CheckInput, attributed, not_applicable, top_names, unresolved
+from .base import CheckInput, attributed, needs_calls_and_kernels, next_gpu_start, not_applicable, top_names
 
 NAME = "allocator_churn"
 
 
 def check(ci: CheckInput) -> Finding:
-    missing = []
-    if not ci.src.runtime_api:
-        missing.append("host CUDA API calls (runtime_api not observed)")
-    if not ci.src.kernels:
-        missing.append("GPU activity (kernels not observed)")
-    if missing:
-        return unresolved(NAME, missing)
+    gate = needs_calls_and_kernels(ci, NAME)
+    if gate is not None:
+        return gate
     ev, step = ci.ev, ci.step
     rows = ev.rt_index.overlapping(step.start_ns, step.end_ns)
     sel = rows[ev.rt_alloc[rows]]
     if sel.size == 0:
         return not_applicable(NAME, allocator_calls=0)
     s, e = ev.rt_start[sel], ev.rt_end[sel]
-    j = np.searchsorted(ev.gpu_start_sorted, e, side="left")
-    nxt = np.where(j < ev.gpu_start_sorted.size, ev.gpu_start_sorted[np.minimum(j, ev.gpu_start_sorted.size - 1)], step.end_ns)
-    nxt = np.minimum(np.maximum(nxt, e), step.end_ns)
+    nxt = next_gpu_start(ev, e, step.end_ns)
     claimed = measures.intersect(ci.base.idle, measures.clip(measures.union(s, nxt), step.start_ns, step.end_ns))
     evidence = {
         "allocator_calls": int(sel.size),

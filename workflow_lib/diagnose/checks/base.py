@@ -50,6 +50,26 @@ def host_gaps(ci: "CheckInput") -> Intervals:
     return Intervals(cand.start_ns[keep], cand.end_ns[keep])
 
 
+def needs_calls_and_kernels(ci: "CheckInput", check: str) -> Finding | None:
+    """`unresolved` naming what is absent when host CUDA calls or GPU activity were not
+    observed (checks that time GPU idle after a host call need both); None when both were."""
+    missing = []
+    if not ci.src.runtime_api:
+        missing.append("host CUDA API calls (runtime_api not observed)")
+    if not ci.src.kernels:
+        missing.append("GPU activity (kernels not observed)")
+    return unresolved(check, missing) if missing else None
+
+
+def next_gpu_start(ev: RankEvidence, after_ns: np.ndarray, step_end_ns: int) -> np.ndarray:
+    """For each time in `after_ns`: the first GPU activity starting at or after it, bounded by
+    the step end (and never before the time itself)."""
+    g = ev.gpu_start_sorted
+    j = np.searchsorted(g, after_ns, side="left")
+    nxt = np.where(j < g.size, g[np.minimum(j, g.size - 1)], step_end_ns)
+    return np.minimum(np.maximum(nxt, after_ns), step_end_ns)
+
+
 def unresolved(check: str, missing: list[str], **evidence) -> Finding:
     return Finding(check, "unresolved", measures.empty(), evidence, tuple(missing))
 

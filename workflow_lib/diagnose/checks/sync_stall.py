@@ -10,23 +10,17 @@ causes are split by time, each credited with its own interval.
 
 from __future__ import annotations
 
-import numpy as np
-
 from .. import measures
 from ..types import Finding
-from .base import CheckInput, attributed, not_applicable, top_names, unresolved
+from .base import CheckInput, attributed, needs_calls_and_kernels, next_gpu_start, not_applicable, top_names
 
 NAME = "sync_stall"
 
 
 def check(ci: CheckInput) -> Finding:
-    missing = []
-    if not ci.src.runtime_api:
-        missing.append("host CUDA API calls (runtime_api not observed)")
-    if not ci.src.kernels:
-        missing.append("GPU activity (kernels not observed)")
-    if missing:
-        return unresolved(NAME, missing)
+    gate = needs_calls_and_kernels(ci, NAME)
+    if gate is not None:
+        return gate
     ev, step = ci.ev, ci.step
     rows = ev.rt_index.overlapping(step.start_ns, step.end_ns)
     sel = rows[ev.rt_sync[rows]]
@@ -35,9 +29,7 @@ def check(ci: CheckInput) -> Finding:
     s, e = ev.rt_start[sel], ev.rt_end[sel]
     blocked = measures.clip(measures.union(s, e), step.start_ns, step.end_ns)
     # Next GPU activity starting at or after each sync returns; the step end bounds the drain.
-    j = np.searchsorted(ev.gpu_start_sorted, e, side="left")
-    nxt = np.where(j < ev.gpu_start_sorted.size, ev.gpu_start_sorted[np.minimum(j, ev.gpu_start_sorted.size - 1)], step.end_ns)
-    nxt = np.minimum(np.maximum(nxt, e), step.end_ns)
+    nxt = next_gpu_start(ev, e, step.end_ns)
     windows = measures.clip(measures.union(s, nxt), step.start_ns, step.end_ns)
     # Each cause gets its own interval: after the call returns, time the host spends in a
     # declared wait or an allocator call is that cause's, not the sync's refill.
