@@ -1,12 +1,19 @@
 """With trials.record_runs, each run carries the recorder: its snapshot lands in the run's own
 work directory (never in the incident it was rebuilt from) and comes with its own diagnosis."""
 
+from pathlib import Path
+
+import pytest
+
 from workflow_lib import demo, plan as P, preflight as PF, records, snapshot, trials
 
 from test_plan import DESIGN
 
 
-def test_each_run_has_its_own_incident_and_diagnosis(tmp_path):
+# Relative, as the README's results_dir is: the run's cwd is the program's, not Snakemake's,
+# and the capture must still land under the block's work dir (it once went to the program's cwd).
+@pytest.mark.parametrize("relative_work", [False, True], ids=["absolute", "relative"])
+def test_each_run_has_its_own_incident_and_diagnosis(tmp_path, monkeypatch, relative_work):
     manifest = demo.capture(tmp_path / "incidents", ["--steps", "8", "--min-ready", "2", "--producer-ms", "1"])
     original = manifest.read_bytes()
     snap = snapshot.ingest(manifest.parent, tmp_path / "results", tmp_path / "results" / "snapshot.json")
@@ -18,12 +25,15 @@ def test_each_run_has_its_own_incident_and_diagnosis(tmp_path):
     pre = PF.preflight(plan, pd, "b000", tmp_path / "results", results_dir=tmp_path / "results")
     assert pre["status"] == "pass", PF.readable_diff(pre)
     work = tmp_path / "work"
-    rec = trials.run_block(plan, pd, pre, records.digest_of(pre), "b000", tmp_path / "results", work)
+    if relative_work:
+        monkeypatch.chdir(tmp_path)
+    rec = trials.run_block(plan, pd, pre, records.digest_of(pre), "b000", tmp_path / "results",
+                           "work" if relative_work else work)
     records.validate(rec, "execution")
     assert [r["status"] for r in rec["runs"]] == ["ok", "ok"]
     for r in rec["runs"]:
         cap = r["capture"]
-        assert cap["error"] is None and cap["incident"].startswith(str(work / "captures"))
+        assert cap["error"] is None and str(Path(cap["incident"]).resolve()).startswith(str(work / "captures"))
         d = records.read_record(cap["diagnosis"], "diagnosis")
         assert len(d["steps"]) == 8 and cap["explained_ns"] + cap["unexplained_ns"] == d["summary"]["wall_ns"]
     assert manifest.read_bytes() == original  # the original incident is untouched

@@ -139,7 +139,10 @@ def one_run(spec: dict, design: dict, entry: dict, attempt: int, log, capture_di
                  "STALLCASE_RECORDER": "off"}
         if capture_dir is not None:
             capture_dir.mkdir(parents=True, exist_ok=True)
-            extra.update(STALLCASE_RECORDER="on", STALLCASE_INCIDENTS_DIR=str(capture_dir))
+            # Absolute: the run's cwd is the program's (its rebuilt tree, or the recorded cwd),
+            # not Snakemake's, so a relative results_dir would put the capture elsewhere and
+            # the diagnosis below would not find it.
+            extra.update(STALLCASE_RECORDER="on", STALLCASE_INCIDENTS_DIR=str(capture_dir.resolve()))
         env = run_env(spec["env"], extra)
         start = time.time_ns()
         err = None
