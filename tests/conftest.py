@@ -57,3 +57,34 @@ def demo_pipeline(tmp_path_factory):
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     return SimpleNamespace(workdir=wd, results=wd / "results", demo=wd / "results" / "demo", base=base, env=env,
                            output=proc.stdout + proc.stderr)
+
+
+def _untracked_in_checkout() -> set[str] | None:
+    """Files in this checkout that git neither tracks nor ignores (None outside a git checkout)."""
+    try:
+        out = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=all"],
+                             capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    return {line[3:] for line in out.stdout.splitlines() if line.startswith("?? ")}
+
+
+def pytest_sessionstart(session):
+    session.config._stallcase_untracked = _untracked_in_checkout()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Tests write under pytest's temp directory only: a file that appears in the checkout is
+    a stage writing outside its declared places (a relative path resolved against the wrong
+    cwd did exactly that once), so the session fails, naming it."""
+    before = getattr(session.config, "_stallcase_untracked", None)
+    after = _untracked_in_checkout()
+    if before is None or after is None:
+        return
+    new = sorted(after - before)
+    if new:
+        shown = ", ".join(new[:10]) + (f" and {len(new) - 10} more" if len(new) > 10 else "")
+        session.config.get_terminal_writer().line(f"stallcase: the tests wrote into the checkout: {shown}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
