@@ -121,8 +121,18 @@ trials:
   metric: {name: iteration_time, source: auto, per: step, statistic: median, skip_steps: 5, unit: ns}
 YEOF
 rm -rf results
+# budgeted LOG ARGS...: Snakemake, stopped (SIGINT: it finishes nothing new and exits) before
+# DEADLINE_S seconds of this script, so that a device call that is running out still keeps
+# the blocks that finished. On 2026-12-01 an A/A ran 3 of 6 blocks and the device limit
+# killed everything before they were copied to $OUT.
+budgeted() {
+  local log=$1; shift
+  local left=$(( ${DEADLINE_S:-270} - (SECONDS - START) ))
+  [ "$left" -gt 10 ] || { echo "no time left for $log"; return 1; }
+  timeout -s INT -k 20 "$left" "$PY" -m snakemake --profile profiles/local --configfile my.yaml "$@" > "$log" 2>&1
+}
 if [ -z "${ONLY_AA:-}" ]; then  # ONLY_AA=1: the deliberate A/A alone (when the A/B was run before)
-"$PY" -m snakemake --profile profiles/local --configfile my.yaml --config incident=tx > "$OUT/snakemake-ab.log" 2>&1 || echo "A/B snakemake exit $?"
+budgeted "$OUT/snakemake-ab.log" --config incident=tx || echo "A/B snakemake exit $?"
 fi
 summarize() {
 "$PY" - "$OUT" <<'PYEOF'
@@ -131,13 +141,16 @@ out = sys.argv[1]
 exp = [float(m) for m in re.findall(r"median iteration ([\d.]+) ms", open(f"{out}/expected.txt").read())]
 summary = {"expected_ratio": exp[1] / exp[0] if len(exp) == 2 else None, "program_median_iteration_ms": exp}
 for name in ("ab", "aa"):
+    blocks = sorted(glob.glob(f"kept/{name}/execution/*.json"))
+    runs = [r for p in blocks for r in json.load(open(p))["runs"]]
+    med = lambda arm: statistics.median([r["metric_ns"] for r in runs if r["arm"] == arm and r["status"] == "ok"] or [0]) / 1e6
     try:
         c = json.load(open(f"kept/{name}/comparison.json"))
-    except OSError:
-        summary[name] = None
+    except OSError:  # not run, or stopped at the deadline: say how far it got, no verdict
+        summary[name] = {"partial": True, "blocks_finished": len(blocks), "runs": len(runs),
+                         "failed_runs": sum(r["status"] != "ok" for r in runs),
+                         "median_ms": {a: med(a) for a in ("A", "B", "A'")}} if runs else None
         continue
-    runs = [r for p in sorted(glob.glob(f"kept/{name}/execution/*.json")) for r in json.load(open(p))["runs"]]
-    med = lambda arm: statistics.median([r["metric_ns"] for r in runs if r["arm"] == arm and r["status"] == "ok"] or [0]) / 1e6
     summary[name] = {"verdict": c["verdict"], "ratio": c["estimate"]["ratio"], "low": c["estimate"]["ratio_low"],
                      "high": c["estimate"]["ratio_high"], "floor_pct": c["noise_floor"]["pct"], "mde_pct": c["mde"]["pct"],
                      "failed_runs": sum(r["status"] != "ok" for r in runs), "runs": len(runs),
@@ -159,13 +172,19 @@ keep() {  # the latest run's records (results/tx/ links them)
     cp -rL "results/tx/$f" "kept/$1/" 2>/dev/null || true
   done
   cp -rL results/tx/latest/logs "kept/$1/run-logs" 2>/dev/null || true
+  # A run that did not finish has no latest link yet: keep its finished blocks from its run dir.
+  local run
+  run=$(ls -td results/tx/runs/"$2"-* 2>/dev/null | head -1)
+  if [ -n "$run" ] && [ ! -f "kept/$1/comparison.json" ]; then
+    cp -r "$run/plan.json" "$run/execution" "$run/preflight" "kept/$1/" 2>/dev/null || true
+  fi
 }
-keep ab
+keep ab ab
 echo "A/B done at $((SECONDS - START)) s"
 summarize
 if [ $((SECONDS - START)) -lt ${AA_DEADLINE_S:-150} ]; then
-  "$PY" -m snakemake --profile profiles/local --configfile my.yaml --config incident=tx candidate=baseline > "$OUT/snakemake-aa.log" 2>&1 || echo "A/A snakemake exit $?"
-  keep aa
+  budgeted "$OUT/snakemake-aa.log" --config incident=tx candidate=baseline || echo "A/A snakemake exit $?"
+  keep aa aa
   echo "A/A done at $((SECONDS - START)) s"
   summarize
 else
