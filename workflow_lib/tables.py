@@ -206,25 +206,32 @@ def footer_bytes(path: str | os.PathLike, name: str) -> int:
 
 
 def _check_intervals(name: str, table: pa.Table, where) -> None:
+    # numpy over the buffers (workflow_lib/arrow.py), not pyarrow scalars or group_by: the
+    # recorder's writer runs this in the workload's process, where those would import pandas.
+    import numpy as np
     import pyarrow.compute as pc
+
+    from .arrow import count_negative, values
 
     if "start_ns" in table.column_names and "end_ns" in table.column_names and table.num_rows:
         bad = pc.sum(pc.less(table["end_ns"], table["start_ns"])).as_py() or 0
         if bad:
             raise InputError(where, f"table '{name}' has {bad} row(s) with end_ns before start_ns (reversed timestamps)")
-        neg = pc.sum(pc.less(table["start_ns"], 0)).as_py() or 0
+        neg = count_negative(table["start_ns"])
         if neg:
             raise InputError(where, f"table '{name}' has {neg} row(s) with negative start_ns")
     if name == "steps" and table.num_rows:
-        # A step id is unique per rank (every rank runs step 7).
-        keys = table.select(["rank", "step_id"]).group_by(["rank", "step_id"]).aggregate([])
-        if keys.num_rows != table.num_rows:
+        # A step id is unique per rank (every rank runs step 7); a null rank is its own rank.
+        rank, step = values(table["rank"], null=np.iinfo(np.int32).min), values(table["step_id"])
+        order = np.lexsort((step, rank))
+        rank, step = rank[order], step[order]
+        if np.any((rank[1:] == rank[:-1]) & (step[1:] == step[:-1])):
             raise InputError(where, "table 'steps' has duplicate step_id values within a rank")
     if name == "steps" and table.num_rows > 1:
         _check_step_clock(table, where)
     for col in ("ts_ns", "ts_host_ns", "uncertainty_ns"):
         if col in table.column_names and table.num_rows:
-            neg = pc.sum(pc.less(table[col], 0)).as_py() or 0
+            neg = count_negative(table[col])
             if neg:
                 raise InputError(where, f"table '{name}' has {neg} row(s) with negative {col}")
 
@@ -235,9 +242,11 @@ def _check_step_clock(table: pa.Table, where) -> None:
     sidecar dates a step's start as read time minus the printed duration, an estimate."""
     import numpy as np
 
-    rank = table["rank"].fill_null(-1).to_numpy()
-    order = np.lexsort((table["step_id"].to_numpy(), table["thread_id"].to_numpy(), rank))
-    tid, rk, end = table["thread_id"].to_numpy()[order], rank[order], table["end_ns"].to_numpy()[order]
+    from .arrow import values  # not to_numpy(): the recorder's writer runs this in the workload's process
+
+    rank = values(table["rank"])  # nulls as -1
+    order = np.lexsort((values(table["step_id"]), values(table["thread_id"]), rank))
+    tid, rk, end = values(table["thread_id"])[order], rank[order], values(table["end_ns"])[order]
     same = (tid[1:] == tid[:-1]) & (rk[1:] == rk[:-1])
     back = int(np.count_nonzero(same & (end[1:] < end[:-1])))
     if back:

@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from .. import atomic
+from .. import arrow, atomic
 from ..incident import check_incident_id, source
 from . import provenance
 from .budget import Budget, TargetTracker
@@ -485,11 +485,11 @@ class FlightRecorder:
             col = next((c for c in ("ts_ns", "start_ns") if c in t.column_names), None)
             if col is None:  # clock_sync rows are calibrations, not observations of the window
                 continue
-            a = int(np.min(t[col].to_numpy()))
+            a = int(np.min(arrow.values(t[col])))
             lo = a if lo is None else min(lo, a)
         if self.rank is not None:
             tables = {n: t if "rank" in t.column_names else
-                      t.append_column("rank", pa.array(np.full(t.num_rows, self.rank, np.int32), pa.int32()))
+                      t.append_column("rank", arrow.numbers(np.full(t.num_rows, self.rank, np.int32), pa.int32()))
                       for n, t in tables.items()}
         prov, artifacts, workload = self._provenance()
         manifest = {
@@ -658,7 +658,7 @@ def _native_thread_ids(table: pa.Table) -> tuple[pa.Table, dict]:
             # CUpti_ActivityAPI.threadId is 32 bits wide: CUPTI keeps the low half of pthread_t.
             ident_to_tid[t.ident] = t.native_id
             ident_to_tid.setdefault(t.ident & 0xFFFFFFFF, t.native_id)
-    tids = table["thread_id"].to_numpy()
+    tids = arrow.values(table["thread_id"])
     uniq = np.unique(tids)
     mapped = {int(u): ident_to_tid[int(u)] for u in uniq if int(u) in ident_to_tid}
     if mapped:
@@ -668,7 +668,7 @@ def _native_thread_ids(table: pa.Table) -> tuple[pa.Table, dict]:
         pos = np.searchsorted(keys[order], tids).clip(0, len(keys) - 1)
         hit = keys[order][pos] == tids
         tids = np.where(hit, vals[order][pos], tids)
-        table = table.set_column(table.column_names.index("thread_id"), "thread_id", pa.array(tids, pa.int64()))
+        table = table.set_column(table.column_names.index("thread_id"), "thread_id", arrow.numbers(tids))
     return table, {"cupti_thread_ids": int(uniq.size), "mapped_to_linux_tid": len(mapped),
                    "rule": "pthread id (Thread.ident) -> Linux tid (Thread.native_id) for threads alive at snapshot"}
 

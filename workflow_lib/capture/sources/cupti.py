@@ -25,6 +25,7 @@ from operator import attrgetter, itemgetter
 import numpy as np
 import pyarrow as pa
 
+from ... import arrow
 from ..clock import now_ns
 from ...incident import source
 from ..ring import Ring
@@ -472,46 +473,46 @@ class CuptiSource:
 
     def tables(self, copies: dict, since_ns: int, until_ns: int) -> dict[str, pa.Table]:
         out = {}
-        names = np.array(self.name_list + ["<unknown>"], dtype=object)
+        names = self.name_list + ["<unknown>"]
         k = copies["kernels"].columns
         if len(k["seq"]) and self.calibrations:
             s, e = self.to_host(k["start"]), self.to_host(k["end"])
             m = (e >= since_ns) & (e <= until_ns)
-            out["kernels"] = pa.table({
-                "name": pa.array(names[k["name"][m]], pa.string()), "device": pa.array(k["device"][m], pa.int32()),
-                "stream": pa.array(k["stream"][m], pa.int64()), "correlation_id": pa.array(k["corr"][m], pa.int64()),
-                "start_ns": pa.array(s[m], pa.int64()), "end_ns": pa.array(e[m], pa.int64()),
-                **{f"{g}_{d}": pa.array(k[f"{g[0]}{d}"][m], pa.int32(), mask=k[f"{g[0]}{d}"][m] < 0)
+            out["kernels"] = arrow.table({
+                "name": arrow.strings_at(names, k["name"][m]), "device": arrow.numbers(k["device"][m], pa.int32()),
+                "stream": arrow.numbers(k["stream"][m]), "correlation_id": arrow.numbers(k["corr"][m]),
+                "start_ns": arrow.numbers(s[m]), "end_ns": arrow.numbers(e[m]),
+                **{f"{g}_{d}": arrow.numbers(k[f"{g[0]}{d}"][m], pa.int32(), mask=k[f"{g[0]}{d}"][m] < 0)
                    for g in ("grid", "block") for d in "xyz"},
             })
         a = copies["runtime_api"].columns
         if len(a["seq"]) and self.calibrations:
             s, e = self.to_host(a["start"]), self.to_host(a["end"])
             m = (e >= since_ns) & (e <= until_ns)
-            out["runtime_api"] = pa.table({
-                "name": pa.array(names[a["name"][m]], pa.string()), "thread_id": pa.array(a["tid"][m], pa.int64()),
-                "correlation_id": pa.array(a["corr"][m], pa.int64()), "start_ns": pa.array(s[m], pa.int64()),
-                "end_ns": pa.array(e[m], pa.int64()), "is_sync": pa.array(a["sync"][m].astype(bool), pa.bool_()),
+            out["runtime_api"] = arrow.table({
+                "name": arrow.strings_at(names, a["name"][m]), "thread_id": arrow.numbers(a["tid"][m]),
+                "correlation_id": arrow.numbers(a["corr"][m]), "start_ns": arrow.numbers(s[m]),
+                "end_ns": arrow.numbers(e[m]), "is_sync": arrow.bools(a["sync"][m].astype(bool)),
             })
         c = copies["memcpy"].columns
         if len(c["seq"]) and self.calibrations:
             s, e = self.to_host(c["start"]), self.to_host(c["end"])
             m = (e >= since_ns) & (e <= until_ns)
-            kinds = np.array([MEMCPY_KINDS.get(i, "unknown") for i in range(11)] + ["memset"], dtype=object)
-            out["memcpy"] = pa.table({
-                "kind": pa.array(kinds[c["kind"][m]], pa.string()), "device": pa.array(c["device"][m], pa.int32()),
-                "stream": pa.array(c["stream"][m], pa.int64()), "bytes": pa.array(c["bytes"][m], pa.int64()),
-                "correlation_id": pa.array(c["corr"][m], pa.int64()), "start_ns": pa.array(s[m], pa.int64()),
-                "end_ns": pa.array(e[m], pa.int64()),
+            kinds = [MEMCPY_KINDS.get(i, "unknown") for i in range(11)] + ["memset"]
+            out["memcpy"] = arrow.table({
+                "kind": arrow.strings_at(kinds, c["kind"][m]), "device": arrow.numbers(c["device"][m], pa.int32()),
+                "stream": arrow.numbers(c["stream"][m]), "bytes": arrow.numbers(c["bytes"][m]),
+                "correlation_id": arrow.numbers(c["corr"][m]), "start_ns": arrow.numbers(s[m]),
+                "end_ns": arrow.numbers(e[m]),
             })
         with self._lock:
             cal = list(self.calibrations)
         if cal:
-            out["clock_sync"] = pa.table({
-                "source": pa.array(["cupti"] * len(cal), pa.string()),
-                "ts_host_ns": pa.array([x[0] for x in cal], pa.int64()),
-                "offset_ns": pa.array([x[2] for x in cal], pa.int64()),
-                "uncertainty_ns": pa.array([x[3] for x in cal], pa.int64()),
+            out["clock_sync"] = arrow.table({
+                "source": arrow.strings(["cupti"] * len(cal)),
+                "ts_host_ns": arrow.numbers([x[0] for x in cal]),
+                "offset_ns": arrow.numbers([x[2] for x in cal]),
+                "uncertainty_ns": arrow.numbers([x[3] for x in cal]),
             })
         return out
 

@@ -31,6 +31,7 @@ import weakref
 import numpy as np
 import pyarrow as pa
 
+from ... import arrow
 from ..clock import now_ns
 from ..ring import Ring, RingCopy
 
@@ -240,15 +241,15 @@ class HostSource:
         start, end, code = c["start_ns"][keep], c["end_ns"][keep], c["code"][keep]
         tid = code >> NAME_BITS
         name_idx = code & MAX_NAMES
-        names = np.array(self._name_list + [OVERFLOW_NAME], dtype=object)
+        names = self._name_list + [OVERFLOW_NAME]
         name_idx = np.minimum(name_idx, len(names) - 1)
         depth = nesting_depth(tid, start, end)
-        return pa.table({
-            "name": pa.array(names[name_idx], type=pa.string()),
-            "thread_id": pa.array(tid, pa.int64()),
-            "depth": pa.array(depth, pa.int32()),
-            "start_ns": pa.array(start, pa.int64()),
-            "end_ns": pa.array(end, pa.int64()),
+        return arrow.table({
+            "name": arrow.strings_at(names, name_idx),
+            "thread_id": arrow.numbers(tid),
+            "depth": arrow.numbers(depth, pa.int32()),
+            "start_ns": arrow.numbers(start),
+            "end_ns": arrow.numbers(end),
         })
 
     def steps_table(self, copy: RingCopy, since_ns: int, until_ns: int) -> pa.Table:
@@ -261,13 +262,13 @@ class HostSource:
         _, last = np.unique(ids[::-1], return_index=True)
         sel = np.sort(len(ids) - 1 - last)
         self.last_repeated_step_ids = int(len(ids) - len(sel))
-        return pa.table({
-            "step_id": pa.array(ids[sel], pa.int64()),
-            "thread_id": pa.array(tid[sel], pa.int64()),
-            "start_ns": pa.array(start[sel], pa.int64()),
-            "end_ns": pa.array(end[sel], pa.int64()),
-            "items": pa.array(items[sel], pa.int64(), mask=items[sel] < 0),
-            "tokens": pa.array(tokens[sel], pa.int64(), mask=tokens[sel] < 0),
+        return arrow.table({
+            "step_id": arrow.numbers(ids[sel]),
+            "thread_id": arrow.numbers(tid[sel]),
+            "start_ns": arrow.numbers(start[sel]),
+            "end_ns": arrow.numbers(end[sel]),
+            "items": arrow.numbers(items[sel], mask=items[sel] < 0),
+            "tokens": arrow.numbers(tokens[sel], mask=tokens[sel] < 0),
         })
 
 

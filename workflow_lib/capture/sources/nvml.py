@@ -16,6 +16,7 @@ import threading
 import numpy as np
 import pyarrow as pa
 
+from ... import arrow
 from ..clock import now_ns
 from ...incident import source
 from ..ring import Ring
@@ -194,14 +195,12 @@ class NvmlSampler:
     def table(self, copy, since_ns: int, until_ns: int) -> pa.Table:
         c = copy.columns
         keep = (c["ts_ns"] >= since_ns) & (c["ts_ns"] <= until_ns)
-        metric = np.array(METRICS, dtype=object)[c["metric"][keep]]
-        src = np.array(SOURCES, dtype=object)[c["source"][keep]]
-        return pa.table({
-            "device": pa.array(c["device"][keep], pa.int32()),
-            "ts_ns": pa.array(c["ts_ns"][keep], pa.int64()),
-            "metric": pa.array(metric, pa.string()),
-            "value": pa.array(c["value"][keep], pa.float64()),
-            "source": pa.array(src, pa.string()),
+        return arrow.table({
+            "device": arrow.numbers(c["device"][keep], pa.int32()),
+            "ts_ns": arrow.numbers(c["ts_ns"][keep]),
+            "metric": arrow.strings_at(list(METRICS), c["metric"][keep]),
+            "value": arrow.numbers(c["value"][keep], pa.float64()),
+            "source": arrow.strings_at(list(SOURCES), c["source"][keep]),
         })
 
     def manifest_entry(self, copy) -> dict:

@@ -15,6 +15,7 @@ import threading
 import numpy as np
 import pyarrow as pa
 
+from ... import arrow
 from ..clock import now_ns
 from ...incident import source
 from ..ring import Ring
@@ -237,20 +238,20 @@ class SchedSampler:
         c = copy.columns
         keep = (c["ts_ns"] >= since_ns) & (c["ts_ns"] <= until_ns)
         codes = c["state"][keep]
-        state = np.array([_STATES[i] if 0 <= i < len(_STATES) else chr(i) for i in range(max(len(_STATES), 128))], dtype=object)
+        state = [_STATES[i] if 0 <= i < len(_STATES) else chr(i) for i in range(max(len(_STATES), 128))]
         tid = c["tid"][keep]
-        names = np.array([self.names.get(int(t)) for t in np.unique(tid)], dtype=object)
         uniq, inv = np.unique(tid, return_inverse=True)
+        names = [self.names.get(int(t)) for t in uniq]
 
         def nullable(v):
             v = c[v][keep]
-            return pa.array(v, pa.int64(), mask=v < 0)
+            return arrow.numbers(v, mask=v < 0)
 
-        return pa.table({
-            "ts_ns": pa.array(c["ts_ns"][keep], pa.int64()),
-            "thread_id": pa.array(tid, pa.int64()),
-            "thread_name": pa.array(names[inv] if len(uniq) else [], pa.string()),
-            "state": pa.array(state[np.clip(codes, 0, 127)], pa.string()),
+        return arrow.table({
+            "ts_ns": arrow.numbers(c["ts_ns"][keep]),
+            "thread_id": arrow.numbers(tid),
+            "thread_name": arrow.strings_at(names, inv),
+            "state": arrow.strings_at(state, np.clip(codes, 0, 127)),
             "cpu_time_ns": nullable("cpu"),
             "runqueue_wait_ns": nullable("wait"),
             "timeslices": nullable("slices"),
