@@ -169,7 +169,9 @@ def parse_record(data: bytes, kind: str, where: str | os.PathLike) -> dict:
 
 def _check_version(record: dict, kind: str, where) -> None:
     """A record from a newer stallcase is refused naming the newest version this one reads."""
-    newest = load_schema(kind).get("properties", {}).get("schema_version", {}).get("const")
+    # The cached validator's schema: load_schema() re-reads and meta-validates the file (tens
+    # of ms), which every record read paid here.
+    newest = _validator(kind).schema.get("properties", {}).get("schema_version", {}).get("const")
     v = record.get("schema_version")
     if isinstance(newest, int) and isinstance(v, int) and not isinstance(v, bool) and v > newest:
         raise RecordError(where, f"schema_version {bounds.show(v)} is newer than this stallcase reads "
