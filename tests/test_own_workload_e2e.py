@@ -93,6 +93,10 @@ def world(tmp_path_factory):
           set_args: {{"--workers": "4"}}
     """) + TRIALS)
     smk = [".venv/bin/snakemake", "--cores", "2", "--profile", "profiles/local", "--configfile", "my.yaml", "--config"]
+    # The other entry paths only have to reach the verdict: the same my.yaml without per-run
+    # captures (trials.record_runs; the A/B above keeps the default), which halve a run's cost.
+    (checkout / "paths.yaml").write_text((checkout / "my.yaml").read_text() + "  record_runs: false\n")
+    smk_paths = [*smk[:6], "paths.yaml", "--config"]
     _sh([*smk, "incident=slow-step-0412"], checkout, env)
     ab = _keep(checkout, "slow-step-0412", root / "kept" / "ab")
     _sh([*smk, "incident=slow-step-0412", "candidate=baseline"], checkout, env)
@@ -101,14 +105,14 @@ def world(tmp_path_factory):
     # Or around any program.
     _sh([checkout / ".venv/bin/stallcase", "record", "--incident", "rec-0412", "--",
          PY, "train.py", "--steps", STEPS, "--workers", "1"], repo, env)
-    _sh([*smk, "incident=rec-0412", "experiment=around-the-program"], checkout, env)
+    _sh([*smk_paths, "incident=rec-0412", "experiment=around-the-program"], checkout, env)
     rec = _keep(checkout, "rec-0412", root / "kept" / "rec")
     # Or a trace you already have, with the command that made it.
     # (the trace the user has lies in their project, the tree my.yaml declares)
     shutil.copy(KINETO, repo / "trace_rank0.json")
     _sh([checkout / ".venv/bin/stallcase", "import", "kineto", repo / "trace_rank0.json", "--incident", "kin-0412", "--workload", "--",
          PY, "train.py", "--steps", STEPS, "--workers", "1"], repo, env)
-    _sh([*smk, "incident=kin-0412"], checkout, env)
+    _sh([*smk_paths, "incident=kin-0412"], checkout, env)
     kin = _keep(checkout, "kin-0412", root / "kept" / "kin")
     return SimpleNamespace(checkout=checkout, repo=repo, ab=ab, aa=aa, rec=rec, kin=kin, show=show,
                            expected=per_iter["4"] / per_iter["1"])
