@@ -65,7 +65,6 @@ def table(columns: Mapping[str, pa.Array]) -> pa.Table:
     return pa.Table.from_arrays(list(columns.values()), names=list(columns))
 
 
-
 def values(column, null=-1) -> np.ndarray:
     """The numbers of an int or float column (Array or ChunkedArray) as numpy, nulls as `null`.
 

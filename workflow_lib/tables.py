@@ -16,10 +16,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import atomic
+# Not to_numpy(), scalars or group_by in the checks: the recorder's writer runs them in the
+# workload's process, where those import pandas (workflow_lib/arrow.py).
+from .arrow import count_negative, values
 from .errors import InputError
 
 TABLES_VERSION = 1
@@ -206,12 +210,7 @@ def footer_bytes(path: str | os.PathLike, name: str) -> int:
 
 
 def _check_intervals(name: str, table: pa.Table, where) -> None:
-    # numpy over the buffers (workflow_lib/arrow.py), not pyarrow scalars or group_by: the
-    # recorder's writer runs this in the workload's process, where those would import pandas.
-    import numpy as np
     import pyarrow.compute as pc
-
-    from .arrow import count_negative, values
 
     if "start_ns" in table.column_names and "end_ns" in table.column_names and table.num_rows:
         bad = pc.sum(pc.less(table["end_ns"], table["start_ns"])).as_py() or 0
@@ -240,10 +239,6 @@ def _check_step_clock(table: pa.Table, where) -> None:
     """One thread's steps end in step-id order. A later step that ends before an earlier one
     ended means the clock went backwards (or the ids lie). Overlap alone is allowed: the
     sidecar dates a step's start as read time minus the printed duration, an estimate."""
-    import numpy as np
-
-    from .arrow import values  # not to_numpy(): the recorder's writer runs this in the workload's process
-
     rank = values(table["rank"])  # nulls as -1
     order = np.lexsort((values(table["step_id"]), values(table["thread_id"]), rank))
     tid, rk, end = values(table["thread_id"])[order], rank[order], values(table["end_ns"])[order]

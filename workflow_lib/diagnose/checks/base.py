@@ -61,6 +61,13 @@ def needs_calls_and_kernels(ci: "CheckInput", check: str) -> Finding | None:
     return unresolved(check, missing) if missing else None
 
 
+def calls_in_step(ci: "CheckInput", kind: np.ndarray) -> np.ndarray:
+    """Rows of the host CUDA calls overlapping the step for which `kind` (a per-call mask of
+    the rank's runtime_api rows, e.g. ev.rt_sync or ev.rt_alloc) is true."""
+    rows = ci.ev.rt_index.overlapping(ci.step.start_ns, ci.step.end_ns)
+    return rows[kind[rows]]
+
+
 def next_gpu_start(ev: RankEvidence, after_ns: np.ndarray, step_end_ns: int) -> np.ndarray:
     """For each time in `after_ns`: the first GPU activity starting at or after it, bounded by
     the step end (and never before the time itself)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from .. import measures
 from ..types import Finding
-from .base import CheckInput, attributed, needs_calls_and_kernels, next_gpu_start, not_applicable, top_names
+from .base import CheckInput, attributed, calls_in_step, needs_calls_and_kernels, next_gpu_start, not_applicable, top_names
 
 NAME = "sync_stall"
 
@@ -22,8 +22,7 @@ def check(ci: CheckInput) -> Finding:
     if gate is not None:
         return gate
     ev, step = ci.ev, ci.step
-    rows = ev.rt_index.overlapping(step.start_ns, step.end_ns)
-    sel = rows[ev.rt_sync[rows]]
+    sel = calls_in_step(ci, ev.rt_sync)
     if sel.size == 0:
         return not_applicable(NAME, sync_calls=0)
     s, e = ev.rt_start[sel], ev.rt_end[sel]
