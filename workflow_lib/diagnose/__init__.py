@@ -89,7 +89,16 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
         ref = excess_mod.attach(rank_recs, opts)
         slow.extend(_slow_with_growth(rank_recs, ref, ev, starts, ends, opts))
         step_records.extend(rank_recs)
-    record = {
+    record = diagnosis_record(incident, incident_id, snapshot_digest, opts, step_records, windows, slow)
+    if validate:
+        records.validate(record, "diagnosis")
+    return record
+
+
+def diagnosis_record(incident: Incident, incident_id: str, snapshot_digest: str, opts: DiagnoseOptions,
+                     steps: list[dict], windows: list[dict], slow: list[dict] | None) -> dict:
+    """The diagnosis record around its steps: the one shape of it, also for dump-only incidents."""
+    return {
         "schema_version": 2,
         "kind": "diagnosis",
         "incident_id": incident_id,
@@ -98,13 +107,10 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
         "sources": {name: {"status": s.get("status"), "reason": s.get("reason")}
                     for name, s in sorted(incident.manifest.get("sources", {}).items())},
         "checks": list(NAMES),
-        "steps": step_records,
-        "summary": _summary(step_records, windows, slow),
-        "next_experiments": next_experiments.rank(step_records),
+        "steps": steps,
+        "summary": _summary(steps, windows, slow),
+        "next_experiments": next_experiments.rank(steps),
     }
-    if validate:
-        records.validate(record, "diagnosis")
-    return record
 
 
 def _collective_findings(incident: Incident, analysis: dict | None = None) -> dict:

@@ -35,27 +35,13 @@ def verdict(analysis: dict) -> dict:
 def dump_only_diagnosis(incident: Incident, *, incident_id: str, snapshot_digest: str, options,
                         analysis: dict | None = None, validate: bool = True) -> dict:
     """The diagnosis record of a dump-only incident: no steps, the collectives verdict."""
-    from . import _summary, next_experiments  # the diagnosis' own shapes, zero steps
+    from . import diagnosis_record  # the diagnosis' own shape, zero steps
     from ..collectives.analyze import analyze_collectives
-    from .checks import NAMES
 
     if analysis is None:
         analysis = analyze_collectives([incident])
-    version = records.load_schema("diagnosis")["properties"]["schema_version"]
-    record = {
-        "schema_version": version.get("const", max(version.get("enum", [1]))),
-        "kind": "diagnosis",
-        "incident_id": incident_id,
-        "snapshot_digest": snapshot_digest,
-        "options": options.as_record(),
-        "sources": {name: {"status": s.get("status"), "reason": s.get("reason")}
-                    for name, s in sorted(incident.manifest.get("sources", {}).items())},
-        "checks": list(NAMES),
-        "steps": [],
-        "summary": _summary([], []),
-        "next_experiments": next_experiments.rank([]),
-        "collectives": verdict(analysis),
-    }
+    record = dict(diagnosis_record(incident, incident_id, snapshot_digest, options, [], [], None),
+                  collectives=verdict(analysis))
     if validate:
         records.validate(record, "diagnosis")
     return record
