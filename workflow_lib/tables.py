@@ -8,7 +8,8 @@ GPU timestamps are already mapped onto that timeline; the mapping's uncertainty 
 
 Version history (bump TABLES_VERSION when a column changes meaning or type):
   1 - first version. (Additive, same version: nullable collectives.gpu_duration_ns; nullable
-      steps.items and steps.tokens, the work a step declared.)
+      steps.items and steps.tokens, the work a step declared; nullable memcpy.src_kind,
+      memcpy.dst_kind and memcpy.is_async.)
 """
 
 from __future__ import annotations
@@ -58,10 +59,15 @@ TABLES: dict[str, pa.Schema] = {
         ("rank", _i32, True),
     ),
     # Memory copies and memsets on the GPU; kind is HtoD, DtoH, DtoD, HtoH, PtoP or memset.
+    # src_kind/dst_kind: the memory each side lives in (pageable, pinned, device, managed,
+    # array; null: not observed), from CUPTI's memory kinds or Kineto's "(Pageable -> Device)";
+    # is_async: the copy was issued asynchronously (null: not observed). A pageable host side
+    # makes the driver stage the copy through a bounce buffer: a transfer problem, not GPU work.
     "memcpy": _schema(
         ("kind", _str, False), ("device", _i32, False), ("stream", _i64, False),
         ("bytes", _i64, True), ("correlation_id", _i64, True),
         ("start_ns", _i64, False), ("end_ns", _i64, False), ("rank", _i32, True),
+        ("src_kind", _str, True), ("dst_kind", _str, True), ("is_async", _bool, True),
     ),
     # Host CUDA runtime/driver API calls; is_sync marks calls that block the host on the GPU.
     "runtime_api": _schema(
