@@ -5,8 +5,9 @@
 # nvidia-cuda-cupti, setuptools for the C span) travel as wheels in .whl/ and go to /tmp/site.
 # Then the C span extension is built in place, so the recorder's span path is the C one.
 REPO=${REPO:-$PWD}
-if [ -d "$REPO/.whl" ] && [ ! -f /tmp/site/.stallcase-ready ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$REPO"/.whl/*.whl \
+WHEELS=${WHEELS:-$REPO/.whl}   # a smaller set where a command needs no snakemake
+if [ -d "$WHEELS" ] && [ ! -f /tmp/site/.stallcase-ready ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl \
     && touch /tmp/site/.stallcase-ready || { echo "device_env: wheel install failed" >&2; return 1; }
 fi
 export PYTHONPATH=/tmp/site:$REPO${PYTHONPATH:+:$PYTHONPATH}
