@@ -23,7 +23,7 @@ from . import measures, next_experiments, timeline
 from .checks import CHECKS, NAMES
 from .checks.base import CheckInput, make_base
 from .steps import step_table
-from .types import DiagnoseOptions, Finding, Intervals, StepWindow
+from .types import DIAGNOSIS_VERSION, DiagnoseOptions, Finding, Intervals, StepWindow
 
 __all__ = ["diagnose", "diagnose_dir", "DiagnoseOptions", "NAMES"]
 
@@ -99,7 +99,7 @@ def diagnosis_record(incident: Incident, incident_id: str, snapshot_digest: str,
                      steps: list[dict], windows: list[dict], slow: list[dict] | None) -> dict:
     """The diagnosis record around its steps: the one shape of it, also for dump-only incidents."""
     return {
-        "schema_version": 2,
+        "schema_version": DIAGNOSIS_VERSION,
         "kind": "diagnosis",
         "incident_id": incident_id,
         "snapshot_digest": snapshot_digest,

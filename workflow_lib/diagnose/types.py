@@ -8,6 +8,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+# Version history of the diagnosis record (schemas/diagnosis.schema.json): 1 first version;
+# 2 excess attribution (optional fields: readers treat them absent as not available).
+DIAGNOSIS_VERSION = 2
+
 VERDICTS = ("attributed", "unresolved", "not_applicable")
 
 # Names a dataloader/queue wait tends to carry (torch DataLoader's record_function is

@@ -25,6 +25,10 @@ from ..capture.provenance import allowed_env
 from .metric import resolve as resolve_metric
 from .schedule import make_schedule
 
+# Version history of the plan record (schemas/plan.schema.json): 1 first version; 2 adds
+# python_distributions and schedule[].warms (optional, so version 1 plans read unchanged).
+PLAN_VERSION = 2
+
 # Environment variables the node provides at trial time, never taken from the plan:
 # they describe where the job runs (the scheduler's GPU, the node's paths and libraries),
 # not what it computes. The capture records CUDA_VISIBLE_DEVICES, LD_PRELOAD,
@@ -160,7 +164,7 @@ def build_plan(snapshot: dict, snapshot_digest: str, store_root: str | os.PathLi
     design = dict(design, metric=resolve_metric(design["metric"], snapshot))
     dists = snapshot.get("provenance", {}).get("imported_distributions")
     plan = {
-        "schema_version": 2,
+        "schema_version": PLAN_VERSION,
         "kind": "plan",
         "incident_id": snapshot["incident_id"],
         "experiment": experiment,

@@ -72,7 +72,7 @@ def _steps_file(path: Path) -> dict:
     except FileNotFoundError:
         raise MetricUnreadable("the run wrote no STALLCASE_STEPS_OUT file (does its loop use the FlightRecorder?)") from None
     try:
-        return records.parse_record(data, "steps_out", path)
+        return records.upgrade("steps_out", records.parse_record(data, "steps_out", path), where=path)
     except RecordError as exc:
         raise MetricUnreadable(exc.oneline()) from None
 
@@ -93,7 +93,7 @@ def _per_unit(steps: list[float], work: list | None, per: str) -> list[float]:
 def _work(data: dict, skip: int) -> dict | None:
     out = {}
     for key in ("items", "tokens"):
-        vals = [v for v in (data.get(key) or [])[skip:] if v is not None]
+        vals = [v for v in (data[key] or [])[skip:] if v is not None]
         out[f"{key}_per_step"] = float(median(vals)) if vals else None
     return out if any(v is not None for v in out.values()) else None
 
