@@ -140,7 +140,8 @@ def _nvml(fp: dict, why: dict, nvml: Any = None) -> None:
 
 
 def import_pynvml():
-    """pynvml, without its deprecation warning (the module is nvidia-ml-py's either way)."""
+    """The `pynvml` module (nvidia-ml-py provides it). Where the deprecated `pynvml` package is
+    installed too, its shim warns on import; the module is nvidia-ml-py's either way, so quietly."""
     import warnings
 
     with warnings.catch_warnings():
