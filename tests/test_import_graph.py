@@ -89,3 +89,24 @@ def test_every_module_the_architecture_table_names_exists():
         missing += [f"{cells[1].strip()}: {n}" for n in re.findall(r"`(\w+\.py)`", cells[2])
                     if not list(where.rglob(n))]
     assert missing == []
+
+
+def test_no_module_imports_itself_round_a_circle():
+    """Module-level import cycles (report/glance.py <-> report/model.py was one): none."""
+    mod = _graph_module()
+    names = {m for _, m in mod.modules()}
+    deps = {m: {d for d in mod.imports_of(p, m) if d in names and d != m} for p, m in mod.modules()}
+    for m in names:  # a package's import of its own submodules is how packages load; not a circle
+        deps[m] = {d for d in deps[m] if not d.startswith(m + ".")}
+    cycles = []
+    for start in sorted(names):
+        stack, seen = [(start, [start])], set()
+        while stack:
+            node, path = stack.pop()
+            for d in sorted(deps[node]):
+                if d == start:
+                    cycles.append(" -> ".join(path + [d]))
+                elif d not in seen and d > start:
+                    seen.add(d)
+                    stack.append((d, path + [d]))
+    assert cycles == []

@@ -12,7 +12,8 @@ import numpy as np
 # 2 excess attribution (optional fields: readers treat them absent as not available).
 DIAGNOSIS_VERSION = 2
 
-VERDICTS = ("attributed", "unresolved", "not_applicable")
+# A finding's verdict (schemas/diagnosis.schema.json); compare/verdict.py's VERDICTS are the comparison's.
+FINDING_VERDICTS = ("attributed", "unresolved", "not_applicable")
 
 # Names a dataloader/queue wait tends to carry (torch DataLoader's record_function is
 # "enumerate(DataLoader)#_...Iter.__next__"). Matched case-insensitively as whole name

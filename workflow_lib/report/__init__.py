@@ -2,7 +2,7 @@
 
     write_report_files(snapshot, diagnosis, plan, comparison, store_root, out_path)  # the rule
     build_report(...) -> str                                                          # the page
-    load_records(results_dir) -> Records                                              # for `stallcase show`
+    load_records(snapshot, diagnosis=None, plan=None, comparison=None) -> Records     # for `stallcase show`
 
 preflight/<block>.json and execution/<block>.json are read from the directory holding
 plan.json (results/<incident>/). The snapshot's tables are read back from the store
