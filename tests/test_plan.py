@@ -4,6 +4,7 @@ import subprocess
 import pytest
 
 from workflow_lib.plan import build as P
+from workflow_lib.plan.candidate import apply_arg_changes
 from workflow_lib.core import records
 from workflow_lib.snapshot import build as snapshot
 from workflow_lib.core.errors import MissingArtifact
@@ -23,7 +24,7 @@ def _snap(tmp_path):
 
 def test_apply_arg_changes():
     argv = ["py", "w.py", "--a", "1", "--b=2", "--flag", "--c", "3"]
-    out = P._apply_arg_changes(argv, {"set_args": {"--a": 5, "--b": "7", "--new": "x"}, "remove_args": ["--c", "--flag"], "append_args": ["--z"]})
+    out = apply_arg_changes(argv, {"set_args": {"--a": 5, "--b": "7", "--new": "x"}, "remove_args": ["--c", "--flag"], "append_args": ["--z"]})
     assert out == ["py", "w.py", "--a", "5", "--b=7", "--new", "x", "--z"]
 
 

@@ -53,9 +53,6 @@ def _plan_env(env: dict) -> dict:
     return {k: v for k, v in allowed_env(env).items() if k not in NODE_ENV}
 
 
-_apply_arg_changes = candidate_lib.apply_arg_changes  # kept for callers and tests of the older name
-
-
 def _sources(artifacts: list[dict]) -> list[dict]:
     return sorted(({"relpath": a["relpath"], "digest": a["digest"]} for a in artifacts
                    if a["role"] == "source" and a.get("relpath")), key=lambda s: s["relpath"])
@@ -151,7 +148,7 @@ def build_plan(snapshot: dict, snapshot_digest: str, store_root: str | os.PathLi
         owned = sorted(set(env) & set(NODE_ENV))
         if owned:
             raise StallcaseError("candidate.env", f"{', '.join(owned)}: the node's own (its GPU, paths and libraries), never set from a plan")
-        argv = _apply_arg_changes(workload["argv"], candidate)
+        argv = candidate_lib.apply_arg_changes(workload["argv"], candidate)
         changes = {k: candidate[k] for k in ("set_args", "remove_args", "append_args", "env") if candidate.get(k)}
         changes.update(src_changes)
         same = argv == baseline["argv"] and env == baseline["env"] and srcs == base_sources

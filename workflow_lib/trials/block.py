@@ -94,12 +94,6 @@ def run_env(plan_env: dict, extra: dict) -> dict:
     return trial_env(plan_env, extra)  # the node's own NODE_ENV names are never taken from the plan
 
 
-def read_metric(design_metric: dict, steps_file: Path, stdout: str, wall_ns: int = 0) -> tuple[list[float], list[str]]:
-    """The run's values and unusual events (see metric.read; kept for callers of the old name)."""
-    got = metric_mod.read(design_metric, steps_file, stdout, wall_ns)
-    return got["values_ns"], got["unusual"]
-
-
 def _spans_of(incident_dir: Path):
     """The run's spans table, or None when its incident has none (the components say so)."""
     from ..core.incident import read_incident
