@@ -2,6 +2,7 @@
 
     python docs/import_graph.py            # Mermaid graph + the arrows against the flow (stdout)
     python docs/import_graph.py --check    # exit 1 when any arrow runs against the flow
+    python docs/import_graph.py --write-doc  # redraw the graph in docs/architecture.md
 
 A module belongs to the stage of its package (`workflow_lib/<stage>/`, `workflow_lib/core/` for
 the foundation) or, at the top level, to `entry` when ENTRY names it. Any other module is in
@@ -132,8 +133,20 @@ def mermaid(edges) -> str:
     return "\n".join(lines)
 
 
+DOC = ROOT / "docs" / "architecture.md"
+
+
+def write_doc(edges) -> None:
+    """Replace the Mermaid block of docs/architecture.md with the graph drawn from the code."""
+    text = DOC.read_text(encoding="utf-8")
+    start = text.index("```mermaid")
+    end = text.index("```", start + 3) + 3
+    DOC.write_text(text[:start] + mermaid(edges) + text[end:], encoding="utf-8")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write-doc", action="store_true", help="redraw the graph in docs/architecture.md")
     ap.add_argument("--check", action="store_true",
                     help="exit 1 when an arrow runs against the flow or a module is in no stage")
     args = ap.parse_args(argv)
@@ -146,6 +159,8 @@ def main(argv=None) -> int:
         return 1
     edges = graph()
     bad = against_flow(edges)
+    if args.write_doc:
+        write_doc(edges)
     print(mermaid(edges))
     print()
     print(f"{len(bad)} import(s) against the flow" + (":" if bad else ""))
