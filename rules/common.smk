@@ -13,6 +13,7 @@ import workflow_lib.diagnose
 import workflow_lib.missing_incident
 import workflow_lib.core.layout as layout
 import workflow_lib.plan.build
+import workflow_lib.plan.schedule
 import workflow_lib.preflight.check as preflight
 import workflow_lib.report
 import workflow_lib.core.rulelog as rulelog
@@ -30,7 +31,7 @@ INCIDENTS = config["incidents_dir"]
 workflow_lib.missing_incident.exit_if_missing(INCIDENTS, config["incident"])
 RESULTS = config["results_dir"]
 STORE = RESULTS  # the CAS lives at <results_dir>/cas/blake3/
-BLOCKS = [f"b{i:03d}" for i in range(config["trials"]["blocks"])]
+BLOCKS = [workflow_lib.plan.schedule.block_id(i) for i in range(config["trials"]["blocks"])]
 # The user's candidate stands alone; the demo's applies only to the demo, and only when none is given.
 CANDIDATE = workflow_lib.plan.build.configured_candidate(config)
 # Each plan (A/A, A/B, named experiment) has its own run directory (workflow_lib/core/layout.py).

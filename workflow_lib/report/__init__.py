@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..core import atomic, records
 from ..core.errors import StallcaseError
+from ..plan.schedule import is_block_id
 from . import html, model, terminal, text, timeline
 from .model import Records
 
@@ -33,8 +34,9 @@ def _optional(path, kind: str) -> dict | None:
 
 def _per_block(directory: Path, kind: str) -> dict[str, dict]:
     out = {}
-    for p in sorted(directory.glob("b*.json")):
-        out[p.stem] = records.read_record(p, kind)
+    for p in sorted(directory.glob("*.json")):
+        if is_block_id(p.stem):
+            out[p.stem] = records.read_record(p, kind)
     return out
 
 
