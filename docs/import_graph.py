@@ -2,6 +2,11 @@
 
     python docs/import_graph.py            # Mermaid graph + the arrows against the flow (stdout)
     python docs/import_graph.py --check    # exit 1 when any arrow runs against the flow
+    python docs/import_graph.py --write-doc  # redraw the graph in docs/architecture.md
+
+A module belongs to the stage of its package (`workflow_lib/<stage>/`, `workflow_lib/core/` for
+the foundation) or, at the top level, to `entry` when ENTRY names it. Any other module is in
+no stage and fails the run (with or without --check): the map never guesses.
 
 The graph is read from the code (every `import`/`from ... import` in workflow_lib, inside
 functions too, since a deferred import is still a dependency). Each module belongs to one
@@ -29,33 +34,29 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = "workflow_lib"
 
 # Stage rank by flow position; capture and importers are two entries into the same place.
-ORDER = {"foundation": 0, "capture": 1, "importers": 1, "snapshot": 2, "diagnose": 4, "collectives": 3,
+ORDER = {"foundation": 0, "capture": 1, "importers": 1, "snapshot": 2, "collectives": 3, "diagnose": 4,
          "plan": 5, "preflight": 6, "trials": 7, "compare": 8, "report": 9, "entry": 10}
 
-# Top-level modules that are not yet inside a stage package: the stage they serve.
-TOP_LEVEL = {
-    "atomic": "foundation", "errors": "foundation", "records": "foundation", "cas": "foundation",
-    "incident": "foundation", "tables": "foundation", "safe_pickle": "foundation", "vocabulary": "foundation",
-    "bounds": "foundation", "layout": "foundation", "patterns": "foundation", "rulelog": "foundation",
-    "environment": "foundation", "verify": "entry", "snapshot": "snapshot", "plan": "plan",
-    "schedule": "plan", "preflight": "preflight", "trials": "trials", "stats": "compare", "verdict": "compare",
-    "compare": "compare", "compare_components": "compare", "components": "trials",
-    "perfetto": "report", "demo": "entry", "cli": "entry",
-}
+# The map, by package: workflow_lib/<stage>/ is its stage, workflow_lib/core/ the foundation, and
+# these top-level modules and packages are the entry code that wires stages together.
+PACKAGES = {**{stage: stage for stage in ORDER if stage not in ("foundation", "entry")}, "core": "foundation"}
+ENTRY = {"cli", "commands", "demo", "config_check", "missing_incident"}
+
+
+class Unmapped(Exception):
+    """A module in no stage: a new loose module, or a package the map does not name."""
 
 
 def stage_of(module: str) -> str:
     parts = module.split(".")[1:]
     if not parts:
-        return "foundation"
+        return "foundation"  # workflow_lib/__init__.py: the version, nothing else
     head = parts[0]
-    if head in ORDER:
-        return head
-    if head in ("commands",):
+    if head in PACKAGES:
+        return PACKAGES[head]
+    if head in ENTRY:
         return "entry"
-    if head == "core" or head == "formats":
-        return "foundation"
-    return TOP_LEVEL.get(head, "foundation")
+    raise Unmapped(module)
 
 
 def module_name(path: Path) -> str:
@@ -90,11 +91,26 @@ def imports_of(path: Path, module: str) -> set[str]:
     return found
 
 
+def modules() -> list[tuple[Path, str]]:
+    return [(path, module_name(path)) for path in sorted((ROOT / PKG).rglob("*.py"))]
+
+
+def unmapped() -> list[str]:
+    """Modules (and the modules they import) that belong to no stage in the map."""
+    out = set()
+    for path, mod in modules():
+        for name in (mod, *imports_of(path, mod)):
+            try:
+                stage_of(name)
+            except Unmapped:
+                out.add(name)
+    return sorted(out)
+
+
 def graph() -> dict[tuple[str, str], set[tuple[str, str]]]:
     """(stage_from, stage_to) -> {(module_from, module_to)} over all of workflow_lib."""
     edges: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)
-    for path in sorted((ROOT / PKG).rglob("*.py")):
-        mod = module_name(path)
+    for path, mod in modules():
         for dep in imports_of(path, mod):
             a, b = stage_of(mod), stage_of(dep)
             if a != b:
@@ -117,12 +133,34 @@ def mermaid(edges) -> str:
     return "\n".join(lines)
 
 
+DOC = ROOT / "docs" / "architecture.md"
+
+
+def write_doc(edges) -> None:
+    """Replace the Mermaid block of docs/architecture.md with the graph drawn from the code."""
+    text = DOC.read_text(encoding="utf-8")
+    start = text.index("```mermaid")
+    end = text.index("```", start + 3) + 3
+    DOC.write_text(text[:start] + mermaid(edges) + text[end:], encoding="utf-8")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="exit 1 when an arrow runs against the flow")
+    ap.add_argument("--write-doc", action="store_true", help="redraw the graph in docs/architecture.md")
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 when an arrow runs against the flow or a module is in no stage")
     args = ap.parse_args(argv)
+    missing = unmapped()
+    if missing:
+        print(f"{len(missing)} module(s) in no stage (move them into a stage package, or name them in "
+              "docs/import_graph.py's PACKAGES / ENTRY):")
+        for m in missing:
+            print(f"- {m}")
+        return 1
     edges = graph()
     bad = against_flow(edges)
+    if args.write_doc:
+        write_doc(edges)
     print(mermaid(edges))
     print()
     print(f"{len(bad)} import(s) against the flow" + (":" if bad else ""))

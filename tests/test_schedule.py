@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from collections import Counter
 
 import numpy as np
 import pytest
 
-from workflow_lib import records
-from workflow_lib.errors import RecordError
-from workflow_lib.schedule import block_arms, make_schedule
+from workflow_lib.core import records
+from workflow_lib.core.errors import RecordError
+from workflow_lib.plan.schedule import block_arms, make_schedule
 
 from tests.compare_builders import design, plan
 
@@ -97,3 +98,20 @@ def test_block_arms_without_controls_alternates_pairs():
     arms = block_arms(4, 0, 0, rng)
     # rounds of two, mirrored in pairs: AB BA or BA AB
     assert arms[0:2] == arms[2:4][::-1] and arms[4:6] == arms[6:8][::-1]
+
+
+def test_block_ids_are_defined_once_and_recognised():
+    from workflow_lib.plan.schedule import block_id, is_block_id
+
+    assert [block_id(i) for i in (0, 7, 999, 1000)] == ["b000", "b007", "b999", "b1000"]
+    assert all(is_block_id(block_id(i)) for i in (0, 7, 999, 1000))
+    assert not any(is_block_id(n) for n in ("b1", "b07", "backup", "b000.tmp", "B000", ""))
+    rules = (Path(__file__).resolve().parents[1] / "rules" / "common.smk").read_text()
+    assert "block_id(i)" in rules and ':03d}' not in rules
+
+
+def test_the_report_reads_only_block_records(tmp_path):
+    from workflow_lib.report import _per_block
+
+    (tmp_path / "backup.json").write_text("not a record")
+    assert _per_block(tmp_path, "preflight") == {}

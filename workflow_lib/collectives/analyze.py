@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..incident import Incident
+from ..core.incident import Incident
 from .attribute import attribute
 from .clocks import domains
 from .culprits import culprits
 from .load import load
 from .match import KEY, match
 from .transport import transport
-from .types import ATTRIBUTED, PENDING, PROGRESSES, SCHEMA_VERSION, STATE_NAMES, STATUSES, UNRESOLVED, Options
+from .types import ATTRIBUTED, PENDING, PROGRESSES, STATE_NAMES, STATUSES, UNRESOLVED, CollectivesRecord, Options
 
 
 def _int(v) -> int | None:
@@ -82,17 +82,16 @@ def analyze_collectives(incidents: list[Incident], options: Options | None = Non
     progress_counts = {p: int((ops["progress"] == p).sum()) if len(ops) else 0 for p in PROGRESSES}
     verdicts = [a["verdict"] for a in atts if a]
     ident_all = df[df["identity"] == "seq"]
-    record = {
-        "schema_version": SCHEMA_VERSION, "kind": "collectives",
-        "hung_on": _jsonable(hung_on),
-        "culprits": _jsonable(found),
-        "culprit_order": _order_note(found, doms),
-        "incidents": [{"path": str(i.path), "incident_id": i.manifest["incident_id"], "clock_host": i.manifest["clock"]["host"],
-                       "ranks": sorted(r for r, s in sources.items() if s.incident == str(i.path))} for i in incidents],
-        "options": opts.to_json(),
-        "ranks": {str(r): _jsonable(s.to_json()) for r, s in sorted(sources.items())},
-        "clock_domains": [_jsonable(d.to_json()) for _, d in sorted(doms.items())],
-        "summary": {
+    record = CollectivesRecord(
+        hung_on=_jsonable(hung_on),
+        culprits=_jsonable(found),
+        culprit_order=_order_note(found, doms),
+        incidents=[{"path": str(i.path), "incident_id": i.manifest["incident_id"], "clock_host": i.manifest["clock"]["host"],
+                    "ranks": sorted(r for r, s in sources.items() if s.incident == str(i.path))} for i in incidents],
+        options=opts.to_json(),
+        ranks={str(r): _jsonable(s.to_json()) for r, s in sorted(sources.items())},
+        clock_domains=[_jsonable(d.to_json()) for _, d in sorted(doms.items())],
+        summary={
             "ops": int(len(ops)), **status_counts,
             "attributed": verdicts.count(ATTRIBUTED), "unresolved": verdicts.count(UNRESOLVED),
             "pending": verdicts.count(PENDING),
@@ -101,11 +100,11 @@ def analyze_collectives(incidents: list[Incident], options: Options | None = Non
             "clock_groups": len({d.group for d in doms.values()}),
             "p2p_skipped": int(ident_all["op_type"].isin(["send", "recv", "coalesced_p2p"]).sum()),
         },
-        "communicators": _jsonable(comms),
-        "ops": op_records,
-        "unidentified": _unidentified(df),
-        "transport": transport(incidents, _window(df) if len(df) else None),
-    }
+        communicators=_jsonable(comms),
+        ops=op_records,
+        unidentified=_unidentified(df),
+        transport=transport(incidents, _window(df) if len(df) else None),
+    ).to_json()
     # Validated where it is persisted (records.write_record); validating 10k ops here too
     # would double the analysis time.
     return record

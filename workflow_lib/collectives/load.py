@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..errors import StallcaseError
-from ..incident import Incident
+from ..core.errors import StallcaseError
+from ..core.incident import Incident
+from ..core.vocabulary import COLLECTIVE_KERNEL_RE
 from .types import RankSource
 
-NCCL_KERNEL = re.compile(r"nccl", re.IGNORECASE)
 # ncclDevKernel_AllReduce_Sum_f32_RING_LL(...), ncclKernel_AllGather_RING_LL_Sum_int8_t(...)
 _KERNEL_FAMILY = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)")
 _FAMILY_TO_OPS = {
@@ -68,7 +68,7 @@ def _records(inc: Incident) -> pd.DataFrame:
 
 def _nccl_kernels(inc: Incident) -> pd.DataFrame:
     k = to_pandas(inc.table("kernels"))
-    k = k[k["name"].str.contains(NCCL_KERNEL)].copy()
+    k = k[k["name"].str.contains(COLLECTIVE_KERNEL_RE)].copy()
     if k["rank"].isna().any():
         ranks = inc.manifest.get("ranks") or []
         if len(ranks) == 1:

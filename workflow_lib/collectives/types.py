@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from ..vocabulary import P2P_OPS  # noqa: F401  (one definition, in the vocabulary; re-exported for the stage)
+from ..core import typed
+from ..core.typed import doc
+from ..core.vocabulary import P2P_OPS  # noqa: F401  (one definition, in the vocabulary; re-exported for the stage)
 
 SCHEMA_VERSION = 2
 
@@ -114,3 +116,22 @@ class RankSource:
         d = asdict(self)
         d["notes"] = list(self.notes)
         return d
+
+
+@typed.record("collectives", version=SCHEMA_VERSION)
+@dataclass(frozen=True)
+class CollectivesRecord:
+    """results/<incident>/collectives.json: who waited on whom, and which rank hung the job."""
+
+    incidents: list = doc("each incident read: path, incident_id, clock_host and the ranks it holds")
+    options: dict = doc("the analysis options (Options.to_json)")
+    ranks: dict = doc("rank -> where its dump came from (RankSource.to_json)")
+    clock_domains: list = doc("per rank: which host clock it is on and how well it compares with the others")
+    summary: dict = doc("counts of ops by status and progress, attribution verdicts and culprits")
+    communicators: list = doc("each communicator (process group): its members and op counts")
+    ops: list = doc("each collective op matched across its member ranks, with its per-rank state")
+    unidentified: list = doc("rows that could not be matched to an op (no sequence number)")
+    transport: dict = doc("NVLink/PCIe as observed by NVML, or not_observed")
+    hung_on: dict | None = doc("the one collective the job hung on (null: every op completed)")
+    culprits: list = doc("ranks that hung or slowed the job, ordered by the earliest collective across all groups")
+    culprit_order: dict = doc("how far the culprits' order across communicators can be trusted")

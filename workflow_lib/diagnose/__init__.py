@@ -15,15 +15,15 @@ from pathlib import Path
 import blake3
 import numpy as np
 
-from .. import records
-from ..incident import MANIFEST, Incident, read_incident
+from ..core import records
+from ..core.incident import MANIFEST, Incident, read_incident
 from . import evidence as evidence_mod
 from . import excess as excess_mod
 from . import measures, next_experiments, timeline
 from .checks import CHECKS, NAMES
 from .checks.base import CheckInput, make_base
 from .steps import step_table
-from .types import DiagnoseOptions, Finding, Intervals, StepWindow
+from .types import DIAGNOSIS_VERSION, DiagnoseOptions, Finding, Intervals, StepWindow
 
 __all__ = ["diagnose", "diagnose_dir", "DiagnoseOptions", "NAMES"]
 
@@ -99,7 +99,7 @@ def diagnosis_record(incident: Incident, incident_id: str, snapshot_digest: str,
                      steps: list[dict], windows: list[dict], slow: list[dict] | None) -> dict:
     """The diagnosis record around its steps: the one shape of it, also for dump-only incidents."""
     return {
-        "schema_version": 2,
+        "schema_version": DIAGNOSIS_VERSION,
         "kind": "diagnosis",
         "incident_id": incident_id,
         "snapshot_digest": snapshot_digest,
@@ -232,7 +232,7 @@ def diagnose_snapshot_file(snapshot_path: str | os.PathLike, store_root: str | o
     """Rule entry: diagnose a snapshot record's tables (read back from the store, verified),
     with the `collectives` rule's record when given (not re-analysed here). `settings` is the
     workflow's `diagnose:` config section (schema-checked by the workflow)."""
-    from ..snapshot import load_tables
+    from ..snapshot.build import load_tables
 
     if options is None and settings:
         options = DiagnoseOptions.from_config(settings)

@@ -15,17 +15,16 @@ gives the breakdown over the whole recorded window with every GPU activity.
 
 from __future__ import annotations
 
-import re
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..incident import Incident
+from ..core.incident import Incident
+from ..core.vocabulary import is_collective_kernel
 from . import measures
 from .evidence import rank_key
 
-_COMM = re.compile(r"nccl|ncclKernel|ncclDevKernel|cross_device_reduce|all_reduce|allgather|reduce_scatter", re.IGNORECASE)
 
 
 def _for_rank(t: pa.Table, rk: int) -> pa.Table:
@@ -43,7 +42,7 @@ def temporal_breakdown(inc: Incident, *, hta_like: bool = True) -> list[dict]:
         ms, me, mc = m["start_ns"].to_numpy(), m["end_ns"].to_numpy(), pc.fill_null(m["correlation_id"], -1).to_numpy()
         names = k["name"].to_numpy(zero_copy_only=False)
         uniq, inv = np.unique(names, return_inverse=True) if names.size else (names, np.zeros(0, np.int64))
-        comm = np.array([bool(_COMM.search(str(n))) for n in uniq], bool)[inv] if uniq.size else np.zeros(0, bool)
+        comm = np.array([is_collective_kernel(n) for n in uniq], bool)[inv] if uniq.size else np.zeros(0, bool)
         keep_k, keep_m = np.ones(ks.size, bool), np.ones(ms.size, bool)
         if hta_like:
             rt, st = _for_rank(rt_all, rk), _for_rank(steps_all, rk)

@@ -2,7 +2,7 @@
 
     write_report_files(snapshot, diagnosis, plan, comparison, store_root, out_path)  # the rule
     build_report(...) -> str                                                          # the page
-    load_records(results_dir) -> Records                                              # for `stallcase show`
+    load_records(snapshot, diagnosis=None, plan=None, comparison=None) -> Records     # for `stallcase show`
 
 preflight/<block>.json and execution/<block>.json are read from the directory holding
 plan.json (results/<incident>/). The snapshot's tables are read back from the store
@@ -14,8 +14,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .. import atomic, records
-from ..errors import StallcaseError
+from ..core import atomic, records
+from ..core.errors import StallcaseError
+from ..plan.schedule import is_block_id
 from . import html, model, terminal, text, timeline
 from .model import Records
 
@@ -33,8 +34,9 @@ def _optional(path, kind: str) -> dict | None:
 
 def _per_block(directory: Path, kind: str) -> dict[str, dict]:
     out = {}
-    for p in sorted(directory.glob("b*.json")):
-        out[p.stem] = records.read_record(p, kind)
+    for p in sorted(directory.glob("*.json")):
+        if is_block_id(p.stem):
+            out[p.stem] = records.read_record(p, kind)
     return out
 
 
@@ -53,7 +55,7 @@ def load_records(snapshot_path, diagnosis_path=None, plan_path=None, comparison_
 
 
 def _tables(snapshot: dict, store_root):
-    from ..snapshot import load_tables
+    from ..snapshot.build import load_tables
 
     return load_tables(snapshot, store_root)
 
@@ -88,7 +90,7 @@ def write_report_files(snapshot_path, diagnosis_path, plan_path, comparison_path
     incident = _tables(recs.snapshot, store_root)
     trace = Path(out_path).parent / PERFETTO_NAME
     if perfetto:
-        from ..perfetto import export_perfetto
+        from .perfetto import export_perfetto
 
         export_perfetto(incident, recs.diagnosis, trace)
     href = PERFETTO_NAME if trace.is_file() else None

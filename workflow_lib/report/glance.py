@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from ..compare.verdict import VERDICT_HEADLINES, VERDICT_WORDS
 from . import fmt
-from .model import VERDICT_HEADLINES
 
 SLOW_LISTED = 3
 """Slow steps shown on the first screen (the largest excess first); the diagnosis section lists more."""
@@ -24,9 +24,6 @@ MISSING_LISTED = 3
 """Pieces of missing evidence named when nothing was attributed (the most common first)."""
 COMPONENTS_LISTED = 5
 """Components of the change shown on the first screen (the record keeps all)."""
-
-VERDICT_WORD = {"faster": "Faster", "slower": "Slower", "no_detectable_change": "No detectable change",
-                "inconclusive": "Inconclusive"}
 
 
 @dataclass(frozen=True)
@@ -50,7 +47,7 @@ def verdict(comparison: dict | None) -> dict | None:
         return None
     est, floor, counts = comparison["estimate"], comparison["noise_floor"], comparison["counts"]
     v = comparison["verdict"]
-    out = {"verdict": v, "word": VERDICT_WORD.get(v, fmt.name(v)), "headline": VERDICT_HEADLINES.get(v, ""),
+    out = {"verdict": v, "word": VERDICT_WORDS.get(v, fmt.name(v)), "headline": VERDICT_HEADLINES.get(v, ""),
            "metric": comparison["metric"]["name"].replace("_", " "),
            "confidence": comparison["design"]["confidence"],
            "change": Num(est["ratio"], "ratio_pct", "comparison:/estimate/ratio") if est.get("ratio") is not None else None,
@@ -180,7 +177,8 @@ def build(m: dict) -> dict:
 
 
 def verdict_text(v: dict) -> str:
-    """'faster: step time −75.0% [−75.0%, −74.9%] (95% interval), noise floor ±0.869%' from verdict()."""
+    """'Faster: step time −75.0% [−75.0%, −74.9%] (95% interval), noise floor ±0.869%, 20 of 20 blocks'
+    from verdict()."""
     parts = [v["word"]]
     if v["change"] is not None:
         change = f"{v['metric']} {v['change'].text()}"

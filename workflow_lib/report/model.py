@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import records
-from . import fmt
+from ..compare.verdict import VERDICT_HEADLINES
+from ..core import records
+from . import fmt, glance
 
 SLOW_FACTOR = 1.25
 """A step is slow when its wall time exceeds this multiple of its rank's median step: below
@@ -29,14 +30,6 @@ MEASURES = (
     ("busy_ns", "GPU busy", "union of kernels and copies over all streams"),
     ("host_api_ns", "host API", "union of host CUDA runtime/driver calls"),
 )
-
-VERDICT_HEADLINES = {
-    "faster": "The candidate is faster.",
-    "slower": "The candidate is slower.",
-    "no_detectable_change": "No detectable change.",
-    "inconclusive": "Inconclusive: these trials cannot say whether the candidate changed anything.",
-}
-
 
 @dataclass(frozen=True)
 class Records:
@@ -143,7 +136,5 @@ def build(recs: Records, timeline: dict | None, *, perfetto_href: str | None = N
         "timeline": timeline,
         "perfetto_href": perfetto_href,
     }
-    from . import glance  # glance reads the model's own fields
-
     model["glance"] = glance.build(model)
     return model

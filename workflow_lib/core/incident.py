@@ -2,7 +2,7 @@
 
     <incidents_dir>/<incident_id>/
         manifest.json              schemas/incident_manifest.schema.json
-        tables/<name>.parquet      one per table in workflow_lib.tables.TABLES that was written
+        tables/<name>.parquet      one per table in workflow_lib.core.tables.TABLES that was written
 
 Tables are written first, the manifest last (atomically), so a directory without a
 manifest is an incomplete incident and is never ingested. The manifest records each
@@ -21,6 +21,7 @@ import pyarrow as pa
 from . import bounds, records, safe_io, tables
 from .cas import hash_file
 from .errors import InputError, StallcaseError
+from .types import MANIFEST_VERSION
 
 MANIFEST = "manifest.json"
 SOURCE_STATUSES = ("observed", "not_observed")
@@ -89,7 +90,7 @@ def write_incident(
         entries[name] = {"path": rel, "rows": table.num_rows, "digest": hash_file(path / rel)}
     full = dict(manifest)
     full["tables"] = entries
-    full.setdefault("schema_version", 1)
+    full.setdefault("schema_version", MANIFEST_VERSION)
     full.setdefault("kind", "incident_manifest")
     full.setdefault("tables_version", tables.TABLES_VERSION)
     full.setdefault("created_unix_ns", time.time_ns())

@@ -140,7 +140,8 @@ def _nvml(fp: dict, why: dict, nvml: Any = None) -> None:
 
 
 def import_pynvml():
-    """pynvml, without its deprecation warning (the module is nvidia-ml-py's either way)."""
+    """The `pynvml` module (nvidia-ml-py provides it). Where the deprecated `pynvml` package is
+    installed too, its shim warns on import; the module is nvidia-ml-py's either way, so quietly."""
     import warnings
 
     with warnings.catch_warnings():
@@ -208,7 +209,7 @@ def compare(planned: dict, observed: dict) -> list[dict]:
     return diffs
 
 
-if __name__ == "__main__":  # python -m workflow_lib.environment: print this node's fingerprint
+if __name__ == "__main__":  # python -m workflow_lib.core.environment: print this node's fingerprint
     import json
 
     json.dump(fingerprint(), sys.stdout, indent=2, default=str)

@@ -23,7 +23,7 @@ from jsonschema import Draft202012Validator
 from . import atomic, bounds, safe_io
 from .errors import InputError, RecordError
 
-SCHEMA_DIR = Path(os.environ.get("STALLCASE_SCHEMAS", Path(__file__).resolve().parent.parent / "schemas"))
+SCHEMA_DIR = Path(os.environ.get("STALLCASE_SCHEMAS", Path(__file__).resolve().parents[2] / "schemas"))
 
 
 def canonical_bytes(record: Any) -> bytes:
@@ -169,15 +169,67 @@ def parse_record(data: bytes, kind: str, where: str | os.PathLike) -> dict:
     return record
 
 
-def _check_version(record: dict, kind: str, where) -> None:
-    """A record from a newer stallcase is refused naming the newest version this one reads."""
+def newest_version(kind: str) -> int | None:
+    """The newest `schema_version` schema `kind` accepts: its `const`, or the largest of its `enum`
+    (a schema that still reads older records lists them: `enum: [1, 2]`)."""
     # The cached validator's schema: load_schema() re-reads and meta-validates the file (tens
     # of ms), which every record read paid here.
-    newest = _validator(kind).schema.get("properties", {}).get("schema_version", {}).get("const")
+    spec = _validator(kind).schema.get("properties", {}).get("schema_version", {})
+    if isinstance(spec.get("const"), int):
+        return spec["const"]
+    versions = [v for v in spec.get("enum", []) if isinstance(v, int) and not isinstance(v, bool)]
+    return max(versions) if versions else None
+
+
+def _check_version(record: dict, kind: str, where) -> None:
+    """A record from a newer stallcase is refused naming the newest version this one reads."""
+    newest = newest_version(kind)
     v = record.get("schema_version")
-    if isinstance(newest, int) and isinstance(v, int) and not isinstance(v, bool) and v > newest:
+    if newest is not None and isinstance(v, int) and not isinstance(v, bool) and v > newest:
         raise RecordError(where, f"schema_version {bounds.show(v)} is newer than this stallcase reads "
                                  f"(newest supported: {newest}); upgrade stallcase")
+
+
+def _steps_out_1_to_2(rec: dict) -> dict:
+    # Version 1 timed each step from `with rec.step(i)` entry to exit (the body) and knew no work.
+    return dict(rec, kind="steps_out", covers="body", items=None, tokens=None)
+
+
+# kind -> {version: function turning a record of that version into one of the next}. A reader
+# calls upgrade() once after reading and then sees only the newest shape (pyperf converts old
+# formats once, at load). A kind whose newer version only added optional fields needs no step.
+UPGRADES: dict[str, dict[int, Any]] = {
+    "steps_out": {1: _steps_out_1_to_2},
+}
+# kind -> {version: what to do instead}: the next version requires what the older record never
+# measured (a culprit order, per-component estimates), so no step can supply it truthfully.
+NOT_UPGRADABLE: dict[str, dict[int, str]] = {
+    "collectives": {1: "re-run the collectives rule"},
+    "comparison": {1: "re-run the compare rule"},
+}
+
+
+def upgrade(kind: str, record: dict, *, where: str | os.PathLike | None = None) -> dict:
+    """`record` (validated, of any version schema `kind` reads) in the newest version's shape.
+
+    Steps run in order (1 -> 2 -> ...); versions with no step only added optional fields, so the
+    record is already in the newer shape and only its `schema_version` changes. The result is a
+    new dict, validated against the schema; the input is left as it was."""
+    newest = newest_version(kind)
+    v = record.get("schema_version")
+    if newest is None or not isinstance(v, int) or v >= newest:
+        return record
+    out = dict(record)
+    steps = UPGRADES.get(kind, {})
+    while v < newest:
+        if v in NOT_UPGRADABLE.get(kind, {}):
+            raise RecordError(where or f"<{kind} record>", f"schema_version {v} cannot be read as version {newest}: "
+                                                  f"{NOT_UPGRADABLE[kind][v]}")
+        out = steps[v](out) if v in steps else out
+        v += 1
+        out["schema_version"] = v
+    validate(out, kind, where=where or f"<{kind} record upgraded from version {record['schema_version']}>")
+    return out
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")

@@ -20,10 +20,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import atomic, environment, layout, records
-from .plan import trial_env
-from .cas import CAS, hash_file
-from .errors import PreflightBlocked, StallcaseError
+from ..core import atomic, environment, layout, records
+from ..plan.build import trial_env
+from ..core.cas import CAS, hash_file
+from ..core.errors import PreflightBlocked, StallcaseError
+from .types import Preflight
 
 REGISTRY = layout.REGISTRY  # results/<incident>/experiments.json
 
@@ -194,20 +195,18 @@ def preflight(plan: dict, plan_digest: str, block: str, store_root: str | os.Pat
             _registry_check(Path(results_dir) / REGISTRY, experiment, env_digest, diffs)
         except PreflightBlocked:
             status = "blocked"
-    return {
-        "schema_version": 1,
-        "kind": "preflight",
-        "block": block,
-        "plan_digest": plan_digest,
-        "incident_id": plan["incident_id"],
-        "experiment": experiment,
-        "node": socket.gethostname(),
-        "checked_unix_ns": time.time_ns(),
-        "status": status,
-        "differences": diffs,
-        "missing": missing,
-        "environment": env,
-    }
+    return Preflight(
+        block=block,
+        plan_digest=plan_digest,
+        incident_id=plan["incident_id"],
+        experiment=experiment,
+        node=socket.gethostname(),
+        checked_unix_ns=time.time_ns(),
+        status=status,
+        differences=diffs,
+        missing=missing,
+        environment=env,
+    ).to_json()
 
 
 def readable_diff(record: dict) -> str:

@@ -27,8 +27,8 @@ from __future__ import annotations
 from pathlib import Path
 from statistics import median
 
-from . import records
-from .errors import RecordError
+from ..core import records
+from ..core.errors import RecordError
 
 SOURCES = ("auto", "recorder_steps", "stdout_regex", "stdout_steps", "process_wall")
 PER = ("step", "item", "token")
@@ -72,7 +72,7 @@ def _steps_file(path: Path) -> dict:
     except FileNotFoundError:
         raise MetricUnreadable("the run wrote no STALLCASE_STEPS_OUT file (does its loop use the FlightRecorder?)") from None
     try:
-        return records.parse_record(data, "steps_out", path)
+        return records.upgrade("steps_out", records.parse_record(data, "steps_out", path), where=path)
     except RecordError as exc:
         raise MetricUnreadable(exc.oneline()) from None
 
@@ -93,15 +93,15 @@ def _per_unit(steps: list[float], work: list | None, per: str) -> list[float]:
 def _work(data: dict, skip: int) -> dict | None:
     out = {}
     for key in ("items", "tokens"):
-        vals = [v for v in (data.get(key) or [])[skip:] if v is not None]
+        vals = [v for v in (data[key] or [])[skip:] if v is not None]
         out[f"{key}_per_step"] = float(median(vals)) if vals else None
     return out if any(v is not None for v in out.values()) else None
 
 
 def _pattern(pattern, what: str, **kw):
     """The user's pattern on the linear-time engine (the workload's output is not ours)."""
-    from .errors import InputError
-    from .patterns import compile_pattern
+    from ..core.errors import InputError
+    from ..core.patterns import compile_pattern
 
     try:
         return compile_pattern(pattern, what, **kw)

@@ -20,10 +20,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from . import bounds, records, safe_io
-from .cas import CAS, hash_file
-from .errors import InputError, MissingArtifact
-from .incident import MANIFEST, check_incident_id, read_incident
+from ..core import bounds, records, safe_io
+from ..core.cas import CAS, hash_file
+from ..core.errors import InputError, MissingArtifact
+from ..core.incident import MANIFEST, check_incident_id, read_incident
+from .types import Snapshot
 
 DEFAULT_STORE_ROLES = ("source", "input", "patch")
 
@@ -104,24 +105,22 @@ def ingest(incident_path: str | os.PathLike, store_root: str | os.PathLike, out_
     # stored, so a refused incident leaves neither objects nor a record behind.
     manifest_digest = hash_file(Path(incident_path) / MANIFEST)
     tables = {name: {"digest": entry["digest"], "rows": entry["rows"]} for name, entry in m["tables"].items()}
-    record = {
-        "schema_version": 1,
-        "kind": "snapshot",
-        "incident_id": m["incident_id"],
-        "manifest_digest": manifest_digest,
-        "created_unix_ns": m["created_unix_ns"],
-        "reason": m["reason"],
-        "producer": m.get("producer", "unknown"),
-        "clock": m["clock"],
-        "window": m.get("window"),
-        "ranks": m.get("ranks", []),
-        "sources": m["sources"],
-        "tables": tables,
-        "artifacts": [dict(a) for a in m.get("artifacts", [])],
-        "provenance": m.get("provenance", {}),
-        "workload": m.get("workload"),
-        "recorder": m.get("recorder"),
-    }
+    record = Snapshot(
+        incident_id=m["incident_id"],
+        manifest_digest=manifest_digest,
+        created_unix_ns=m["created_unix_ns"],
+        reason=m["reason"],
+        producer=m.get("producer", "unknown"),
+        clock=m["clock"],
+        window=m.get("window"),
+        ranks=m.get("ranks", []),
+        sources=m["sources"],
+        tables=tables,
+        artifacts=[dict(a) for a in m.get("artifacts", [])],
+        provenance=m.get("provenance", {}),
+        workload=m.get("workload"),
+        recorder=m.get("recorder"),
+    ).to_json()
     records.validate(record, "snapshot", where=out_path)
     # What could fail after objects are stored is checked before any is: the record's path
     # (not a directory, FIFO or link) and the store's directories (no prefix that is a file).
@@ -146,8 +145,8 @@ def ingest(incident_path: str | os.PathLike, store_root: str | os.PathLike, out_
 
 def load_tables(snapshot: dict, store_root: str | os.PathLike):
     """The snapshot's tables back from the store (digest-verified) as an Incident-like object."""
-    from . import tables as T
-    from .incident import Incident
+    from ..core import tables as T
+    from ..core.incident import Incident
 
     cas = CAS(store_root)
     loaded = {name: T.read_table(cas.get(e["digest"]), name) for name, e in snapshot["tables"].items()}

@@ -17,13 +17,17 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from . import records
-from .cas import CAS, hash_file
-from .errors import MissingArtifact, StallcaseError
+from ..core import records
+from ..core.cas import CAS, hash_file
+from ..core.errors import MissingArtifact, StallcaseError
 from . import candidate as candidate_lib
-from .capture.provenance import allowed_env
+from ..capture.provenance import allowed_env
 from .metric import resolve as resolve_metric
 from .schedule import make_schedule
+
+# Version history of the plan record (schemas/plan.schema.json): 1 first version; 2 adds
+# python_distributions and schedule[].warms (optional, so version 1 plans read unchanged).
+PLAN_VERSION = 2
 
 # Environment variables the node provides at trial time, never taken from the plan:
 # they describe where the job runs (the scheduler's GPU, the node's paths and libraries),
@@ -47,9 +51,6 @@ def trial_env(plan_env: dict, extra: dict, node_env=None) -> dict:
 
 def _plan_env(env: dict) -> dict:
     return {k: v for k, v in allowed_env(env).items() if k not in NODE_ENV}
-
-
-_apply_arg_changes = candidate_lib.apply_arg_changes  # kept for callers and tests of the older name
 
 
 def _sources(artifacts: list[dict]) -> list[dict]:
@@ -147,7 +148,7 @@ def build_plan(snapshot: dict, snapshot_digest: str, store_root: str | os.PathLi
         owned = sorted(set(env) & set(NODE_ENV))
         if owned:
             raise StallcaseError("candidate.env", f"{', '.join(owned)}: the node's own (its GPU, paths and libraries), never set from a plan")
-        argv = _apply_arg_changes(workload["argv"], candidate)
+        argv = candidate_lib.apply_arg_changes(workload["argv"], candidate)
         changes = {k: candidate[k] for k in ("set_args", "remove_args", "append_args", "env") if candidate.get(k)}
         changes.update(src_changes)
         same = argv == baseline["argv"] and env == baseline["env"] and srcs == base_sources
@@ -160,7 +161,7 @@ def build_plan(snapshot: dict, snapshot_digest: str, store_root: str | os.PathLi
     design = dict(design, metric=resolve_metric(design["metric"], snapshot))
     dists = snapshot.get("provenance", {}).get("imported_distributions")
     plan = {
-        "schema_version": 2,
+        "schema_version": PLAN_VERSION,
         "kind": "plan",
         "incident_id": snapshot["incident_id"],
         "experiment": experiment,

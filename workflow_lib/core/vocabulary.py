@@ -56,8 +56,12 @@ LAUNCH_RE = re.compile(
     r"(LaunchKernel|cuLaunch|LaunchCooperative|cudaGraphLaunch|cuGraphLaunch|hipGraphLaunch|hipModuleLaunch"
     r"|hipExtLaunch|MemcpyAsync|MemsetAsync|MemcpyDtoHAsync|MemcpyHtoDAsync|MemcpyDtoDAsync)", re.IGNORECASE)
 
-# Collective-library kernels: NCCL (ncclKernel_..., ncclDevKernel_...) and RCCL (same names on ROCm).
-COLLECTIVE_KERNEL_RE = re.compile(r"(^|[^A-Za-z])(nccl|rccl)", re.IGNORECASE)
+# Collective-library kernels: NCCL (ncclKernel_..., ncclDevKernel_...) and RCCL (same names on ROCm),
+# not preceded by a letter. The one spelling for every stage (the collectives' kernel-only ranks,
+# the diagnosis's evidence and its HTA-like breakdown, which counts communication as HTA does:
+# by the library's kernel names; a framework's own all-reduce kernel, such as vLLM's
+# cross_device_reduce, is compute to it, as it is to the collectives stage, which cannot match it).
+COLLECTIVE_KERNEL_RE = re.compile(r"(?:^|[^A-Za-z])(?:nccl|rccl)", re.IGNORECASE)
 P2P_OPS = frozenset({"send", "recv", "coalesced_p2p"})
 
 # Kineto/Chrome-trace category spellings -> the table they feed (lower case).

@@ -24,16 +24,27 @@ the existing ones.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
-from .errors import RecordError
+from ..core.errors import RecordError
 
 ARMS_MEASURED = ("A", "B", "A'")
 
 
 def block_id(index: int) -> str:
-    """Block ids sort as strings: b000, b001, ..., b999, b1000."""
+    """Block ids sort as strings: b000, b001, ..., b999, b1000. The one definition: the rules'
+    block wildcards (rules/common.smk) and the report's per-block records read it here."""
     return f"b{index:03d}"
+
+
+_BLOCK_ID = re.compile(r"b[0-9]{3,}")
+
+
+def is_block_id(name: str) -> bool:
+    """Whether `name` is an id block_id writes."""
+    return _BLOCK_ID.fullmatch(name) is not None
 
 
 def _rng(seed: int, block_index: int) -> np.random.Generator:

@@ -43,6 +43,17 @@ MAX_NULL_MDE_LOG = 0.05
 VERDICTS = ("faster", "slower", "no_detectable_change", "inconclusive")
 FASTER, SLOWER, NO_CHANGE, INCONCLUSIVE = range(4)
 
+# How each verdict reads, in every place that shows one (the report's first screen and its
+# verdict section, `stallcase show`): a word, and a sentence.
+VERDICT_WORDS = {"faster": "Faster", "slower": "Slower", "no_detectable_change": "No detectable change",
+                 "inconclusive": "Inconclusive"}
+VERDICT_HEADLINES = {
+    "faster": "The candidate is faster.",
+    "slower": "The candidate is slower.",
+    "no_detectable_change": "No detectable change.",
+    "inconclusive": "Inconclusive: these trials cannot say whether the candidate changed anything.",
+}
+
 
 @dataclass(frozen=True)
 class Decision:

@@ -31,6 +31,7 @@ from pathlib import Path
 from . import records
 from .cas import hash_file
 from .errors import StallcaseError
+from .types import Latest
 
 RUNS = "runs"
 LATEST = "latest"
@@ -159,9 +160,8 @@ def point_latest(results: str, incident: str, run: str, plan_digest: str) -> lis
                 _link(p, f"{LATEST}/{name}")
         else:
             notes.append(f"{p}: not a link (an older results layout); the latest run's is {inc / LATEST / name}")
-    records.write_record(latest_record(results, incident),
-                         {"schema_version": 1, "kind": "latest", "incident_id": incident, "run": run,
-                          "run_dir": f"{RUNS}/{run}", "plan_digest": plan_digest}, "latest")
+    latest = Latest(incident_id=incident, run=run, run_dir=f"{RUNS}/{run}", plan_digest=plan_digest)
+    records.write_record(latest_record(results, incident), latest.to_json(), "latest")
     return notes
 
 

@@ -1,0 +1,113 @@
+"""The import check runs on packages: each module is in the stage of its package, a module in no
+stage fails it, and an import against the flow fails `--check` (docs/import_graph.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture()
+def graph_on(tmp_path, monkeypatch):
+    """docs/import_graph.py reading a copy of workflow_lib under tmp_path."""
+    spec = importlib.util.spec_from_file_location("import_graph_under_test", ROOT / "docs" / "import_graph.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    shutil.copytree(ROOT / "workflow_lib", tmp_path / "workflow_lib", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    monkeypatch.setattr(mod, "ROOT", tmp_path)
+    return mod, tmp_path / "workflow_lib"
+
+
+def test_the_tree_passes(graph_on, capsys):
+    mod, _ = graph_on
+    assert mod.main(["--check"]) == 0
+    assert "0 import(s) against the flow" in capsys.readouterr().out
+
+
+def test_a_module_in_no_stage_fails(graph_on, capsys):
+    mod, pkg = graph_on
+    (pkg / "loose.py").write_text("from .core import records\n")
+    assert mod.main([]) == 1  # with or without --check
+    assert "- workflow_lib.loose" in capsys.readouterr().out
+
+
+def test_an_import_against_the_flow_fails_check(graph_on, capsys):
+    mod, pkg = graph_on
+    (pkg / "core" / "leans_on_trials.py").write_text("from ..trials import block\n")
+    assert mod.main(["--check"]) == 1
+    out = capsys.readouterr().out
+    assert "workflow_lib.core.leans_on_trials (foundation) imports workflow_lib.trials.block (trials)" in out
+
+
+def test_each_stage_is_a_package_of_its_own():
+    mod = importlib.util.module_from_spec(spec := importlib.util.spec_from_file_location(
+        "import_graph_stages", ROOT / "docs" / "import_graph.py"))
+    spec.loader.exec_module(mod)
+    for head, stage in mod.PACKAGES.items():
+        assert (ROOT / "workflow_lib" / head / "__init__.py").is_file(), f"{head}/ ({stage}) is not a package"
+    loose = sorted(p.stem for p in (ROOT / "workflow_lib").glob("*.py") if p.stem != "__init__")
+    assert loose == sorted(m for m in mod.ENTRY if (ROOT / "workflow_lib" / f"{m}.py").exists())
+
+
+def _graph_module():
+    spec = importlib.util.spec_from_file_location("import_graph_docs", ROOT / "docs" / "import_graph.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_drawn_graph_is_the_code_s():
+    mod = _graph_module()
+    drawn = mod.mermaid(mod.graph()) in (ROOT / "docs" / "architecture.md").read_text()
+    assert drawn, "docs/architecture.md's graph is out of date: python docs/import_graph.py --write-doc"
+
+
+def test_readme_and_architecture_name_every_package_of_the_tree():
+    packages = sorted(p.parent.name for p in (ROOT / "workflow_lib").glob("*/__init__.py"))
+    readme = (ROOT / "README.md").read_text().split("## Layout", 1)[1].split("\n## ", 1)[0]
+    arch = (ROOT / "docs" / "architecture.md").read_text().split("## Where each stage lives", 1)[1].split("\n## ", 1)[0]
+    assert [p for p in packages if f"`{p}/`" not in readme] == []
+    assert [p for p in packages if f"`{p}/" not in arch] == []
+
+
+def test_every_module_the_architecture_table_names_exists():
+    """Each `x.py` in a stage's row is a file of that stage's package (the top level for entry)."""
+    import re
+
+    arch = (ROOT / "docs" / "architecture.md").read_text().split("## Where each stage lives", 1)[1].split("\n## ", 1)[0]
+    missing = []
+    for row in arch.splitlines():
+        cells = row.split("|")
+        if len(cells) < 4 or cells[1].strip() in ("stage", "---"):
+            continue
+        pkg = re.match(r"\s*`(\w+)/`", cells[2])
+        where = ROOT / "workflow_lib" / (pkg.group(1) if pkg else "")
+        missing += [f"{cells[1].strip()}: {n}" for n in re.findall(r"`(\w+\.py)`", cells[2])
+                    if not list(where.rglob(n))]
+    assert missing == []
+
+
+def test_no_module_imports_itself_round_a_circle():
+    """Module-level import cycles (report/glance.py <-> report/model.py was one): none."""
+    mod = _graph_module()
+    names = {m for _, m in mod.modules()}
+    deps = {m: {d for d in mod.imports_of(p, m) if d in names and d != m} for p, m in mod.modules()}
+    for m in names:  # a package's import of its own submodules is how packages load; not a circle
+        deps[m] = {d for d in deps[m] if not d.startswith(m + ".")}
+    cycles = []
+    for start in sorted(names):
+        stack, seen = [(start, [start])], set()
+        while stack:
+            node, path = stack.pop()
+            for d in sorted(deps[node]):
+                if d == start:
+                    cycles.append(" -> ".join(path + [d]))
+                elif d not in seen and d > start:
+                    seen.add(d)
+                    stack.append((d, path + [d]))
+    assert cycles == []

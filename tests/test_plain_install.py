@@ -1,0 +1,60 @@
+"""The README's first-line install (`pip install .`, no extras) is enough for `snakemake --report`,
+the Snakemake way to inspect a run: it refuses to run without pygments, which used to come only
+with the test extra. And NVML comes from nvidia-ml-py, not the deprecated `pynvml` shim package."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _copy_tracked(dest: Path) -> None:
+    """The checkout's tracked and not-ignored files (what a clone holds), without build outputs."""
+    files = subprocess.run(["git", "-C", str(REPO), "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+                           capture_output=True, check=True).stdout.split(b"\0")
+    for rel in map(os.fsdecode, filter(None, files)):
+        src = REPO / rel
+        if src.is_file() and not src.is_symlink():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+
+
+@pytest.fixture(scope="module")
+def plain_venv(tmp_path_factory):
+    base = tmp_path_factory.mktemp("plain-install")
+    src, venv = base / "src", base / "venv"
+    _copy_tracked(src)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    pip = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(src)], capture_output=True, text=True,
+                         timeout=600, check=False)
+    assert pip.returncode == 0, pip.stderr[-3000:]
+    return venv
+
+
+@pytest.mark.slow
+def test_the_plain_install_holds_the_runtime_dependencies(plain_venv):
+    py = str(plain_venv / "bin" / "python")
+    probe = ("import importlib.metadata as m, pygments, pynvml; "
+             "names = {d.metadata['Name'].lower() for d in m.distributions()}; "
+             "print('nvidia-ml-py' in names, 'pynvml' in names)")
+    out = subprocess.run([py, "-c", probe], capture_output=True, text=True, timeout=120, check=True).stdout.split()
+    assert out == ["True", "False"]  # the module from nvidia-ml-py; no deprecated shim package
+
+
+@pytest.mark.slow
+def test_snakemake_report_runs_from_the_plain_install(plain_venv, demo_pipeline, tmp_path):
+    snake = tmp_path / "snakemake-report.html"
+    argv = [str(plain_venv / "bin" / "python"), *demo_pipeline.base[1:], "--report", str(snake)]
+    env = {k: v for k, v in demo_pipeline.env.items() if k != "PYTHONPATH"}
+    run = subprocess.run(argv, cwd=demo_pipeline.workdir, env=env, capture_output=True, text=True, timeout=300,
+                         check=False)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    assert "pygments must be installed" not in run.stderr
+    assert snake.stat().st_size > 10_000

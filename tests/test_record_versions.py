@@ -1,0 +1,94 @@
+"""One version per record kind: the constant its writer uses is the newest its schema reads, and a
+record from a newer stallcase is refused with "upgrade stallcase" for every kind (issue 27: the
+check read only `const`, so the six `enum: [1, 2]` kinds got a generic schema error)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from workflow_lib.core import records
+from workflow_lib.core.errors import RecordError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# kind -> (module, constant): the one definition of the version each kind's writer stamps.
+VERSION_CONSTANTS = {
+    "snapshot": ("workflow_lib.snapshot.types", "SCHEMA_VERSION"),
+    "collectives": ("workflow_lib.collectives.types", "SCHEMA_VERSION"),
+    "diagnosis": ("workflow_lib.diagnose.types", "DIAGNOSIS_VERSION"),
+    "plan": ("workflow_lib.plan.build", "PLAN_VERSION"),
+    "preflight": ("workflow_lib.preflight.types", "SCHEMA_VERSION"),
+    "execution": ("workflow_lib.trials.block", "EXECUTION_VERSION"),
+    "comparison": ("workflow_lib.compare.build", "SCHEMA_VERSION"),
+    "steps_out": ("workflow_lib.capture.recorder", "STEPS_OUT_VERSION"),
+    "incident_manifest": ("workflow_lib.core.types", "MANIFEST_VERSION"),
+    "latest": ("workflow_lib.core.types", "LATEST_VERSION"),
+}
+
+
+def versioned_kinds() -> list[str]:
+    out = []
+    for p in sorted((ROOT / "schemas").glob("*.schema.json")):
+        if "schema_version" in json.loads(p.read_text()).get("properties", {}):
+            out.append(p.name.removesuffix(".schema.json"))
+    return out
+
+
+def test_every_versioned_schema_has_one_constant():
+    assert sorted(VERSION_CONSTANTS) == versioned_kinds()
+
+
+@pytest.mark.parametrize("kind", sorted(VERSION_CONSTANTS))
+def test_constant_is_the_newest_version_the_schema_reads(kind):
+    module, name = VERSION_CONSTANTS[kind]
+    assert getattr(importlib.import_module(module), name) == records.newest_version(kind)
+
+
+@pytest.mark.parametrize("kind", sorted(VERSION_CONSTANTS))
+def test_a_record_from_a_newer_stallcase_says_upgrade(kind):
+    newest = records.newest_version(kind)
+    data = json.dumps({"schema_version": newest + 1, "kind": kind}).encode()
+    with pytest.raises(RecordError, match=rf"schema_version {newest + 1} is newer than this stallcase reads "
+                                          rf"\(newest supported: {newest}\); upgrade stallcase"):
+        records.parse_record(data, kind, f"{kind}.json")
+
+
+def test_newest_version_reads_enum_and_const():
+    assert records.newest_version("plan") == 2  # enum: [1, 2]
+    assert records.newest_version("snapshot") == 1  # const: 1
+
+
+def test_no_writer_stamps_a_literal_version():
+    """A version is written from its constant, never as a number in the record literal."""
+    literal = re.compile(r"""["']schema_version["']\s*:\s*\d|schema_version\s*=\s*\d""")
+    hits = [f"{p.relative_to(ROOT)}:{i}" for p in sorted((ROOT / "workflow_lib").rglob("*.py"))
+            for i, line in enumerate(p.read_text().splitlines(), 1) if literal.search(line)]
+    assert hits == []
+
+
+def test_upgrade_steps_out_1_gives_the_newest_shape():
+    v1 = {"schema_version": 1, "steps_ns": [5, 6], "unusual": []}
+    records.validate(v1, "steps_out")
+    got = records.upgrade("steps_out", v1)
+    assert got == {"schema_version": 2, "kind": "steps_out", "covers": "body", "steps_ns": [5, 6],
+                   "items": None, "tokens": None, "unusual": []}
+    assert v1["schema_version"] == 1  # the input is left as it was
+    assert records.upgrade("steps_out", got) is got  # already newest: unchanged
+
+
+def test_upgrade_refuses_what_an_old_record_never_measured():
+    with pytest.raises(RecordError, match="schema_version 1 cannot be read as version 2: re-run the compare rule"):
+        records.upgrade("comparison", {"schema_version": 1, "kind": "comparison"}, where="c.json")
+
+
+def test_metric_reads_a_version_1_steps_file(tmp_path):
+    from workflow_lib.plan import metric
+
+    path = tmp_path / "steps.json"
+    path.write_text(json.dumps({"schema_version": 1, "steps_ns": [10, 20, 30], "unusual": []}))
+    assert metric._steps_file(path)["covers"] == "body"

@@ -1,0 +1,89 @@
+"""Typed records: one frozen dataclass per record kind, its JSON shape and version beside it.
+
+    @typed.record("latest", version=1)
+    @dataclass(frozen=True)
+    class Latest:
+        incident_id: str = typed.doc("the incident")
+        ...
+    Latest(...).to_json() -> dict            # what records.write_record writes
+    Latest.from_json(records.read_record(path, "latest")) -> Latest
+
+A field without a default is one the schema requires; an optional field defaults to ABSENT,
+which `to_json` leaves out (None is JSON null, a value, not an absence). `schema_version` and
+`kind` are class constants (SCHEMA_VERSION, KIND), written by `to_json`; `from_json` takes the
+newest version only (older ones go through records.upgrade first). tests/test_typed_records.py
+holds each class and its schemas/<kind>.schema.json in sync: the same fields, required-ness
+and JSON types.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from .errors import RecordError
+
+
+class _Absent:
+    """An optional field the record leaves out (distinct from None, which is JSON null)."""
+
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+ABSENT: Any = _Absent()
+
+
+def doc(text: str, *, optional: bool = False) -> Any:
+    """A field with its doc line; `optional`: the schema does not require it (default ABSENT)."""
+    if optional:
+        return dataclasses.field(default=ABSENT, metadata={"doc": text, "optional": True})
+    return dataclasses.field(metadata={"doc": text})
+
+
+def record(kind: str, *, version: int):
+    """Class decorator: gives a frozen dataclass KIND, SCHEMA_VERSION, to_json and from_json."""
+
+    def wrap(cls):
+        if not (dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen):
+            raise TypeError(f"{cls.__name__}: a typed record is a frozen dataclass")
+        cls.KIND = kind
+        cls.SCHEMA_VERSION = version
+
+        def to_json(self) -> dict:
+            out = {"schema_version": version, "kind": kind}
+            for f in dataclasses.fields(self):
+                value = getattr(self, f.name)
+                if value is not ABSENT:
+                    out[f.name] = value
+            return out
+
+        @classmethod
+        def from_json(klass, data: dict, where: str = None):
+            where = where or f"<{kind} record>"
+            if data.get("kind", kind) != kind:
+                raise RecordError(where, f"kind {data.get('kind')!r}, expected {kind!r}")
+            if data.get("schema_version") != version:
+                raise RecordError(where, f"schema_version {data.get('schema_version')!r}, expected {version} "
+                                         "(read older records through records.upgrade)")
+            names = {f.name for f in dataclasses.fields(klass)}
+            extra = sorted(set(data) - names - {"schema_version", "kind"})
+            if extra:
+                raise RecordError(where, f"fields {extra} are not in {klass.__name__}")
+            return klass(**{k: v for k, v in data.items() if k in names})
+
+        cls.to_json = to_json
+        cls.from_json = from_json
+        return cls
+
+    return wrap
