@@ -71,6 +71,26 @@ def _err(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+# Named sets of activity kinds (FlightRecorder(cupti_kinds=...)): "kernel" is the cheapest
+# useful set (what a kernel-timeline finding reads; no runtime API, copies or syncs).
+KIND_SETS = {
+    "kernel": ("CONCURRENT_KERNEL",),
+    "default": ("CONCURRENT_KERNEL", "MEMCPY", "MEMSET", "RUNTIME", "SYNCHRONIZATION"),
+}
+
+
+def cupti_kinds_of(value) -> tuple[str, ...] | None:
+    """A kinds option (a KIND_SETS name, a comma list, or a tuple of kind names) as a tuple;
+    None for the default set."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        if value in KIND_SETS:
+            return KIND_SETS[value]
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    return tuple(value)
+
+
 MAX_WINDOWS = 1024  # armed windows remembered (a bounded list, like every other record)
 
 
