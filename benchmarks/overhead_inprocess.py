@@ -1,0 +1,327 @@
+"""Recorder overhead in one warm process: recorder-on and recorder-off windows of K steps, paired.
+
+    python benchmarks/overhead_inprocess.py [--modes all] [--pairs 30] [--k 10] [--loop auto|transformer|cpu]
+        [--budget-s 40] [--json summary.json] [--raw raw.json]
+
+Why in-process: a process per run spreads ±10% on the H200 transformer loop (issue 28), so
+a 1% effect is not resolvable that way. Here one process per mode builds the loop, warms it
+up, constructs and starts the recorder (timed: the start-up and teardown cost, which only
+whole-process trials see otherwise, are reported beside), then runs `--pairs` pairs of
+windows. A pair is one recorder-on and one recorder-off window of K steps in random order
+(AB or BA, seeded); off is `FlightRecorder.pause()` (threads alive, nothing recorded), on is
+`resume()`. A pair's value is mean(on step) / mean(off step) - 1, and the overhead is the
+Hodges-Lehmann estimate with the signed-rank 95% interval over pairs (workflow_lib/stats.py,
+the trials' own statistics). Every step is timed whole (`with rec.step`, the body and a
+device sync), switches happen between windows and are not timed.
+
+Modes (one process each: CUPTI allows one activity subscriber, so CUPTI and torch.profiler
+never share a process):
+  aa              A/A: the default recorder on in both windows of a pair (labels only): the
+                  design's own noise, an interval around 0 whose width is what it can resolve;
+  default         host spans/steps, NVML, sched (the always-on layer);
+  tiered_idle     the default plus CUPTI triggered, no window fired (CUPTI never enabled);
+  tiered_fired    the same, every on-window an armed window (`arm_gpu(K)`): the overhead per
+                  armed step, the arming included;
+  cupti           CUPTI always on, default activity kinds (kernels, memcpy/memset, runtime,
+                  synchronization);
+  cupti_kernel    CUPTI always on, kernels only (`cupti_kinds="kernel"`);
+  torch_profiler  the reference: torch.profiler (CPU + CUDA activity) started for each
+                  on-window and stopped after it (its trace processing falls between windows).
+Loops: `transformer` is benchmarks/overhead_workload.py's (4 layers, 8 x 512 tokens, bf16 on
+CUDA; a tiny CPU version without CUDA); `cpu` a NumPy loop with a few spans (no torch, no
+CUDA); `auto` = transformer on CUDA, else cpu.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(1, str(Path(__file__).resolve().parent))  # overhead_workload
+
+from workflow_lib import stats  # noqa: E402
+from workflow_lib.capture import FlightRecorder, LatencyTrigger  # noqa: E402
+
+MODES = ("aa", "default", "tiered_idle", "tiered_fired", "cupti", "cupti_kernel", "torch_profiler")
+CONFIDENCE = 0.95
+WARMUP_STEPS = 10
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def cpu_loop(rec):
+    """A NumPy step: a few matmuls and some Python work, with spans as a workload writes them."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((160, 160))
+
+    def step(i):
+        with rec.span("data"):
+            x = a + (i % 7)
+        with rec.span("forward"):
+            for _ in range(6):
+                x = np.tanh(x @ a)
+        with rec.span("python"):
+            s = 0
+            for j in range(2000):
+                s += j
+    return step, (lambda: None)
+
+
+def build_recorder(mode: str, k: int, incidents_dir: str) -> FlightRecorder:
+    never = LatencyTrigger(k=1e9, warmup_steps=10**9)  # tiered with no window fired by the trigger
+    if mode in ("aa", "default"):
+        return FlightRecorder(incident_id="ovh", incidents_dir=incidents_dir)
+    if mode in ("tiered_idle", "tiered_fired"):
+        return FlightRecorder(incident_id="ovh", incidents_dir=incidents_dir,
+                              sources=("host", "nvml", "sched", "collectives", "cupti"), trigger=never,
+                              cupti_mode="triggered", gpu_window_steps=k)
+    if mode in ("cupti", "cupti_kernel"):
+        return FlightRecorder(incident_id="ovh", incidents_dir=incidents_dir,
+                              sources=("host", "nvml", "sched", "collectives", "cupti"), cupti_mode="always",
+                              cupti_kinds="kernel" if mode == "cupti_kernel" else None)
+    if mode == "torch_profiler":  # the reference alone: the recorder is off (steps only)
+        return FlightRecorder(incident_id="ovh", incidents_dir=incidents_dir, mode="off")
+    raise ValueError(mode)
+
+
+class Switch:
+    """Turns the measured thing on and off between windows."""
+
+    def __init__(self, mode: str, rec: FlightRecorder, k: int, torch, cuda: bool):
+        self.mode, self.rec, self.k, self.torch, self.cuda = mode, rec, k, torch, cuda
+        self.prof = None
+        self.armed_windows = 0
+
+    def on(self):
+        if self.mode == "aa":
+            return
+        if self.mode == "torch_profiler":
+            from torch.profiler import ProfilerActivity, profile
+
+            acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+            self.prof = profile(activities=acts)
+            self.prof.start()
+            return
+        self.rec.resume()
+        if self.mode == "tiered_fired" and self.rec.arm_gpu(self.k - 1):  # +1 inside: K armed steps
+            self.armed_windows += 1
+
+    def off(self):
+        if self.mode == "aa":
+            return
+        if self.mode == "torch_profiler":
+            if self.prof is not None:
+                self.prof.stop()
+                self.prof = None
+            return
+        if self.mode == "tiered_fired" and self.rec._gpu_left:  # close the window with the on-window
+            self.rec._close_gpu_window()
+        self.rec.pause()
+
+
+def run_mode(mode: str, pairs: int, k: int, loop: str, budget_s: float, seed: int, work: str) -> dict:
+    torch = _torch()
+    cuda = bool(torch is not None and torch.cuda.is_available())
+    if loop == "auto":
+        loop = "transformer" if cuda else "cpu"
+    if mode == "torch_profiler" and torch is None:
+        return {"mode": mode, "skipped": "torch.profiler needs torch (not installed here)"}
+    t_build = time.perf_counter_ns()
+    rec = build_recorder(mode, k, work)
+    t_built = time.perf_counter_ns()
+    if loop == "transformer":
+        if torch is None:
+            return {"mode": mode, "skipped": "transformer loop needs torch"}
+        import overhead_workload
+
+        body, sync = overhead_workload.transformer(torch, cuda, _LateSpan(rec))
+    else:
+        body, sync = cpu_loop(_LateSpan(rec))
+    for i in range(5):  # allocator, cuBLAS handles, autotuning: outside everything
+        body(-1 - i)
+    sync()
+    t0 = time.perf_counter_ns()
+    rec.start()
+    t_started = time.perf_counter_ns()
+    sw = Switch(mode, rec, k, torch, cuda)
+    step_i = 0
+
+    def window() -> list[int]:
+        nonlocal step_i
+        out = []
+        for _ in range(k):
+            a = time.perf_counter_ns()
+            with rec.step(step_i):
+                body(step_i)
+                sync()
+            out.append(time.perf_counter_ns() - a)
+            step_i += 1
+        return out
+
+    for _ in range(WARMUP_STEPS // k + 1):  # both states once, untimed
+        sw.on()
+        window()
+        sw.off()
+        window()
+    rng = random.Random(seed)
+    order, on_ns, off_ns = [], [], []
+    deadline = time.monotonic() + budget_s
+    for p in range(pairs):
+        if p >= 8 and time.monotonic() > deadline:
+            break
+        first_on = rng.random() < 0.5
+        order.append("on-off" if first_on else "off-on")
+        for state in ((True, False) if first_on else (False, True)):
+            if state:
+                sw.on()
+                on_ns.append(window())
+                sw.off()
+            else:
+                off_ns.append(window())
+    t_stop = time.perf_counter_ns()
+    rec.resume()
+    rec.stop()
+    t_stopped = time.perf_counter_ns()
+    on_m = np.array([np.mean(w) for w in on_ns])
+    off_m = np.array([np.mean(w) for w in off_ns])
+    rel = (on_m / off_m - 1.0) * 100.0
+    est, lo, hi = stats.hodges_lehmann(rel, CONFIDENCE)
+    out = {
+        "mode": mode, "loop": loop, "device": "cuda" if cuda else "cpu", "k": k, "pairs": len(rel),
+        "overhead_pct": {"estimate": float(est), "low": float(lo), "high": float(hi), "confidence": CONFIDENCE},
+        "step_ms_off_median": float(np.median(off_m) / 1e6), "step_ms_on_median": float(np.median(on_m) / 1e6),
+        "startup_ms": (t_built - t_build + t_started - t0) / 1e6, "teardown_ms": (t_stopped - t_stop) / 1e6,
+        "span_path": getattr(rec.host, "span_path", None),
+        "raw": {"order": order, "on_step_ns": on_ns, "off_step_ns": off_ns},
+    }
+    if rec.cupti is not None:
+        cu = rec.cupti
+        out["cupti"] = {"binding": cu.reason_absent is None, "reason_absent": cu.reason_absent, "records": cu.records,
+                        "kinds": list(cu.kinds), "errors": cu.errors[:3]}
+    if mode == "tiered_fired":
+        out["armed_windows"] = sw.armed_windows
+    return out
+
+
+class _LateSpan:
+    """`rec.span` looked up per call, as `with rec.span(...)` in the README's loop does, so a
+    paused recorder's no-op lookup applies (a lookup held across a pause keeps recording
+    into the ring, and snapshots leave those rows out; the cost is what this measures)."""
+
+    def __init__(self, rec):
+        self.rec = rec
+
+    def span(self, name):
+        return self.rec.span(name)
+
+
+def summarize(results: list[dict]) -> dict:
+    by = {r["mode"]: r for r in results if "overhead_pct" in r}
+    summary = {"modes": {m: {k: v for k, v in r.items() if k != "raw"} for m, r in by.items()},
+               "skipped": {r["mode"]: r["skipped"] for r in results if "skipped" in r}}
+    cu, tp = by.get("cupti"), by.get("torch_profiler")
+    if cu and tp:
+        c, t = cu["overhead_pct"], tp["overhead_pct"]
+        summary["cupti_vs_torch_profiler"] = {
+            "ratio_of_estimates": c["estimate"] / t["estimate"] if t["estimate"] else None,
+            "cupti_high_below_half_profiler_low": c["high"] <= 0.5 * t["low"],
+            "rule": "CUPTI always on <= 1/2 of torch.profiler: cupti's upper end <= half of the profiler's lower end",
+        }
+    aa = by.get("aa")
+    if aa:
+        o = aa["overhead_pct"]
+        summary["aa"] = {"covers_zero": o["low"] <= 0 <= o["high"], "half_width_pct": (o["high"] - o["low"]) / 2}
+    return summary
+
+
+def table(summary: dict) -> str:
+    lines = ["| mode | overhead % (HL) | 95% interval | pairs x K | step ms (off) | start-up ms | teardown ms |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for m, r in summary["modes"].items():
+        o = r["overhead_pct"]
+        lines.append(f"| {m} | {o['estimate']:+.2f} | [{o['low']:+.2f}, {o['high']:+.2f}] | {r['pairs']} x {r['k']} | "
+                     f"{r['step_ms_off_median']:.2f} | {r['startup_ms']:.1f} | {r['teardown_ms']:.1f} |")
+    for m, why in summary["skipped"].items():
+        lines.append(f"| {m} | skipped: {why} | | | | | |")
+    if "aa" in summary:
+        lines.append(f"A/A: interval covers 0: {summary['aa']['covers_zero']}, half-width "
+                     f"{summary['aa']['half_width_pct']:.2f}%")
+    if "cupti_vs_torch_profiler" in summary:
+        c = summary["cupti_vs_torch_profiler"]
+        lines.append(f"CUPTI / torch.profiler overhead: {c['ratio_of_estimates']:.2f}; "
+                     f"cupti high <= half of profiler low: {c['cupti_high_below_half_profiler_low']}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--modes", default="all", help=f"comma list of {MODES} or 'all'")
+    ap.add_argument("--pairs", type=int, default=30)
+    ap.add_argument("--k", type=int, default=10, help="steps per window")
+    ap.add_argument("--loop", choices=("auto", "transformer", "cpu"), default="auto")
+    ap.add_argument("--budget-s", type=float, default=40.0, help="per mode: stop adding pairs after this (>= 8 pairs)")
+    ap.add_argument("--seed", type=int, default=28)
+    ap.add_argument("--work", default=None, help="directory for the recorder's incidents dir (default: a tmp dir)")
+    ap.add_argument("--json", default=None, help="summary (every interval) to this file")
+    ap.add_argument("--raw", default=None, help="every window's step times to this file")
+    ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child: one mode, JSON on stdout
+    args = ap.parse_args(argv)
+    modes = MODES if args.modes == "all" else tuple(m.strip() for m in args.modes.split(","))
+    bad = [m for m in modes if m not in MODES]
+    if bad:
+        ap.error(f"unknown mode(s) {bad}; known: {MODES}")
+    import tempfile
+
+    work = args.work or tempfile.mkdtemp(prefix="ovh-")
+    if args.one:
+        r = run_mode(modes[0], args.pairs, args.k, args.loop, args.budget_s, args.seed, work)
+        sys.stdout.write("RESULT " + json.dumps(r) + "\n")
+        return 0
+    results = []
+    here = Path(__file__).resolve().parent
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(here), str(here.parent), os.environ.get("PYTHONPATH", "")]))
+    # One BLAS thread: the CPU loop's matmuls must not compete with the recorder's threads
+    # for cores in one arm more than the other (and the H200 loop runs on the GPU anyway).
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(var, "1")
+    for m in modes:
+        t = time.monotonic()
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--one", "--modes", m, "--pairs", str(args.pairs),
+               "--k", str(args.k), "--loop", args.loop, "--budget-s", str(args.budget_s), "--seed", str(args.seed),
+               "--work", os.path.join(work, m)]
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
+        if p.returncode != 0 or line is None:
+            r = {"mode": m, "skipped": f"child failed rc={p.returncode}: {p.stderr.strip().splitlines()[-1:] }"}
+        else:
+            r = json.loads(line[len("RESULT "):])
+        results.append(r)
+        o = r.get("overhead_pct")
+        print(f"{m:15s} " + (f"{o['estimate']:+.2f}% [{o['low']:+.2f}, {o['high']:+.2f}] over {r['pairs']} pairs"
+                             if o else r["skipped"]) + f"  ({time.monotonic() - t:.0f} s)", flush=True)
+    summary = summarize(results)
+    print(table(summary))
+    if args.json:
+        Path(args.json).write_text(json.dumps(summary, indent=1) + "\n")
+    if args.raw:
+        Path(args.raw).write_text(json.dumps({r["mode"]: r.get("raw") for r in results}) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""The raw CUPTI buffer parser on CPU, against real bytes: buffers built from ctypes mirrors of
+CUPTI 13's records, parsed by the vectorized path and by the per-record pure-Python path,
+checked field by field against the values written (and the layouts against the header)."""
+
+from __future__ import annotations
+
+import ctypes
+import random
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from workflow_lib.capture.sources import cupti_parse as cp
+
+HEADER_DIR = Path("/usr/local/cuda-13.0/include")
+
+
+def _buffer(kinds: list[int], seed: int = 1):
+    """A CUPTI-shaped buffer (records back to back, 8-byte aligned) and what each record holds."""
+    rnd = random.Random(seed)
+    names = [ctypes.create_string_buffer(f"kernel_{i}<float>".encode()) for i in range(5)]
+    recs, expect = [], []
+    for k in kinds:
+        struct_t, cols = cp.LAYOUTS[k]
+        r = struct_t()
+        r.kind = k
+        want = {}
+        for col, field in cols.items():
+            if col == "name_ptr":
+                v = ctypes.addressof(names[rnd.randrange(len(names))])
+            else:
+                ctype = dict(struct_t._fields_)[field]
+                bits = ctypes.sizeof(ctype) * 8
+                signed = ctype in (ctypes.c_int32, ctypes.c_int64)
+                v = rnd.randrange(-(1 << (bits - 2)), 1 << (bits - 2)) if signed else rnd.randrange(0, 1 << min(bits, 62))
+            setattr(r, field, v)
+            want[col] = v
+        recs.append(r)
+        expect.append((cp.LAYOUT_KIND.get(k, k), want))
+    raw = b"".join(bytes(r) for r in recs)
+    buf = np.zeros(len(raw) + 4096, np.uint8)  # a larger buffer than the valid part, as CUPTI's are
+    buf[: len(raw)] = np.frombuffer(raw, np.uint8)
+    return buf, len(raw), expect, names
+
+
+def _check(parsed, expect):
+    by_kind: dict[int, list[dict]] = {}
+    for k, want in expect:
+        by_kind.setdefault(k, []).append(want)
+    assert set(parsed) == set(by_kind)
+    for k, rows in by_kind.items():
+        for col in rows[0]:
+            got = parsed[k][col]
+            assert got.dtype == np.int64 and len(got) == len(rows)
+            assert got.tolist() == [np.int64(np.uint64(r[col])).item() if r[col] >= 0 else r[col] for r in rows], (k, col)
+
+
+MIXED = ([cp.KIND_RUNTIME] * 3 + [cp.KIND_CONCURRENT_KERNEL] * 200 + [cp.KIND_MEMCPY, cp.KIND_MEMSET]
+         + [cp.KIND_RUNTIME, cp.KIND_CONCURRENT_KERNEL] * 40 + [cp.KIND_SYNCHRONIZATION] * 2 + [cp.KIND_KERNEL]
+         + [cp.KIND_MEMCPY] * 70)
+
+
+@pytest.mark.parametrize("kinds", [MIXED, [cp.KIND_CONCURRENT_KERNEL] * 1000, [cp.KIND_MEMCPY]], ids=["mixed", "kernel_only", "one"])
+def test_vectorized_and_pure_python_paths_read_every_field_written(kinds):
+    buf, valid, expect, _names = _buffer(kinds)
+    fast, slow = cp.parse(buf, valid), cp.parse_python(buf, valid)
+    _check(fast, expect)
+    _check(slow, expect)
+    for k in fast:
+        for col in fast[k]:
+            assert np.array_equal(fast[k][col], slow[k][col])
+
+
+def test_memcpy_records_carry_source_and_destination_memory_and_the_async_flag():
+    buf, valid, expect, _ = _buffer([cp.KIND_MEMCPY])
+    r = cp.ActivityMemcpy6.from_buffer(buf)
+    r.srcKind, r.dstKind, r.flags, r.copyKind = 1, 3, cp.MEMCPY_FLAG_ASYNC, 1  # pageable -> device, async, HtoD
+    m = cp.parse(buf, valid)[cp.KIND_MEMCPY]
+    assert (m["src_kind"][0], m["dst_kind"][0], m["flags"][0] & cp.MEMCPY_FLAG_ASYNC, m["copy_kind"][0]) == (1, 3, 1, 1)
+    assert cp.MEMORY_KINDS[int(m["src_kind"][0])] == "pageable"
+
+
+def test_kernel_names_are_read_once_per_distinct_pointer():
+    buf, valid, expect, names = _buffer([cp.KIND_CONCURRENT_KERNEL] * 50)
+    reads = []
+    cache = cp.NameCache(read=lambda p: reads.append(p) or ctypes.string_at(p))
+    ptrs = cp.parse(buf, valid)[cp.KIND_CONCURRENT_KERNEL]["name_ptr"]
+    got = cache.names(ptrs)
+    assert got == [ctypes.string_at(int(p)).decode() for p in ptrs] and all(g.startswith("kernel_") for g in got)
+    assert len(reads) == len(set(ptrs.tolist())) <= len(names)
+    cache.names(ptrs)
+    assert len(reads) == len(set(ptrs.tolist()))  # cached
+
+
+@pytest.mark.parametrize("parser", [cp.parse, cp.parse_python], ids=["vectorized", "python"])
+def test_a_buffer_that_does_not_match_the_layouts_is_refused(parser):
+    buf, valid, _, _ = _buffer([cp.KIND_RUNTIME, cp.KIND_CONCURRENT_KERNEL])
+    with pytest.raises(cp.LayoutError, match="overruns|end at|no known layout"):
+        parser(buf, valid - 8)  # the kernel record cut short
+    buf[40:44] = np.frombuffer(np.uint32(77).tobytes(), np.uint8)  # the second record's kind: unknown
+    with pytest.raises(cp.LayoutError, match="kind 77 at byte 40"):
+        parser(buf, valid)
+
+
+def test_an_empty_buffer_has_no_records():
+    assert cp.parse(np.zeros(64, np.uint8), 0) == {} == cp.parse_python(np.zeros(64, np.uint8), 0)
+
+
+@pytest.mark.skipif(not (HEADER_DIR / "cupti_activity.h").exists() or shutil.which("gcc") is None,
+                    reason="needs CUDA 13's cupti_activity.h and gcc; the layouts are otherwise checked by the tests above")
+def test_layouts_match_the_cupti_header(tmp_path):
+    names = {cp.ActivityKernel10: "CUpti_ActivityKernel10", cp.ActivityMemcpy6: "CUpti_ActivityMemcpy6",
+             cp.ActivityMemset4: "CUpti_ActivityMemset4", cp.ActivityAPI: "CUpti_ActivityAPI",
+             cp.ActivitySynchronization2: "CUpti_ActivitySynchronization2"}
+    lines, want = [], []
+    for struct_t, cname in names.items():
+        lines.append(f'printf("%zu\\n", sizeof({cname}));')
+        want.append(ctypes.sizeof(struct_t))
+        for f in dict(cp.LAYOUTS[next(k for k, (s, _) in cp.LAYOUTS.items() if s is struct_t)][1]).values():
+            lines.append(f'printf("%zu\\n", offsetof({cname}, {f}));')
+            want.append(getattr(struct_t, f).offset)
+    src = tmp_path / "off.c"
+    src.write_text("#include <stdio.h>\n#include <stddef.h>\n#include <cupti_activity.h>\nint main(void){\n"
+                   + "\n".join(lines) + "\nreturn 0;}\n")
+    subprocess.run(["gcc", f"-I{HEADER_DIR}", str(src), "-o", str(tmp_path / "off")], check=True)
+    out = subprocess.run([str(tmp_path / "off")], check=True, capture_output=True, text=True).stdout.split()
+    assert [int(x) for x in out] == want

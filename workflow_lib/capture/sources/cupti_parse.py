@@ -1,0 +1,229 @@
+"""CUPTI activity buffers parsed from their raw bytes: NumPy over the buffer, no object per record.
+
+cupti-python hands `buffer_completed` a list with one Python object per record, built while
+holding the GIL on CUPTI's thread; on a launch-bound loop that is most of always-on CUPTI's
+cost (issue 28: 0.72 of torch.profiler's overhead). Here a buffer is read as bytes: the
+records are walked in runs of one kind (CUPTI writes long runs: kernel-only buffers are one
+run), each run's positions are probed with NumPy (a run of n records of size s ends at the
+first position whose kind differs, so the walk is exact and costs Python work per run, not
+per record), and every field is gathered for all records of a kind at once. Kernel names
+are `const char *` shared by every record of the same kernel (CUPTI's documented contract),
+so each distinct pointer is read once and cached.
+
+Layouts are those of CUPTI 13 (CUDA 13.0's cupti_activity.h; cupti-python 13.4.0 with
+nvidia-cuda-cupti 13.5 on the H200): CUpti_ActivityKernel10 (216 bytes), CUpti_ActivityMemcpy6
+(96), CUpti_ActivityMemset4 (88), CUpti_ActivityAPI (40), CUpti_ActivitySynchronization2
+(56); the ctypes structures below mirror them (offsets checked against the header by
+tests/test_capture_cupti_parse.py where the header and a compiler exist). A buffer that does
+not walk exactly to its valid size, or holds a kind not listed, raises `LayoutError`: the
+caller counts it and never guesses. `parse_python` is the per-record pure-Python walk with
+`struct`, the fallback and the reference the vectorized path is tested against.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+
+import numpy as np
+
+# CUpti_ActivityKind values (cupti_activity.h).
+KIND_MEMCPY, KIND_MEMSET, KIND_RUNTIME, KIND_CONCURRENT_KERNEL, KIND_SYNCHRONIZATION = 1, 2, 5, 10, 38
+KIND_KERNEL = 3  # the serialized-kernel record has the same layout as CONCURRENT_KERNEL
+MEMCPY_FLAG_ASYNC = 1  # CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC
+MEMORY_KINDS = {0: "unknown", 1: "pageable", 2: "pinned", 3: "device", 4: "array", 5: "managed",
+                6: "device_static", 7: "managed_static"}  # CUpti_ActivityMemoryKind
+
+
+class ActivityKernel10(ctypes.Structure):
+    """CUpti_ActivityKernel10: the fields the recorder reads, the rest as padding of the same size."""
+
+    _fields_ = [("kind", ctypes.c_uint32), ("_cache_shared_regs", ctypes.c_uint8 * 4), ("_pgc", ctypes.c_uint32 * 2),
+                ("start", ctypes.c_uint64), ("end", ctypes.c_uint64), ("completed", ctypes.c_uint64),
+                ("deviceId", ctypes.c_uint32), ("contextId", ctypes.c_uint32), ("streamId", ctypes.c_uint32),
+                ("gridX", ctypes.c_int32), ("gridY", ctypes.c_int32), ("gridZ", ctypes.c_int32),
+                ("blockX", ctypes.c_int32), ("blockY", ctypes.c_int32), ("blockZ", ctypes.c_int32),
+                ("staticSharedMemory", ctypes.c_int32), ("dynamicSharedMemory", ctypes.c_int32),
+                ("localMemoryPerThread", ctypes.c_uint32), ("localMemoryTotal", ctypes.c_uint32),
+                ("correlationId", ctypes.c_uint32), ("gridId", ctypes.c_int64), ("name", ctypes.c_void_p),
+                ("reserved0", ctypes.c_void_p), ("queued", ctypes.c_uint64), ("submitted", ctypes.c_uint64),
+                ("_launch", ctypes.c_uint8 * 4), ("sharedMemoryExecuted", ctypes.c_uint32),
+                ("graphNodeId", ctypes.c_uint64), ("_rest", ctypes.c_uint8 * 64)]
+
+
+class ActivityMemcpy6(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_uint32), ("copyKind", ctypes.c_uint8), ("srcKind", ctypes.c_uint8),
+                ("dstKind", ctypes.c_uint8), ("flags", ctypes.c_uint8), ("bytes", ctypes.c_uint64),
+                ("start", ctypes.c_uint64), ("end", ctypes.c_uint64), ("deviceId", ctypes.c_uint32),
+                ("contextId", ctypes.c_uint32), ("streamId", ctypes.c_uint32), ("correlationId", ctypes.c_uint32),
+                ("runtimeCorrelationId", ctypes.c_uint32), ("pad", ctypes.c_uint32), ("reserved0", ctypes.c_void_p),
+                ("graphNodeId", ctypes.c_uint64), ("graphId", ctypes.c_uint32), ("channelID", ctypes.c_uint32),
+                ("channelType", ctypes.c_uint32), ("isDeviceLaunched", ctypes.c_uint8), ("pad2", ctypes.c_uint8 * 3),
+                ("copyCount", ctypes.c_uint64)]
+
+
+class ActivityMemset4(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_uint32), ("value", ctypes.c_uint32), ("bytes", ctypes.c_uint64),
+                ("start", ctypes.c_uint64), ("end", ctypes.c_uint64), ("deviceId", ctypes.c_uint32),
+                ("contextId", ctypes.c_uint32), ("streamId", ctypes.c_uint32), ("correlationId", ctypes.c_uint32),
+                ("flags", ctypes.c_uint16), ("memoryKind", ctypes.c_uint16), ("pad", ctypes.c_uint32),
+                ("reserved0", ctypes.c_void_p), ("graphNodeId", ctypes.c_uint64), ("graphId", ctypes.c_uint32),
+                ("channelID", ctypes.c_uint32), ("channelType", ctypes.c_uint32), ("isDeviceLaunched", ctypes.c_uint8),
+                ("pad2", ctypes.c_uint8 * 3)]
+
+
+class ActivityAPI(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_uint32), ("cbid", ctypes.c_uint32), ("start", ctypes.c_uint64),
+                ("end", ctypes.c_uint64), ("processId", ctypes.c_uint32), ("threadId", ctypes.c_uint32),
+                ("correlationId", ctypes.c_uint32), ("returnValue", ctypes.c_uint32)]
+
+
+class ActivitySynchronization2(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_uint32), ("type", ctypes.c_uint32), ("start", ctypes.c_uint64),
+                ("end", ctypes.c_uint64), ("correlationId", ctypes.c_uint32), ("contextId", ctypes.c_uint32),
+                ("streamId", ctypes.c_uint32), ("cudaEventId", ctypes.c_uint32), ("cudaEventSyncId", ctypes.c_uint64),
+                ("returnValue", ctypes.c_uint32), ("pad", ctypes.c_uint32)]
+
+
+# kind -> (structure, {output column: structure field}); one definition for both parsers.
+LAYOUTS = {
+    KIND_CONCURRENT_KERNEL: (ActivityKernel10, {
+        "name_ptr": "name", "device": "deviceId", "stream": "streamId", "corr": "correlationId", "start": "start",
+        "end": "end", "gx": "gridX", "gy": "gridY", "gz": "gridZ", "bx": "blockX", "by": "blockY", "bz": "blockZ"}),
+    KIND_MEMCPY: (ActivityMemcpy6, {
+        "copy_kind": "copyKind", "src_kind": "srcKind", "dst_kind": "dstKind", "flags": "flags", "device": "deviceId",
+        "stream": "streamId", "bytes": "bytes", "corr": "correlationId", "start": "start", "end": "end"}),
+    KIND_MEMSET: (ActivityMemset4, {
+        "device": "deviceId", "stream": "streamId", "bytes": "bytes", "corr": "correlationId", "start": "start",
+        "end": "end", "memory_kind": "memoryKind", "flags": "flags"}),
+    KIND_RUNTIME: (ActivityAPI, {
+        "cbid": "cbid", "tid": "threadId", "corr": "correlationId", "start": "start", "end": "end"}),
+    KIND_SYNCHRONIZATION: (ActivitySynchronization2, {
+        "type": "type", "corr": "correlationId", "start": "start", "end": "end"}),
+}
+LAYOUTS[KIND_KERNEL] = LAYOUTS[KIND_CONCURRENT_KERNEL]
+SIZES = {k: ctypes.sizeof(s) for k, (s, _) in LAYOUTS.items()}
+_FMT = {ctypes.c_uint8: "B", ctypes.c_uint16: "H", ctypes.c_uint32: "I", ctypes.c_int32: "i", ctypes.c_uint64: "Q",
+        ctypes.c_int64: "q", ctypes.c_void_p: "Q"}
+_NP = {"B": np.uint8, "H": np.uint16, "I": np.uint32, "i": np.int32, "Q": np.uint64, "q": np.int64}
+
+
+def _field_specs():
+    """kind -> [(column, byte offset, struct format char)]."""
+    out = {}
+    for kind, (struct_t, cols) in LAYOUTS.items():
+        types = dict(struct_t._fields_)
+        out[kind] = [(col, getattr(struct_t, f).offset, _FMT[types[f]]) for col, f in cols.items()]
+    return out
+
+
+FIELDS = _field_specs()
+_PROBE = 64
+
+
+class LayoutError(ValueError):
+    """The buffer does not match the CUPTI 13 layouts this module knows."""
+
+
+def _as_bytes(buf, valid: int) -> memoryview:
+    mv = memoryview(buf).cast("B")
+    if valid > mv.nbytes:
+        raise LayoutError(f"valid size {valid} exceeds the buffer ({mv.nbytes} bytes)")
+    if valid % 8:
+        raise LayoutError(f"valid size {valid} is not a multiple of 8 (records are 8-byte aligned)")
+    return mv[:valid]
+
+
+def walk(buf, valid: int) -> dict[int, np.ndarray]:
+    """kind -> byte offsets of its records, in buffer order; vectorized within runs of one kind."""
+    mv = _as_bytes(buf, valid)
+    u32 = np.frombuffer(mv, np.uint32)
+    runs: dict[int, list[np.ndarray]] = {}
+    o = 0
+    while o < valid:
+        k = int(u32[o >> 2])
+        s = SIZES.get(k)
+        if s is None:
+            raise LayoutError(f"activity kind {k} at byte {o} has no known layout")
+        room = (valid - o) // s
+        if room == 0:
+            raise LayoutError(f"kind {k} record at byte {o} overruns the valid size {valid}")
+        n, probe = 1, _PROBE
+        while n < room:  # positions o + j*s for j >= n: the run ends at the first other kind
+            cnt = min(probe, room - n)
+            pos = o + (n + np.arange(cnt, dtype=np.int64)) * s
+            other = np.flatnonzero(u32[pos >> 2] != k)
+            if other.size:
+                n += int(other[0])
+                break
+            n += cnt
+            probe *= 4
+        runs.setdefault(k, []).append(o + np.arange(n, dtype=np.int64) * s)
+        o += n * s
+    if o != valid:
+        raise LayoutError(f"records end at byte {o}, the valid size is {valid}")
+    return {k: (np.concatenate(v) if len(v) > 1 else v[0]) for k, v in runs.items()}
+
+
+def parse(buf, valid: int) -> dict[int, dict[str, np.ndarray]]:
+    """kind -> {column: int64 array} for every record in the buffer (see LAYOUTS)."""
+    mv = _as_bytes(buf, valid)
+    views = {c: np.frombuffer(mv, _NP[c]) for c in "BHIiQq"}
+    out = {}
+    for kind, offs in walk(mv, valid).items():
+        cols = {}
+        for col, off, fmt in FIELDS[kind]:
+            width = np.dtype(_NP[fmt]).itemsize
+            cols[col] = views[fmt][(offs + off) // width].astype(np.int64)
+        out[LAYOUT_KIND.get(kind, kind)] = _merge(out.get(LAYOUT_KIND.get(kind, kind)), cols)
+    return out
+
+
+# Kinds that share a layout are reported under one kind (KERNEL records join CONCURRENT_KERNEL's).
+LAYOUT_KIND = {KIND_KERNEL: KIND_CONCURRENT_KERNEL}
+
+
+def _merge(have, cols):
+    if have is None:
+        return cols
+    return {c: np.concatenate([have[c], cols[c]]) for c in have}
+
+
+def parse_python(buf, valid: int) -> dict[int, dict[str, np.ndarray]]:
+    """The same result as parse(), one record at a time with `struct` (the fallback/reference)."""
+    mv = _as_bytes(buf, valid)
+    rows: dict[int, dict[str, list]] = {}
+    o = 0
+    while o < valid:
+        (k,) = struct.unpack_from("<I", mv, o)
+        s = SIZES.get(k)
+        if s is None:
+            raise LayoutError(f"activity kind {k} at byte {o} has no known layout")
+        if o + s > valid:
+            raise LayoutError(f"kind {k} record at byte {o} overruns the valid size {valid}")
+        dest = rows.setdefault(LAYOUT_KIND.get(k, k), {c: [] for c, _, _ in FIELDS[k]})
+        for col, off, fmt in FIELDS[k]:
+            dest[col].append(struct.unpack_from("<" + fmt, mv, o + off)[0])
+        o += s
+    return {k: {c: np.array(v, dtype=np.uint64 if c == "name_ptr" else np.int64).astype(np.int64) for c, v in cols.items()}
+            for k, cols in rows.items()}
+
+
+class NameCache:
+    """Kernel name pointer -> name, each distinct pointer read once (CUPTI shares one name per kernel)."""
+
+    def __init__(self, read=ctypes.string_at, limit: int = 1 << 16):
+        self._read, self._limit = read, limit
+        self._names: dict[int, str] = {}
+
+    def names(self, ptrs: np.ndarray) -> list[str]:
+        uniq, inv = np.unique(ptrs, return_inverse=True)
+        got = []
+        for p in uniq.tolist():
+            s = self._names.get(p)
+            if s is None:
+                s = "<null name>" if p == 0 else self._read(p).decode("utf-8", "replace")
+                if len(self._names) < self._limit:
+                    self._names[p] = s
+            got.append(s)
+        return [got[i] for i in inv.tolist()]
