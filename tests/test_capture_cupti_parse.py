@@ -128,3 +128,52 @@ def test_layouts_match_the_cupti_header(tmp_path):
     subprocess.run(["gcc", f"-I{HEADER_DIR}", str(src), "-o", str(tmp_path / "off")], check=True)
     out = subprocess.run([str(tmp_path / "off")], check=True, capture_output=True, text=True).stdout.split()
     assert [int(x) for x in out] == want
+
+
+def test_a_raw_buffer_fills_the_same_rings_as_the_binding_objects(monkeypatch):
+    """The raw ingest and CuptiSource.ingest (cupti-python's record objects) give the same rows."""
+    from types import SimpleNamespace
+
+    from workflow_lib.capture.sources import cupti as cupti_mod
+    from test_capture_cupti import FakeCupti
+
+    fake = FakeCupti()
+    monkeypatch.setattr(cupti_mod, "cupti", fake)
+    kinds = [cp.KIND_RUNTIME, cp.KIND_CONCURRENT_KERNEL] * 30 + [cp.KIND_MEMCPY] * 3
+    buf, valid, expect, _names = _buffer(kinds, seed=3)
+    objs = []
+    for o in cp.walk(buf, valid)[cp.KIND_RUNTIME]:  # runtime cbids and thread ids of a plausible size
+        rec = cp.ActivityAPI.from_buffer(buf, int(o))
+        rec.cbid %= 300
+        rec.threadId %= 1 << 30
+    src_a = cupti_mod.CuptiSource(1024, 1024, 1024)
+    src_b = cupti_mod.CuptiSource(1024, 1024, 1024)
+    n_raw = cp.ingest(src_a, buf, valid, cp.NameCache(), cu=fake)
+    ak = fake.ActivityKind
+    walk = cp.walk(buf, valid)
+    for kind, offs in sorted(walk.items()):
+        struct_t, _ = cp.LAYOUTS[kind]
+        for o in offs.tolist():
+            r = struct_t.from_buffer(buf, o)
+            if kind == cp.KIND_RUNTIME:
+                objs.append((o, SimpleNamespace(kind=int(ak.RUNTIME), cbid=r.cbid, thread_id=r.threadId,
+                                                correlation_id=r.correlationId, start=r.start, end=r.end)))
+            elif kind == cp.KIND_CONCURRENT_KERNEL:
+                objs.append((o, SimpleNamespace(kind=int(ak.CONCURRENT_KERNEL), name=ctypes.string_at(r.name).decode(),
+                                                device_id=r.deviceId, stream_id=r.streamId, correlation_id=r.correlationId,
+                                                start=r.start, end=r.end, grid_x=r.gridX, grid_y=r.gridY, grid_z=r.gridZ,
+                                                block_x=r.blockX, block_y=r.blockY, block_z=r.blockZ)))
+            else:
+                objs.append((o, SimpleNamespace(kind=int(ak.MEMCPY), copy_kind=r.copyKind, device_id=r.deviceId,
+                                                stream_id=r.streamId, bytes=r.bytes, correlation_id=r.correlationId,
+                                                start=r.start, end=r.end, src_kind=r.srcKind, dst_kind=r.dstKind,
+                                                flags=r.flags)))
+    src_b.ingest([o for _, o in sorted(objs, key=lambda t: t[0])])
+    assert n_raw == src_b.records > 0
+    for ring in ("kernels", "api", "memcpy"):
+        a, b = getattr(src_a, ring).copy().columns, getattr(src_b, ring).copy().columns
+        for col in b:
+            if col == "name":  # ids per name: compare the names
+                assert [src_a.name_list[i] for i in a[col]] == [src_b.name_list[i] for i in b[col]]
+            elif col != "seq":
+                assert np.array_equal(a[col], b[col]), (ring, col)

@@ -227,3 +227,70 @@ class NameCache:
                     self._names[p] = s
             got.append(s)
         return [got[i] for i in inv.tolist()]
+
+
+def ingest(source, buf, valid: int, names: NameCache, cu=None) -> int:
+    """One raw buffer into a CuptiSource's rings (the raw twin of CuptiSource.ingest): the same
+    rows, the same runtime-call filter and sync-thread lookup. Returns the records added;
+    LayoutError propagates (the caller counts the buffer as unread)."""
+    from . import cupti as cupti_mod
+
+    cu = cupti_mod.cupti if cu is None else cu
+    by = parse(buf, valid)
+    added = 0
+    k = by.get(KIND_CONCURRENT_KERNEL)
+    if k is not None:
+        cols = {"name": source._name_ids(names.names(k["name_ptr"]))}
+        cols.update({c: k[c] for c in ("device", "stream", "corr", "start", "end", "gx", "gy", "gz", "bx", "by", "bz")})
+        source.kernels.extend(**cols)
+        added += len(k["corr"])
+    api = None
+    r = by.get(KIND_RUNTIME)
+    if r is not None:
+        uniq, inv = np.unique(r["cbid"], return_inverse=True)
+        info = [source._cbid_info(cu, int(c)) for c in uniq.tolist()]  # per distinct cbid
+        keep = np.array([not drop for _, _, drop in info], bool)[inv]
+        source.runtime_calls_dropped += int((~keep).sum())
+        name = np.array([i for i, _, _ in info], np.int64)[inv]
+        sync = np.array([s for _, s, _ in info], np.int64)[inv]
+        api = (name[keep], r["tid"][keep], r["corr"][keep], r["start"][keep], r["end"][keep], sync[keep])
+    s = by.get(KIND_SYNCHRONIZATION)
+    if s is not None:
+        tid = np.full(len(s["corr"]), -1, np.int64)
+        if api is not None and api[0].size:
+            cupti_mod._lookup_into(tid, s["corr"], api[2], api[1])
+        if (tid < 0).any() and source._recent_n:
+            m = min(source._recent_n, len(source._recent_corr))
+            cupti_mod._lookup_into(tid, s["corr"], source._recent_corr[:m], source._recent_tid[:m])
+        ok = tid >= 0
+        source.dropped_sync_without_api += int((~ok).sum())
+        tu, tinv = np.unique(s["type"], return_inverse=True)
+        sname = np.array([source._name(f"cuda_sync:{cupti_mod._sync_type(cu, int(t))}") for t in tu.tolist()],
+                         np.int64)[tinv]
+        rows = (sname[ok], tid[ok], s["corr"][ok], s["start"][ok], s["end"][ok], np.ones(int(ok.sum()), np.int64))
+        api = rows if api is None else tuple(np.concatenate(p) for p in zip(api, rows))
+    if r is not None:
+        source._remember(r["corr"], r["tid"])
+    if api is not None and api[0].size:
+        source.api.extend(**dict(zip(("name", "tid", "corr", "start", "end", "sync"), api)))
+        added += int(api[0].size)
+    mem = []
+    c = by.get(KIND_MEMCPY)
+    if c is not None:
+        kind = np.where((c["copy_kind"] >= 0) & (c["copy_kind"] < len(cupti_mod.MEMCPY_KINDS)), c["copy_kind"], 0)
+        mem.append({"kind": kind, "device": c["device"], "stream": c["stream"], "bytes": c["bytes"], "corr": c["corr"],
+                    "start": c["start"], "end": c["end"], "src_kind": c["src_kind"], "dst_kind": c["dst_kind"],
+                    "is_async": c["flags"] & MEMCPY_FLAG_ASYNC})
+    z = by.get(KIND_MEMSET)
+    if z is not None:
+        none = np.full(len(z["corr"]), -1, np.int64)
+        mem.append({"kind": none, "device": z["device"], "stream": z["stream"], "bytes": z["bytes"], "corr": z["corr"],
+                    "start": z["start"], "end": z["end"], "src_kind": none, "dst_kind": z["memory_kind"],
+                    "is_async": z["flags"] & MEMCPY_FLAG_ASYNC})
+    if mem:
+        cols = {n: np.concatenate([m[n] for m in mem]) for n in mem[0]}
+        # The ring's own columns (the memory kinds and async flag where the ring keeps them).
+        source.memcpy.extend(**{n: v for n, v in cols.items() if n in source.memcpy.cols})
+        added += len(cols["corr"])
+    source.records += added
+    return added
