@@ -139,6 +139,7 @@ def test_a_raw_buffer_fills_the_same_rings_as_the_binding_objects(monkeypatch):
 
     fake = FakeCupti()
     monkeypatch.setattr(cupti_mod, "cupti", fake)
+    monkeypatch.setattr(cupti_mod, "_API_NAMES", {})  # cbid names of this fake stay in this test
     kinds = [cp.KIND_RUNTIME, cp.KIND_CONCURRENT_KERNEL] * 30 + [cp.KIND_MEMCPY] * 3
     buf, valid, expect, _names = _buffer(kinds, seed=3)
     objs = []
@@ -177,3 +178,59 @@ def test_a_raw_buffer_fills_the_same_rings_as_the_binding_objects(monkeypatch):
                 assert [src_a.name_list[i] for i in a[col]] == [src_b.name_list[i] for i in b[col]]
             elif col != "seq":
                 assert np.array_equal(a[col], b[col]), (ring, col)
+
+
+def _lib():
+    import ctypes.util
+
+    for name in ("/usr/local/cuda-13.0/lib/libcupti.so.13", ctypes.util.find_library("cupti")):
+        if name:
+            try:
+                return ctypes.CDLL(name)
+            except OSError:
+                pass
+    return None
+
+
+def test_raw_buffers_go_from_cupti_through_the_pool_into_the_rings(monkeypatch):
+    """The ctypes callbacks as CUPTI calls them: a buffer requested, records written into it,
+    the buffer completed with its valid size; then the pool reuses it. With libcupti present
+    (no GPU needed) the callbacks are also registered with it."""
+    from workflow_lib.capture.sources import cupti as cupti_mod
+    from workflow_lib.capture.sources import cupti_raw
+    from test_capture_cupti import FakeCupti
+
+    fake = FakeCupti()
+    monkeypatch.setattr(cupti_mod, "cupti", fake)
+    src = cupti_mod.CuptiSource(4096, 4096, 4096)
+    lib = _lib()
+    raw = cupti_raw.RawBuffers(src, lib, 1 << 16)
+    if lib is not None:
+        raw.register()
+    rec_buf, valid, expect, names = _buffer([cp.KIND_CONCURRENT_KERNEL] * 40 + [cp.KIND_MEMCPY] * 2, seed=5)
+    for _ in range(3):
+        p, size, most = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_size_t()
+        raw._req(ctypes.byref(p), ctypes.byref(size), ctypes.byref(most))
+        assert size.value == 1 << 16 and p.value % 8 == 0 and most.value == 0
+        ctypes.memmove(p.value, rec_buf.ctypes.data, valid)
+        raw._cmp(None, 0, p.value, size.value, valid)
+    assert src.kernels.written == 120 and src.memcpy.written == 6 and raw.buffers == 3 and raw.unread == 0
+    assert len(raw._free) == cupti_raw.POOL_BUFFERS and not raw._out
+    p, size, most = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_size_t()
+    raw._req(ctypes.byref(p), ctypes.byref(size), ctypes.byref(most))
+    ctypes.memmove(p.value, np.full(16, 0xFF, np.uint8).ctypes.data, 16)  # kind 0xFFFFFFFF
+    raw._cmp(None, 0, p.value, size.value, 16)
+    assert raw.unread == 1 and "layout" in src.errors[-1]
+
+
+def test_the_fake_binding_keeps_the_binding_parser(tmp_path, monkeypatch):
+    from workflow_lib.capture import FlightRecorder
+    from workflow_lib.capture.sources import cupti as cupti_mod
+    from test_capture_cupti import FakeCupti
+
+    monkeypatch.setattr(cupti_mod, "cupti", FakeCupti())
+    rec = FlightRecorder(incident_id="r", incidents_dir=str(tmp_path), sources=("host", "cupti"), cupti_kinds="kernel")
+    with rec:
+        pass
+    assert rec.cupti.parser_used == "binding" and "not reachable" in rec.cupti.parser_note
+    assert rec.cupti.enabled_kinds == [] and rec.cupti.kinds == ("CONCURRENT_KERNEL",)

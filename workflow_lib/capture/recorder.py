@@ -30,7 +30,8 @@ so the incident holds the slow step, the armed steps and `sources.cupti.detail.w
 `cupti_kinds` picks the activity kinds: "kernel" (kernels only, the cheapest useful set),
 "default" (kernels, memcpy/memset, runtime API, synchronization) or a tuple of
 CuptiSource.KINDS names; `cupti_buffer_bytes` the activity buffer size (docs/benchmarks.md,
-cupti_buffers: measured). `STALLCASE_RECORDER_MODE` (recorded in the workload's environment, so a trial arm may set
+cupti_buffers: measured); `cupti_parser` "raw" (buffers read as bytes, sources/cupti_raw.py;
+the default) or "binding" (cupti-python's record objects). `STALLCASE_RECORDER_MODE` (recorded in the workload's environment, so a trial arm may set
 it) overrides what the program asked for: off | tiered | cupti | nocupti (see MODES).
 
 `rec.pause()` / `rec.resume()` stop and restart recording without stopping anything: the
@@ -189,7 +190,8 @@ class FlightRecorder:
     def __init__(self, incident_id: str | None = None, incidents_dir: str = "incidents", budget: Budget | None = None,
                  sources: tuple[str, ...] = ("host", "nvml", "sched", "collectives"), trigger: LatencyTrigger | None = None,
                  cupti_mode: str = "always", gpu_window_steps: int = 32, mode: str | None = None,
-                 cupti_kinds: str | tuple[str, ...] | None = None, cupti_buffer_bytes: int = 0):
+                 cupti_kinds: str | tuple[str, ...] | None = None, cupti_buffer_bytes: int = 0,
+                 cupti_parser: str = "raw"):
         if incident_id is not None:
             check_incident_id(incident_id, "FlightRecorder(incident_id)")
         unknown = [s for s in sources if s not in KNOWN_SOURCES]
@@ -272,7 +274,8 @@ class FlightRecorder:
             self.nvml = NvmlSampler(cap("nvml", 48), self.unix_minus_host_ns)
         if "cupti" in self.requested:
             self.cupti = CuptiSource(cap("kernels", 104), cap("runtime_api", 56), cap("memcpy", 64),
-                                     kinds=cupti_kinds_of(cupti_kinds), buffer_bytes=cupti_buffer_bytes)
+                                     kinds=cupti_kinds_of(cupti_kinds), buffer_bytes=cupti_buffer_bytes,
+                                     parser=cupti_parser)
         self.tracker = TargetTracker(self.budget)
         self.writer = SnapshotWriter(self.budget.max_concurrent_writes, housekeeping=self._housekeeping)
 

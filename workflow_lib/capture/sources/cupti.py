@@ -29,6 +29,7 @@ from ... import arrow
 from ..clock import now_ns
 from ...incident import source
 from ..ring import Ring
+from . import cupti_raw
 
 try:  # the binding object; None when cupti-python is not installed
     from cupti import cupti  # type: ignore
@@ -91,6 +92,7 @@ def cupti_kinds_of(value) -> tuple[str, ...] | None:
     return tuple(value)
 
 
+PARSERS = ("raw", "binding")
 MAX_WINDOWS = 1024  # armed windows remembered (a bounded list, like every other record)
 
 
@@ -108,7 +110,7 @@ class CuptiSource:
     KINDS = ("CONCURRENT_KERNEL", "MEMCPY", "MEMSET", "RUNTIME", "SYNCHRONIZATION")
 
     def __init__(self, kernel_cap: int, api_cap: int, memcpy_cap: int, kinds: tuple[str, ...] | None = None,
-                 buffer_bytes: int = 0, flush_period_ms: int = 0):
+                 buffer_bytes: int = 0, flush_period_ms: int = 0, parser: str = "raw"):
         self.kernels = Ring("kernels", {"name": "q", "device": "q", "stream": "q", "corr": "q", "start": "q", "end": "q",
                                         "gx": "q", "gy": "q", "gz": "q", "bx": "q", "by": "q", "bz": "q"}, kernel_cap)
         self.api = Ring("runtime_api", {"name": "q", "tid": "q", "corr": "q", "start": "q", "end": "q", "sync": "q"}, api_cap)
@@ -145,6 +147,12 @@ class CuptiSource:
         self.windows: list[list[int | None]] = []  # [start_ns, end_ns or None while armed], host clock
         self.windows_dropped = 0
         self._registered = False
+        # "raw": buffers read from their bytes (cupti_raw, cupti_parse), no object per record;
+        # "binding": cupti-python's record objects (ingest below). Raw falls back to binding
+        # where the binding's libcupti cannot be reached through ctypes; `parser_used` says.
+        if parser not in PARSERS:
+            raise ValueError(f"CuptiSource(parser={parser!r}): known {PARSERS}")
+        self.parser, self.parser_used, self.parser_note, self.raw = parser, None, None, None
 
     @property
     def nbytes(self) -> int:
@@ -192,7 +200,9 @@ class CuptiSource:
             return True
         try:
             self._system_thread_ids(cu)
-            cu.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
+            if not self._register_raw(cu):
+                cu.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
+                self.parser_used = "binding"
             if self.flush_period_ms:
                 try:  # a periodic flush is a policy, not a need: without it buffers flush when full
                     cu.activity_flush_period(self.flush_period_ms)
@@ -205,6 +215,22 @@ class CuptiSource:
         except Exception as exc:
             self._fail(exc)
             return False
+
+    def _register_raw(self, cu) -> bool:
+        if self.parser != "raw":
+            return False
+        lib = cupti_raw.library_of(cu)
+        if lib is None:
+            self.parser_note = "raw buffers: the binding's libcupti is not reachable through ctypes; binding used"
+            return False
+        try:
+            raw = cupti_raw.RawBuffers(self, lib, self.buffer_bytes)
+            raw.register()
+        except Exception as exc:
+            self.parser_note = f"raw buffers: {_err(exc)}; binding used"
+            return False
+        self.raw, self.parser_used = raw, "raw"
+        return True
 
     def _fail(self, exc: BaseException) -> None:
         self.reason_absent = f"CUPTI error: {_err(exc)}"
@@ -553,6 +579,9 @@ class CuptiSource:
                   "windows": self.window_list(since_ns, until_ns), "windows_dropped": self.windows_dropped,
                   "windows_rule": ("host-clock intervals during which CUPTI activity was enabled; kernels outside "
                                    "them were not observed (workflow_lib.capture.sources.cupti.covered_steps)"),
+                  "parser": self.parser_used, "parser_requested": self.parser,
+                  **({"parser_note": self.parser_note} if self.parser_note else {}),
+                  **({"raw_buffers": self.raw.buffers, "raw_buffers_unread": self.raw.unread} if self.raw else {}),
                   "buffer_bytes": self.buffer_bytes, "flush_period_ms": self.flush_period_ms, "records": self.records, "error_count": self.error_count,
                   "errors": list(self.errors), "calibrations": len(self.calibrations),
                   "sync_records_without_api_call": self.dropped_sync_without_api,

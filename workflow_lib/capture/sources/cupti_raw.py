@@ -1,0 +1,97 @@
+"""CUPTI activity buffers taken raw: the buffer callbacks registered with libcupti through ctypes.
+
+cupti-python's `activity_register_callbacks` turns every record into a Python object before
+our callback runs. Registering our own C-callable callbacks with the same libcupti (the copy
+cupti-python loaded, found in /proc/self/maps, so enabling kinds, flushing and timestamps
+still go through the binding) hands us the buffer's address and valid size instead; the
+records are read by cupti_parse with NumPy and no object is built per record.
+
+Buffers are preallocated NumPy arrays from a small pool (8-byte aligned as CUPTI requires),
+handed to CUPTI in `requested` and returned to the pool in `completed`; a buffer CUPTI asks
+for beyond the pool is allocated and kept (never freed while CUPTI may hold it). A buffer
+that does not match the known layouts is counted (`raw_buffers_unread`) and its error
+recorded: the parser never guesses.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import numpy as np
+
+from . import cupti_parse
+
+_REQUESTED = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t),
+                              ctypes.POINTER(ctypes.c_size_t))
+_COMPLETED = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t)
+POOL_BUFFERS = 8
+
+
+def library_of(cu) -> ctypes.CDLL | None:
+    """The libcupti the binding module `cu` loaded (None for anything but the real binding, or
+    when no libcupti is mapped into this process)."""
+    if getattr(cu, "__name__", "") != "cupti.cupti":
+        return None
+    try:
+        cu.get_timestamp()  # makes sure the binding has loaded its library
+        with open("/proc/self/maps") as f:
+            paths = {ln.split(None, 5)[5].strip() for ln in f if "libcupti.so" in ln and len(ln.split(None, 5)) == 6}
+    except Exception:
+        return None
+    if len(paths) != 1:  # none, or two copies: registering with the wrong one would lose every record
+        return None
+    return ctypes.CDLL(paths.pop())
+
+
+class RawBuffers:
+    """Owns the ctypes callbacks (kept alive here) and the buffer pool of one CuptiSource."""
+
+    def __init__(self, source, lib: ctypes.CDLL, buffer_bytes: int):
+        self.source, self.lib, self.buffer_bytes = source, lib, int(buffer_bytes)
+        self.names = cupti_parse.NameCache()
+        self._free = [self._new() for _ in range(POOL_BUFFERS)]
+        self._out: dict[int, np.ndarray] = {}  # address -> buffer CUPTI holds now
+        self._lock = threading.Lock()
+        self.buffers = 0
+        self.unread = 0
+        self._req = _REQUESTED(self._requested)
+        self._cmp = _COMPLETED(self._completed)
+
+    def _new(self) -> np.ndarray:
+        return np.zeros(self.buffer_bytes // 8, np.uint64).view(np.uint8)  # 8-byte aligned
+
+    def register(self) -> None:
+        rc = self.lib.cuptiActivityRegisterCallbacks(self._req, self._cmp)
+        if rc != 0:
+            raise RuntimeError(f"cuptiActivityRegisterCallbacks returned {rc}")
+
+    def _requested(self, buf_pp, size_p, max_records_p) -> None:
+        with self._lock:
+            buf = self._free.pop() if self._free else self._new()
+            addr = buf.ctypes.data
+            self._out[addr] = buf
+        buf_pp[0] = addr
+        size_p[0] = buf.nbytes
+        max_records_p[0] = 0
+
+    def _completed(self, ctx, stream_id, addr, size, valid) -> None:
+        with self._lock:
+            buf = self._out.pop(addr, None)
+        if buf is None:
+            self.source._error(f"raw buffer_completed: unknown buffer at {addr:#x}")
+            return
+        try:
+            if valid:
+                self.buffers += 1
+                cupti_parse.ingest(self.source, buf, int(valid), self.names)
+        except cupti_parse.LayoutError as exc:
+            self.unread += 1
+            self.source._error(f"raw buffer not read (layout): {exc}")
+        except Exception as exc:  # never into CUDA calls of the host
+            self.unread += 1
+            self.source._error(f"raw buffer_completed: {type(exc).__name__}: {exc}")
+        finally:
+            with self._lock:
+                if len(self._free) < POOL_BUFFERS:
+                    self._free.append(buf)
