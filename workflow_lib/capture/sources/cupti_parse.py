@@ -119,6 +119,7 @@ def _field_specs():
 
 FIELDS = _field_specs()
 _PROBE = 64
+_SCALAR_RUN = 8  # records of a run read one by one before NumPy probes take over
 
 
 class LayoutError(ValueError):
@@ -135,34 +136,51 @@ def _as_bytes(buf, valid: int) -> memoryview:
 
 
 def walk(buf, valid: int) -> dict[int, np.ndarray]:
-    """kind -> byte offsets of its records, in buffer order; vectorized within runs of one kind."""
+    """kind -> byte offsets of its records, in buffer order.
+
+    A run of one kind is followed with scalar reads for its first records and, when it is
+    longer, with NumPy probes of growing length; offsets are built per kind in one vectorized
+    pass over (start, count) of the runs. A run of one record costs a few scalar reads."""
     mv = _as_bytes(buf, valid)
     u32 = np.frombuffer(mv, np.uint32)
-    runs: dict[int, list[np.ndarray]] = {}
+    words = mv.cast("I")  # scalar reads: cheaper than NumPy scalar indexing
+    runs: dict[int, tuple[list[int], list[int]]] = {}
     o = 0
     while o < valid:
-        k = int(u32[o >> 2])
+        k = words[o >> 2]
         s = SIZES.get(k)
         if s is None:
             raise LayoutError(f"activity kind {k} at byte {o} has no known layout")
         room = (valid - o) // s
         if room == 0:
             raise LayoutError(f"kind {k} record at byte {o} overruns the valid size {valid}")
-        n, probe = 1, _PROBE
-        while n < room:  # positions o + j*s for j >= n: the run ends at the first other kind
-            cnt = min(probe, room - n)
-            pos = o + (n + np.arange(cnt, dtype=np.int64)) * s
-            other = np.flatnonzero(u32[pos >> 2] != k)
-            if other.size:
-                n += int(other[0])
-                break
-            n += cnt
-            probe *= 4
-        runs.setdefault(k, []).append(o + np.arange(n, dtype=np.int64) * s)
+        n = 1
+        while n < room and n < _SCALAR_RUN and words[(o + n * s) >> 2] == k:
+            n += 1
+        if n == _SCALAR_RUN:
+            probe = _PROBE
+            while n < room:  # positions o + j*s for j >= n: the run ends at the first other kind
+                cnt = min(probe, room - n)
+                pos = o + (n + np.arange(cnt, dtype=np.int64)) * s
+                other = np.flatnonzero(u32[pos >> 2] != k)
+                if other.size:
+                    n += int(other[0])
+                    break
+                n += cnt
+                probe *= 4
+        starts, counts = runs.setdefault(k, ([], []))
+        starts.append(o)
+        counts.append(n)
         o += n * s
     if o != valid:
         raise LayoutError(f"records end at byte {o}, the valid size is {valid}")
-    return {k: (np.concatenate(v) if len(v) > 1 else v[0]) for k, v in runs.items()}
+    out = {}
+    for k, (starts, counts) in runs.items():
+        st, ct = np.asarray(starts, np.int64), np.asarray(counts, np.int64)
+        first = np.cumsum(ct) - ct  # index of each run's first record among the kind's records
+        idx = np.arange(int(ct.sum()), dtype=np.int64)
+        out[k] = np.repeat(st, ct) + (idx - np.repeat(first, ct)) * SIZES[k]
+    return out
 
 
 def parse(buf, valid: int) -> dict[int, dict[str, np.ndarray]]:
@@ -217,6 +235,11 @@ class NameCache:
         self._names: dict[int, str] = {}
 
     def names(self, ptrs: np.ndarray) -> list[str]:
+        uniq, inv = self.distinct(ptrs)
+        return [uniq[i] for i in inv.tolist()]
+
+    def distinct(self, ptrs: np.ndarray) -> tuple[list[str], np.ndarray]:
+        """(names of the distinct pointers, index of each record's name among them)."""
         uniq, inv = np.unique(ptrs, return_inverse=True)
         got = []
         for p in uniq.tolist():
@@ -226,7 +249,7 @@ class NameCache:
                 if len(self._names) < self._limit:
                     self._names[p] = s
             got.append(s)
-        return [got[i] for i in inv.tolist()]
+        return got, inv.reshape(-1)
 
 
 def ingest(source, buf, valid: int, names: NameCache, cu=None) -> int:
@@ -240,7 +263,8 @@ def ingest(source, buf, valid: int, names: NameCache, cu=None) -> int:
     added = 0
     k = by.get(KIND_CONCURRENT_KERNEL)
     if k is not None:
-        cols = {"name": source._name_ids(names.names(k["name_ptr"]))}
+        uniq, inv = names.distinct(k["name_ptr"])
+        cols = {"name": source._name_ids(uniq)[inv]}  # name ids per distinct kernel, not per record
         cols.update({c: k[c] for c in ("device", "stream", "corr", "start", "end", "gx", "gy", "gz", "bx", "by", "bz")})
         source.kernels.extend(**cols)
         added += len(k["corr"])
