@@ -25,6 +25,8 @@ never share a process):
   cupti           CUPTI always on, default activity kinds (kernels, memcpy/memset, runtime,
                   synchronization);
   cupti_kernel    CUPTI always on, kernels only (`cupti_kinds="kernel"`);
+  cupti_binding   `cupti` with cupti-python's record objects instead of the raw-buffer parser
+                  (`cupti_parser="binding"`): what the parser saves;
   torch_profiler  the reference: torch.profiler (CPU + CUDA activity) started for each
                   on-window and stopped after it (its trace processing falls between windows).
 Loops: `transformer` is benchmarks/overhead_workload.py's (4 layers, 8 x 512 tokens, bf16 on
@@ -51,7 +53,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parent))  # overhead_workload
 from workflow_lib import stats  # noqa: E402
 from workflow_lib.capture import FlightRecorder, LatencyTrigger  # noqa: E402
 
-MODES = ("aa", "default", "tiered_idle", "tiered_fired", "cupti", "cupti_kernel", "torch_profiler")
+MODES = ("aa", "default", "tiered_idle", "tiered_fired", "cupti", "cupti_kernel", "cupti_binding", "torch_profiler")
 CONFIDENCE = 0.95
 WARMUP_STEPS = 10
 
@@ -90,10 +92,11 @@ def build_recorder(mode: str, k: int, incidents_dir: str) -> FlightRecorder:
         return FlightRecorder(incident_id="ovh", incidents_dir=incidents_dir,
                               sources=("host", "nvml", "sched", "collectives", "cupti"), trigger=never,
                               cupti_mode="triggered", gpu_window_steps=k)
-    if mode in ("cupti", "cupti_kernel"):
+    if mode in ("cupti", "cupti_kernel", "cupti_binding"):
         return FlightRecorder(incident_id="ovh", incidents_dir=incidents_dir,
                               sources=("host", "nvml", "sched", "collectives", "cupti"), cupti_mode="always",
-                              cupti_kinds="kernel" if mode == "cupti_kernel" else None)
+                              cupti_kinds="kernel" if mode == "cupti_kernel" else None,
+                              cupti_parser="binding" if mode == "cupti_binding" else "raw")
     if mode == "torch_profiler":  # the reference alone: the recorder is off (steps only)
         return FlightRecorder(incident_id="ovh", incidents_dir=incidents_dir, mode="off")
     raise ValueError(mode)
@@ -201,9 +204,12 @@ def run_mode(mode: str, pairs: int, k: int, loop: str, budget_s: float, seed: in
     off_m = np.array([np.mean(w) for w in off_ns])
     rel = (on_m / off_m - 1.0) * 100.0
     est, lo, hi = stats.hodges_lehmann(rel, CONFIDENCE)
+    # The same pairs in absolute time: what each recorded (or armed) step costs.
+    d_est, d_lo, d_hi = stats.hodges_lehmann((on_m - off_m) / 1e3, CONFIDENCE)
     out = {
         "mode": mode, "loop": loop, "device": "cuda" if cuda else "cpu", "k": k, "pairs": len(rel),
         "overhead_pct": {"estimate": float(est), "low": float(lo), "high": float(hi), "confidence": CONFIDENCE},
+        "added_us_per_step": {"estimate": float(d_est), "low": float(d_lo), "high": float(d_hi)},
         "step_ms_off_median": float(np.median(off_m) / 1e6), "step_ms_on_median": float(np.median(on_m) / 1e6),
         "startup_ms": (t_built - t_build + t_started - t0) / 1e6, "teardown_ms": (t_stopped - t_stop) / 1e6,
         "span_path": getattr(rec.host, "span_path", None),
@@ -211,8 +217,10 @@ def run_mode(mode: str, pairs: int, k: int, loop: str, budget_s: float, seed: in
     }
     if rec.cupti is not None:
         cu = rec.cupti
-        out["cupti"] = {"binding": cu.reason_absent is None, "reason_absent": cu.reason_absent, "records": cu.records,
-                        "kinds": list(cu.kinds), "errors": cu.errors[:3]}
+        out["cupti"] = {"observed": cu.reason_absent is None, "reason_absent": cu.reason_absent, "records": cu.records,
+                        "kinds": list(cu.kinds), "parser": cu.parser_used, "parser_note": cu.parser_note,
+                        "raw_buffers": cu.raw.buffers if cu.raw else None,
+                        "raw_buffers_unread": cu.raw.unread if cu.raw else None, "errors": cu.errors[:3]}
     if mode == "tiered_fired":
         out["armed_windows"] = sw.armed_windows
     return out
@@ -250,14 +258,18 @@ def summarize(results: list[dict]) -> dict:
 
 
 def table(summary: dict) -> str:
-    lines = ["| mode | overhead % (HL) | 95% interval | pairs x K | step ms (off) | start-up ms | teardown ms |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| mode | overhead % (HL) | 95% interval | added us/step [95%] | pairs x K | step ms (off) | "
+             "start-up ms | teardown ms | CUPTI |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for m, r in summary["modes"].items():
-        o = r["overhead_pct"]
-        lines.append(f"| {m} | {o['estimate']:+.2f} | [{o['low']:+.2f}, {o['high']:+.2f}] | {r['pairs']} x {r['k']} | "
-                     f"{r['step_ms_off_median']:.2f} | {r['startup_ms']:.1f} | {r['teardown_ms']:.1f} |")
+        o, d = r["overhead_pct"], r["added_us_per_step"]
+        c = r.get("cupti")
+        cu = "" if c is None else (f"{c['parser']}, {c['records']} records" if c["observed"] else f"absent: {c['reason_absent']}")
+        lines.append(f"| {m} | {o['estimate']:+.2f} | [{o['low']:+.2f}, {o['high']:+.2f}] | "
+                     f"{d['estimate']:+.0f} [{d['low']:+.0f}, {d['high']:+.0f}] | {r['pairs']} x {r['k']} | "
+                     f"{r['step_ms_off_median']:.2f} | {r['startup_ms']:.1f} | {r['teardown_ms']:.1f} | {cu} |")
     for m, why in summary["skipped"].items():
-        lines.append(f"| {m} | skipped: {why} | | | | | |")
+        lines.append(f"| {m} | skipped: {why} | | | | | | | |")
     if "aa" in summary:
         lines.append(f"A/A: interval covers 0: {summary['aa']['covers_zero']}, half-width "
                      f"{summary['aa']['half_width_pct']:.2f}%")

@@ -2,8 +2,8 @@
 
 cupti-python's `activity_register_callbacks` turns every record into a Python object before
 our callback runs. Registering our own C-callable callbacks with the same libcupti (the copy
-cupti-python loaded, found in /proc/self/maps, so enabling kinds, flushing and timestamps
-still go through the binding) hands us the buffer's address and valid size instead; the
+cupti-python loaded: see library_of; enabling kinds, flushing and timestamps still go
+through the binding) hands us the buffer's address and valid size instead; the
 records are read by cupti_parse with NumPy and no object is built per record.
 
 Buffers are preallocated NumPy arrays from a small pool (8-byte aligned as CUPTI requires),
@@ -29,19 +29,32 @@ POOL_BUFFERS = 8
 
 
 def library_of(cu) -> ctypes.CDLL | None:
-    """The libcupti the binding module `cu` loaded (None for anything but the real binding, or
-    when no libcupti is mapped into this process)."""
+    """The libcupti the binding module `cu` uses; None for anything but the real binding, or
+    when that library cannot be told apart from another copy.
+
+    cupti-python loads libcupti through cuda-pathfinder, whose `load_nvidia_dynamic_lib` is
+    cached per process: asking it again names the very file the binding loaded (torch may have
+    mapped its own, older copy as well). Without pathfinder, the one libcupti mapped into the
+    process is used, and two copies are refused: registering with the wrong one loses every record."""
     if getattr(cu, "__name__", "") != "cupti.cupti":
         return None
     try:
         cu.get_timestamp()  # makes sure the binding has loaded its library
-        with open("/proc/self/maps") as f:
-            paths = {ln.split(None, 5)[5].strip() for ln in f if "libcupti.so" in ln and len(ln.split(None, 5)) == 6}
     except Exception:
         return None
-    if len(paths) != 1:  # none, or two copies: registering with the wrong one would lose every record
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib  # type: ignore
+
+        return ctypes.CDLL(load_nvidia_dynamic_lib("cupti").abs_path)
+    except Exception:
+        pass
+    try:
+        with open("/proc/self/maps") as f:
+            paths = sorted({parts[5].strip() for parts in (ln.split(None, 5) for ln in f)
+                            if len(parts) == 6 and "libcupti.so" in parts[5]})
+        return ctypes.CDLL(paths[0]) if len(paths) == 1 else None
+    except Exception:
         return None
-    return ctypes.CDLL(paths.pop())
 
 
 class RawBuffers:
