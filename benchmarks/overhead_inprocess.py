@@ -12,7 +12,10 @@ windows. A pair is one recorder-on and one recorder-off window of K steps in ran
 `resume()`. A pair's value is mean(on step) / mean(off step) - 1, and the overhead is the
 Hodges-Lehmann estimate with the signed-rank 95% interval over pairs (workflow_lib/stats.py,
 the trials' own statistics). Every step is timed whole (`with rec.step`, the body and a
-device sync), switches happen between windows and are not timed.
+device sync); switches happen between windows. Ending an on-window flushes CUPTI (so its
+records are parsed then, not inside a later off-window) or stops the profiler (its trace
+processing): that time is reported and, in `overhead_pct_with_close`, charged to the window
+(an upper bound: in a run, buffers are parsed on CUPTI's thread while the GPU works).
 
 Modes (one process each: CUPTI allows one activity subscriber, so CUPTI and torch.profiler
 never share a process):
@@ -124,17 +127,24 @@ class Switch:
         if self.mode == "tiered_fired" and self.rec.arm_gpu(self.k - 1):  # +1 inside: K armed steps
             self.armed_windows += 1
 
-    def off(self):
+    def off(self) -> int:
+        """End an on-window; returns the ns that took (a CUPTI flush and its parsing, the
+        profiler's stop): reported, and charged to the window in `overhead_pct_with_close`."""
+        t = time.perf_counter_ns()
         if self.mode == "aa":
-            return
+            return 0
         if self.mode == "torch_profiler":
             if self.prof is not None:
                 self.prof.stop()
                 self.prof = None
-            return
+            return time.perf_counter_ns() - t
         if self.mode == "tiered_fired" and self.rec._gpu_left:  # close the window with the on-window
             self.rec._close_gpu_window()
+        if self.rec.cupti is not None:
+            # This window's records are parsed now, not inside a later (off) window's steps.
+            self.rec.cupti.flush()
         self.rec.pause()
+        return time.perf_counter_ns() - t
 
 
 def run_mode(mode: str, pairs: int, k: int, loop: str, budget_s: float, seed: int, work: str) -> dict:
@@ -182,7 +192,7 @@ def run_mode(mode: str, pairs: int, k: int, loop: str, budget_s: float, seed: in
         sw.off()
         window()
     rng = random.Random(seed)
-    order, on_ns, off_ns = [], [], []
+    order, on_ns, off_ns, close_ns = [], [], [], []
     deadline = time.monotonic() + budget_s
     for p in range(pairs):
         if p >= 8 and time.monotonic() > deadline:
@@ -193,7 +203,7 @@ def run_mode(mode: str, pairs: int, k: int, loop: str, budget_s: float, seed: in
             if state:
                 sw.on()
                 on_ns.append(window())
-                sw.off()
+                close_ns.append(sw.off())
             else:
                 off_ns.append(window())
     t_stop = time.perf_counter_ns()
@@ -206,14 +216,18 @@ def run_mode(mode: str, pairs: int, k: int, loop: str, budget_s: float, seed: in
     est, lo, hi = stats.hodges_lehmann(rel, CONFIDENCE)
     # The same pairs in absolute time: what each recorded (or armed) step costs.
     d_est, d_lo, d_hi = stats.hodges_lehmann((on_m - off_m) / 1e3, CONFIDENCE)
+    close = np.array(close_ns, dtype=float)
+    c_est, c_lo, c_hi = stats.hodges_lehmann(((on_m + close / k) / off_m - 1.0) * 100.0, CONFIDENCE)
     out = {
         "mode": mode, "loop": loop, "device": "cuda" if cuda else "cpu", "k": k, "pairs": len(rel),
         "overhead_pct": {"estimate": float(est), "low": float(lo), "high": float(hi), "confidence": CONFIDENCE},
         "added_us_per_step": {"estimate": float(d_est), "low": float(d_lo), "high": float(d_hi)},
+        "overhead_pct_with_close": {"estimate": float(c_est), "low": float(c_lo), "high": float(c_hi)},
+        "window_close_ms_median": float(np.median(close) / 1e6),
         "step_ms_off_median": float(np.median(off_m) / 1e6), "step_ms_on_median": float(np.median(on_m) / 1e6),
         "startup_ms": (t_built - t_build + t_started - t0) / 1e6, "teardown_ms": (t_stopped - t_stop) / 1e6,
         "span_path": getattr(rec.host, "span_path", None),
-        "raw": {"order": order, "on_step_ns": on_ns, "off_step_ns": off_ns},
+        "raw": {"order": order, "on_step_ns": on_ns, "off_step_ns": off_ns, "close_ns": close_ns},
     }
     if rec.cupti is not None:
         cu = rec.cupti
@@ -258,18 +272,19 @@ def summarize(results: list[dict]) -> dict:
 
 
 def table(summary: dict) -> str:
-    lines = ["| mode | overhead % (HL) | 95% interval | added us/step [95%] | pairs x K | step ms (off) | "
-             "start-up ms | teardown ms | CUPTI |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| mode | overhead % (HL) | 95% interval | added us/step [95%] | with window close % [95%] | pairs x K | "
+             "step ms (off) | start-up ms | teardown ms | CUPTI |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for m, r in summary["modes"].items():
-        o, d = r["overhead_pct"], r["added_us_per_step"]
+        o, d, w = r["overhead_pct"], r["added_us_per_step"], r["overhead_pct_with_close"]
         c = r.get("cupti")
         cu = "" if c is None else (f"{c['parser']}, {c['records']} records" if c["observed"] else f"absent: {c['reason_absent']}")
         lines.append(f"| {m} | {o['estimate']:+.2f} | [{o['low']:+.2f}, {o['high']:+.2f}] | "
-                     f"{d['estimate']:+.0f} [{d['low']:+.0f}, {d['high']:+.0f}] | {r['pairs']} x {r['k']} | "
+                     f"{d['estimate']:+.0f} [{d['low']:+.0f}, {d['high']:+.0f}] | "
+                     f"{w['estimate']:+.2f} [{w['low']:+.2f}, {w['high']:+.2f}] | {r['pairs']} x {r['k']} | "
                      f"{r['step_ms_off_median']:.2f} | {r['startup_ms']:.1f} | {r['teardown_ms']:.1f} | {cu} |")
     for m, why in summary["skipped"].items():
-        lines.append(f"| {m} | skipped: {why} | | | | | | | |")
+        lines.append(f"| {m} | skipped: {why} | | | | | | | | |")
     if "aa" in summary:
         lines.append(f"A/A: interval covers 0: {summary['aa']['covers_zero']}, half-width "
                      f"{summary['aa']['half_width_pct']:.2f}%")
