@@ -31,7 +31,7 @@ print(f"python {platform.python_version()} torch {tv} device {dev} span path {ho
       f"cupti binding {cupti.cupti is not None}")
 EOF
 if $PY -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
-    LOOP=transformer PAIRS=${PAIRS:-30} K=${K:-10} BUDGET=${BUDGET_S:-22} SPAN_ROUNDS=61
+    LOOP=transformer PAIRS=${PAIRS:-30} K=${K:-10} BUDGET=${BUDGET_S:-20} SPAN_ROUNDS=61
 else
     LOOP=cpu PAIRS=${PAIRS:-16} K=${K:-6} BUDGET=${BUDGET_S:-8} SPAN_ROUNDS=15
 fi
@@ -47,7 +47,7 @@ STALLCASE_SPAN_PATH=python timeout 60 $PY benchmarks/span_cost.py --rounds $SPAN
 tail -6 "$W/span_cost.log"
 
 log "in-process overhead, every mode"
-timeout 330 $PY benchmarks/overhead_inprocess.py --loop $LOOP --pairs $PAIRS --k $K --budget-s $BUDGET \
+timeout 340 $PY benchmarks/overhead_inprocess.py --loop $LOOP --pairs $PAIRS --k $K --budget-s $BUDGET --mode-timeout-s 75 \
     --json "$W/inprocess.json" --raw "$W/raw_windows.json" --work "$W/incidents" 2>&1 | tee "$W/inprocess.log"
 IN_RC=$?
 

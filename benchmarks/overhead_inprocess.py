@@ -306,6 +306,7 @@ def main(argv=None) -> int:
     ap.add_argument("--work", default=None, help="directory for the recorder's incidents dir (default: a tmp dir)")
     ap.add_argument("--json", default=None, help="summary (every interval) to this file")
     ap.add_argument("--raw", default=None, help="every window's step times to this file")
+    ap.add_argument("--mode-timeout-s", type=float, default=120.0, help="a mode's process is stopped after this")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child: one mode, JSON on stdout
     args = ap.parse_args(argv)
     modes = MODES if args.modes == "all" else tuple(m.strip() for m in args.modes.split(","))
@@ -331,22 +332,24 @@ def main(argv=None) -> int:
         cmd = [sys.executable, str(Path(__file__).resolve()), "--one", "--modes", m, "--pairs", str(args.pairs),
                "--k", str(args.k), "--loop", args.loop, "--budget-s", str(args.budget_s), "--seed", str(args.seed),
                "--work", os.path.join(work, m)]
-        p = subprocess.run(cmd, capture_output=True, text=True, env=env)
-        line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
-        if p.returncode != 0 or line is None:
-            r = {"mode": m, "skipped": f"child failed rc={p.returncode}: {p.stderr.strip().splitlines()[-1:] }"}
-        else:
-            r = json.loads(line[len("RESULT "):])
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.mode_timeout_s)
+            line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
+            if p.returncode != 0 or line is None:
+                r = {"mode": m, "skipped": f"child failed rc={p.returncode}: {p.stderr.strip().splitlines()[-1:]}"}
+            else:
+                r = json.loads(line[len("RESULT "):])
+        except subprocess.TimeoutExpired:
+            r = {"mode": m, "skipped": f"over --mode-timeout-s {args.mode_timeout_s:.0f} s"}
         results.append(r)
+        if args.json:  # after every mode: a run cut short still leaves what it measured
+            Path(args.json).write_text(json.dumps(summarize(results), indent=1) + "\n")
+        if args.raw:
+            Path(args.raw).write_text(json.dumps({x["mode"]: x.get("raw") for x in results}) + "\n")
         o = r.get("overhead_pct")
         print(f"{m:15s} " + (f"{o['estimate']:+.2f}% [{o['low']:+.2f}, {o['high']:+.2f}] over {r['pairs']} pairs"
                              if o else r["skipped"]) + f"  ({time.monotonic() - t:.0f} s)", flush=True)
-    summary = summarize(results)
-    print(table(summary))
-    if args.json:
-        Path(args.json).write_text(json.dumps(summary, indent=1) + "\n")
-    if args.raw:
-        Path(args.raw).write_text(json.dumps({r["mode"]: r.get("raw") for r in results}) + "\n")
+    print(table(summarize(results)))
     return 0
 
 
