@@ -234,3 +234,36 @@ def test_the_fake_binding_keeps_the_binding_parser(tmp_path, monkeypatch):
         pass
     assert rec.cupti.parser_used == "binding" and "not reachable" in rec.cupti.parser_note
     assert rec.cupti.enabled_kinds == [] and rec.cupti.kinds == ("CONCURRENT_KERNEL",)
+
+
+@pytest.mark.skipif(_lib() is None, reason="needs a libcupti (CUDA 13's; no GPU needed): its own record iterator")
+def test_libcuptis_own_iterator_walks_the_buffer_as_we_do():
+    """cuptiActivityGetNextRecord of the real libcupti visits the same records at the same
+    offsets as cupti_parse.walk: the record sizes are libcupti's."""
+    lib = _lib()
+    nxt = lib.cuptiActivityGetNextRecord
+    nxt.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)]
+    buf, valid, _, _ = _buffer(MIXED)
+    base = buf.ctypes.data
+    ptr, offs = ctypes.c_void_p(None), []
+    while nxt(base, valid, ctypes.byref(ptr)) == 0:
+        offs.append(ptr.value - base)
+    assert offs == sorted(o for v in cp.walk(buf, valid).values() for o in v.tolist())
+    seen = cp.sizes_from_iterator(nxt, base, valid)
+    assert {k: v for k, v in seen.items()} == {k: {cp.SIZES[k]} for k in set(MIXED)}
+    assert cp.sizes_for(seen) == (cp.SIZES, [])
+
+
+def test_sizes_learned_from_a_newer_cupti_keep_known_fields_and_refuse_smaller_records():
+    grown = cp.SIZES[cp.KIND_CONCURRENT_KERNEL] + 16
+    sizes, notes = cp.sizes_for({cp.KIND_CONCURRENT_KERNEL: {grown}, cp.KIND_RUNTIME: {32}, cp.KIND_MEMCPY: {96, 104}})
+    assert sizes[cp.KIND_CONCURRENT_KERNEL] == grown and sizes[cp.KIND_KERNEL] == grown
+    assert cp.KIND_RUNTIME not in sizes and cp.KIND_MEMCPY not in sizes and len(notes) == 3
+    # A buffer of the grown records walks at their size and reads the known fields.
+    recs = [bytes(r) + bytes(16) for r in (cp.ActivityKernel10(kind=cp.KIND_CONCURRENT_KERNEL, correlationId=i, start=i,
+                                                                end=i + 1) for i in range(5))]
+    raw = np.frombuffer(b"".join(recs), np.uint8).copy()
+    got = cp.parse(raw, raw.size, sizes)[cp.KIND_CONCURRENT_KERNEL]
+    assert got["corr"].tolist() == list(range(5)) and got["end"].tolist() == list(range(1, 6))
+    with pytest.raises(cp.LayoutError):
+        cp.parse(raw, raw.size)  # at the known size the walk does not fit

@@ -135,12 +135,14 @@ def _as_bytes(buf, valid: int) -> memoryview:
     return mv[:valid]
 
 
-def walk(buf, valid: int) -> dict[int, np.ndarray]:
-    """kind -> byte offsets of its records, in buffer order.
+def walk(buf, valid: int, sizes: dict[int, int] | None = None) -> dict[int, np.ndarray]:
+    """kind -> byte offsets of its records, in buffer order. `sizes`: record size per kind
+    (default SIZES; RawBuffers passes what libcupti's own iterator showed, see there).
 
     A run of one kind is followed with scalar reads for its first records and, when it is
     longer, with NumPy probes of growing length; offsets are built per kind in one vectorized
     pass over (start, count) of the runs. A run of one record costs a few scalar reads."""
+    sizes = SIZES if sizes is None else sizes
     mv = _as_bytes(buf, valid)
     u32 = np.frombuffer(mv, np.uint32)
     words = mv.cast("I")  # scalar reads: cheaper than NumPy scalar indexing
@@ -148,7 +150,7 @@ def walk(buf, valid: int) -> dict[int, np.ndarray]:
     o = 0
     while o < valid:
         k = words[o >> 2]
-        s = SIZES.get(k)
+        s = sizes.get(k)
         if s is None:
             raise LayoutError(f"activity kind {k} at byte {o} has no known layout")
         room = (valid - o) // s
@@ -179,16 +181,16 @@ def walk(buf, valid: int) -> dict[int, np.ndarray]:
         st, ct = np.asarray(starts, np.int64), np.asarray(counts, np.int64)
         first = np.cumsum(ct) - ct  # index of each run's first record among the kind's records
         idx = np.arange(int(ct.sum()), dtype=np.int64)
-        out[k] = np.repeat(st, ct) + (idx - np.repeat(first, ct)) * SIZES[k]
+        out[k] = np.repeat(st, ct) + (idx - np.repeat(first, ct)) * sizes[k]
     return out
 
 
-def parse(buf, valid: int) -> dict[int, dict[str, np.ndarray]]:
+def parse(buf, valid: int, sizes: dict[int, int] | None = None) -> dict[int, dict[str, np.ndarray]]:
     """kind -> {column: int64 array} for every record in the buffer (see LAYOUTS)."""
     mv = _as_bytes(buf, valid)
     views = {c: np.frombuffer(mv, _NP[c]) for c in "BHIiQq"}
     out = {}
-    for kind, offs in walk(mv, valid).items():
+    for kind, offs in walk(mv, valid, sizes).items():
         cols = {}
         for col, off, fmt in FIELDS[kind]:
             width = np.dtype(_NP[fmt]).itemsize
@@ -252,14 +254,14 @@ class NameCache:
         return got, inv.reshape(-1)
 
 
-def ingest(source, buf, valid: int, names: NameCache, cu=None) -> int:
+def ingest(source, buf, valid: int, names: NameCache, cu=None, sizes: dict[int, int] | None = None) -> int:
     """One raw buffer into a CuptiSource's rings (the raw twin of CuptiSource.ingest): the same
     rows, the same runtime-call filter and sync-thread lookup. Returns the records added;
     LayoutError propagates (the caller counts the buffer as unread)."""
     from . import cupti as cupti_mod
 
     cu = cupti_mod.cupti if cu is None else cu
-    by = parse(buf, valid)
+    by = parse(buf, valid, sizes)
     added = 0
     k = by.get(KIND_CONCURRENT_KERNEL)
     if k is not None:
@@ -318,3 +320,51 @@ def ingest(source, buf, valid: int, names: NameCache, cu=None) -> int:
         added += len(cols["corr"])
     source.records += added
     return added
+
+
+def sizes_from_iterator(next_record, addr: int, valid: int, limit: int = 8192) -> dict[int, set[int]]:
+    """Record sizes per kind as libcupti's own iterator walks a buffer: `next_record(addr,
+    valid, byref(ptr))` is cuptiActivityGetNextRecord. A record's size is the distance to the
+    next one (the last: to the valid end). At most `limit` records are visited."""
+    ptr = ctypes.c_void_p(None)
+    seen: list[int] = []
+    while len(seen) < limit and next_record(addr, valid, ctypes.byref(ptr)) == 0:
+        seen.append(int(ptr.value))
+    out: dict[int, set[int]] = {}
+    for i, p in enumerate(seen):
+        end = seen[i + 1] if i + 1 < len(seen) else (addr + valid if len(seen) < limit else None)
+        if end is None:
+            break
+        kind = ctypes.c_uint32.from_address(p).value
+        out.setdefault(kind, set()).add(end - p)
+    return out
+
+
+def sizes_for(seen: dict[int, set[int]]) -> tuple[dict[int, int], list[str]]:
+    """The record sizes to walk with, given what the iterator showed, and notes on differences.
+
+    CUPTI versions a record by appending fields, so a larger record of a known kind keeps the
+    known fields at their offsets: it is walked at its own size and read as the known layout.
+    A smaller one, or one kind at two sizes, is not read (its kind is left out of the sizes)."""
+    sizes, notes = dict(SIZES), []
+    for kind, got in seen.items():
+        want = SIZES.get(kind)
+        if want is None:
+            continue
+        if len(got) != 1:
+            sizes.pop(kind)
+            notes.append(f"kind {kind}: records of sizes {sorted(got)}; not read")
+            continue
+        (size,) = got
+        if size == want:
+            continue
+        if size > want:
+            sizes[kind] = size
+            notes.append(f"kind {kind}: records are {size} bytes, the known layout {want}: its fields read")
+        else:
+            sizes.pop(kind)
+            notes.append(f"kind {kind}: records are {size} bytes, smaller than the known layout ({want}); not read")
+    for kind in list(sizes):  # kinds sharing a layout follow its size
+        if kind in LAYOUT_KIND and LAYOUT_KIND[kind] in sizes and kind not in seen:
+            sizes[kind] = sizes[LAYOUT_KIND[kind]]
+    return sizes, notes

@@ -68,6 +68,14 @@ class RawBuffers:
         self._lock = threading.Lock()
         self.buffers = 0
         self.unread = 0
+        # Record sizes as libcupti's own iterator shows them, learned from the first buffer
+        # (cupti_parse.sizes_for): a CUPTI newer than the known layouts is walked correctly.
+        self.sizes: dict[int, int] | None = None
+        self.size_notes: list[str] = []
+        self._next = getattr(lib, "cuptiActivityGetNextRecord", None)
+        if self._next is not None:
+            self._next.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)]
+            self._next.restype = ctypes.c_int
         self._req = _REQUESTED(self._requested)
         self._cmp = _COMPLETED(self._completed)
 
@@ -78,6 +86,15 @@ class RawBuffers:
         rc = self.lib.cuptiActivityRegisterCallbacks(self._req, self._cmp)
         if rc != 0:
             raise RuntimeError(f"cuptiActivityRegisterCallbacks returned {rc}")
+
+    def _learn_sizes(self, addr: int, valid: int) -> None:
+        if self._next is None:
+            self.sizes, self.size_notes = dict(cupti_parse.SIZES), ["cuptiActivityGetNextRecord absent: known sizes used"]
+            return
+        seen = cupti_parse.sizes_from_iterator(self._next, addr, valid)
+        self.sizes, self.size_notes = cupti_parse.sizes_for(seen)
+        for note in self.size_notes:
+            self.source._error(f"raw buffers: {note}")
 
     def _requested(self, buf_pp, size_p, max_records_p) -> None:
         with self._lock:
@@ -97,7 +114,9 @@ class RawBuffers:
         try:
             if valid:
                 self.buffers += 1
-                cupti_parse.ingest(self.source, buf, int(valid), self.names)
+                if self.sizes is None:
+                    self._learn_sizes(addr, int(valid))
+                cupti_parse.ingest(self.source, buf, int(valid), self.names, sizes=self.sizes)
         except cupti_parse.LayoutError as exc:
             self.unread += 1
             self.source._error(f"raw buffer not read (layout): {exc}")
