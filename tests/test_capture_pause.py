@@ -92,3 +92,29 @@ def test_pause_is_a_no_op_when_the_recorder_is_off(tmp_path, monkeypatch):
             pass
         rec.resume()
     assert not rec.paused and rec.steps_out_record()["steps_ns"] != []
+
+
+def test_steps_iterator_pauses_at_its_step_boundaries(tmp_path):
+    rec = FlightRecorder(incident_id="it", incidents_dir=str(tmp_path), sources=("host",))
+    with rec:
+        for i, batch in enumerate(rec.steps(range(12))):
+            if i == 3:
+                rec.pause()  # inside step 3 of the iterator: step 3 is recorded whole
+            if i == 7:
+                rec.resume()  # inside paused step 7: recording starts with step 8
+            time.sleep(0.001)
+        path = rec.snapshot("workload_boundary")
+    steps = read_incident(path).table("steps").to_pandas()
+    assert sorted(steps["step_id"]) == [0, 1, 2, 3, 8, 9, 10, 11]
+
+
+def test_cupti_kind_sets_and_parser_are_checked():
+    import pytest
+
+    assert cupti_mod.cupti_kinds_of("kernel") == ("CONCURRENT_KERNEL",)
+    assert cupti_mod.cupti_kinds_of("MEMCPY, RUNTIME") == ("MEMCPY", "RUNTIME")
+    assert cupti_mod.cupti_kinds_of(None) is None
+    with pytest.raises(ValueError, match="unknown activity kind"):
+        FlightRecorder(sources=("host", "cupti"), cupti_kinds="kernels")
+    with pytest.raises(ValueError, match="parser"):
+        FlightRecorder(sources=("host", "cupti"), cupti_parser="fast")

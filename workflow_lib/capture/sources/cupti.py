@@ -139,7 +139,8 @@ class CuptiSource:
         self.kinds = tuple(kinds) if kinds else self.KINDS
         unknown = [k for k in self.kinds if k not in self.KINDS]
         if unknown:
-            raise ValueError(f"CuptiSource: unknown activity kind(s) {unknown}; known: {self.KINDS}")
+            raise ValueError(f"CuptiSource: unknown activity kind(s) {unknown}; known: {self.KINDS}, "
+                             f"or a set name: {sorted(KIND_SETS)}")
         self.buffer_bytes = int(buffer_bytes) or BUFFER_BYTES
         self.flush_period_ms = int(flush_period_ms)
         self.mode = "always"
