@@ -30,8 +30,9 @@ so the incident holds the slow step, the armed steps and `sources.cupti.detail.w
 `cupti_kinds` picks the activity kinds: "kernel" (kernels only, the cheapest useful set),
 "default" (kernels, memcpy/memset, runtime API, synchronization) or a tuple of
 CuptiSource.KINDS names; `cupti_buffer_bytes` the activity buffer size (docs/benchmarks.md,
-cupti_buffers: measured); `cupti_parser` "raw" (buffers read as bytes, sources/cupti_raw.py;
-the default) or "binding" (cupti-python's record objects). `STALLCASE_RECORDER_MODE` (recorded in the workload's environment, so a trial arm may set
+"CUPTI buffer parsing": measured); `cupti_parser` "raw" (buffers read as bytes,
+sources/cupti_raw.py; the default) or "binding" (cupti-python's record objects).
+`STALLCASE_RECORDER_MODE` (recorded in the workload's environment, so a trial arm may set
 it) overrides what the program asked for: off | tiered | cupti | nocupti (see MODES).
 
 `rec.pause()` / `rec.resume()` stop and restart recording without stopping anything: the

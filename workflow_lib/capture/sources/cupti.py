@@ -12,7 +12,9 @@ GIL: each buffer becomes column arrays (C-level field reads, no bytecode per rec
 one vectorized ring insert per table. Query-only runtime calls (DROPPED_RUNTIME_CALLS) are
 left out: CUPTI is asked not to record them where the binding allows, else ingest drops
 them. `cupti` below is the one binding object; tests substitute it to inject failures or
-synthetic records.
+synthetic records. With `parser="raw"` (the default) CUPTI hands the buffers' bytes to
+cupti_raw.py instead and cupti_parse.py reads them into the same rings, with no Python
+object per record; `ingest` below is the path for cupti-python's record objects.
 """
 
 from __future__ import annotations
