@@ -31,9 +31,9 @@ print(f"python {platform.python_version()} torch {tv} device {dev} span path {ho
       f"cupti binding {cupti.cupti is not None}")
 EOF
 if $PY -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
-    LOOP=transformer PAIRS=${PAIRS:-30} K=${K:-10} BUDGET=${BUDGET_S:-20} SPAN_ROUNDS=61
+    LOOP=transformer PAIRS=${PAIRS:-30} K=${K:-10} BUDGET=${BUDGET_S:-18} SPAN_ROUNDS=61 STARTUP=8
 else
-    LOOP=cpu PAIRS=${PAIRS:-16} K=${K:-6} BUDGET=${BUDGET_S:-8} SPAN_ROUNDS=15
+    LOOP=cpu PAIRS=${PAIRS:-16} K=${K:-6} BUDGET=${BUDGET_S:-8} SPAN_ROUNDS=15 STARTUP=4
 fi
 log "loop $LOOP, $PAIRS pairs x $K steps per window, pairs stop after ${BUDGET}s per mode"
 
@@ -47,12 +47,13 @@ STALLCASE_SPAN_PATH=python timeout 60 $PY benchmarks/span_cost.py --rounds $SPAN
 tail -6 "$W/span_cost.log"
 
 log "in-process overhead, every mode"
-timeout 340 $PY benchmarks/overhead_inprocess.py --loop $LOOP --pairs $PAIRS --k $K --budget-s $BUDGET --mode-timeout-s 75 \
+timeout 380 $PY benchmarks/overhead_inprocess.py --loop $LOOP --pairs $PAIRS --k $K --budget-s $BUDGET --mode-timeout-s 75 \
+    --startup-pairs $STARTUP \
     --json "$W/inprocess.json" --raw "$W/raw_windows.json" --work "$W/incidents" 2>&1 | tee "$W/inprocess.log"
 IN_RC=$?
 
 log "CUPTI parse cost"
-timeout 60 $PY benchmarks/cupti_parse_cost.py --rounds 7 --json "$W/cupti_parse_cost.json" >"$W/cupti_parse_cost.log" 2>&1
+timeout 45 $PY benchmarks/cupti_parse_cost.py --rounds 5 --json "$W/cupti_parse_cost.json" >"$W/cupti_parse_cost.log" 2>&1
 PARSE_RC=$?
 cat "$W/cupti_parse_cost.log"
 

@@ -7,7 +7,8 @@ Why in-process: a process per run spreads ±10% on the H200 transformer loop (is
 a 1% effect is not resolvable that way. Here one process per mode builds the loop, warms it
 up, constructs and starts the recorder (timed: the start-up and teardown cost, which only
 whole-process trials see otherwise, are reported beside), then runs `--pairs` pairs of
-windows. A pair is one recorder-on and one recorder-off window of K steps in random order
+windows. `--startup-pairs` adds the process-level view of start-up and teardown: paired
+child processes with and without the recorder (import, start, stop), timed whole. A pair is one recorder-on and one recorder-off window of K steps in random order
 (AB or BA, seeded); off is `FlightRecorder.pause()` (threads alive, nothing recorded), on is
 `resume()`. A pair's value is mean(on step) / mean(off step) - 1, and the overhead is the
 Hodges-Lehmann estimate with the signed-rank 95% interval over pairs (workflow_lib/stats.py,
@@ -252,10 +253,49 @@ class _LateSpan:
         return self.rec.span(name)
 
 
-def summarize(results: list[dict]) -> dict:
+_CHILD = """
+import sys, time
+sys.path.insert(0, {root!r})
+steps = 20
+if {with_recorder}:
+    from workflow_lib.capture import FlightRecorder
+    rec = FlightRecorder(incident_id="startup", incidents_dir={work!r}).start()
+    for i in range(steps):
+        with rec.step(i):
+            pass
+    rec.stop()
+else:
+    for i in range(steps):
+        pass
+"""
+
+
+def process_startup(pairs: int, seed: int, work: str) -> dict:
+    """Start-up and teardown at the process level: a child that imports the recorder, starts
+    it, runs 20 empty steps and stops it, against a child that runs the same steps bare; the
+    parent times each child's whole life (interpreter start included in both), pairs in
+    seeded random order, HL over the pairs' differences in ms."""
+    root = str(Path(__file__).resolve().parents[1])
+    rng = random.Random(seed + 1)
+    diffs = []
+    for _ in range(pairs):
+        t = {}
+        for arm in (rng.sample([True, False], 2)):
+            a = time.perf_counter_ns()
+            subprocess.run([sys.executable, "-c", _CHILD.format(root=root, work=work, with_recorder=arm)], check=True)
+            t[arm] = time.perf_counter_ns() - a
+        diffs.append((t[True] - t[False]) / 1e6)
+    est, lo, hi = stats.hodges_lehmann(np.array(diffs), CONFIDENCE)
+    return {"pairs": pairs, "added_ms": {"estimate": float(est), "low": float(lo), "high": float(hi)},
+            "what": "import + construct + start + 20 empty steps + stop of the default recorder, per process"}
+
+
+def summarize(results: list[dict], startup: dict | None = None) -> dict:
     by = {r["mode"]: r for r in results if "overhead_pct" in r}
     summary = {"modes": {m: {k: v for k, v in r.items() if k != "raw"} for m, r in by.items()},
                "skipped": {r["mode"]: r["skipped"] for r in results if "skipped" in r}}
+    if startup is not None:
+        summary["process_startup_teardown"] = startup
     cu, tp = by.get("cupti"), by.get("torch_profiler")
     if cu and tp:
         c, t = cu["overhead_pct"], tp["overhead_pct"]
@@ -288,6 +328,10 @@ def table(summary: dict) -> str:
     if "aa" in summary:
         lines.append(f"A/A: interval covers 0: {summary['aa']['covers_zero']}, half-width "
                      f"{summary['aa']['half_width_pct']:.2f}%")
+    if "process_startup_teardown" in summary:
+        p = summary["process_startup_teardown"]["added_ms"]
+        lines.append(f"process start-up + teardown of the default recorder: {p['estimate']:+.0f} ms "
+                     f"[{p['low']:+.0f}, {p['high']:+.0f}] per process")
     if "cupti_vs_torch_profiler" in summary:
         c = summary["cupti_vs_torch_profiler"]
         lines.append(f"CUPTI / torch.profiler overhead: {c['ratio_of_estimates']:.2f}; "
@@ -307,6 +351,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="summary (every interval) to this file")
     ap.add_argument("--raw", default=None, help="every window's step times to this file")
     ap.add_argument("--mode-timeout-s", type=float, default=120.0, help="a mode's process is stopped after this")
+    ap.add_argument("--startup-pairs", type=int, default=8, help="process-level start-up/teardown pairs (0: none)")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child: one mode, JSON on stdout
     args = ap.parse_args(argv)
     modes = MODES if args.modes == "all" else tuple(m.strip() for m in args.modes.split(","))
@@ -349,7 +394,16 @@ def main(argv=None) -> int:
         o = r.get("overhead_pct")
         print(f"{m:15s} " + (f"{o['estimate']:+.2f}% [{o['low']:+.2f}, {o['high']:+.2f}] over {r['pairs']} pairs"
                              if o else r["skipped"]) + f"  ({time.monotonic() - t:.0f} s)", flush=True)
-    print(table(summarize(results)))
+    startup = None
+    if args.startup_pairs:
+        t = time.monotonic()
+        startup = process_startup(args.startup_pairs, args.seed, os.path.join(work, "startup"))
+        p = startup["added_ms"]
+        print(f"{'process start':15s} {p['estimate']:+.0f} ms [{p['low']:+.0f}, {p['high']:+.0f}] over "
+              f"{startup['pairs']} pairs  ({time.monotonic() - t:.0f} s)", flush=True)
+        if args.json:
+            Path(args.json).write_text(json.dumps(summarize(results, startup), indent=1) + "\n")
+    print(table(summarize(results, startup)))
     return 0
 
 
