@@ -216,6 +216,13 @@ def test_raw_buffers_go_from_cupti_through_the_pool_into_the_rings(monkeypatch):
         raw._cmp(None, 0, p.value, size.value, valid)
     assert src.kernels.written == 120 and src.memcpy.written == 6 and raw.buffers == 3 and raw.unread == 0
     assert len(raw._free) == cupti_raw.POOL_BUFFERS and not raw._out
+    raw.zeroed = True  # as where CUPTI accepted the attribute: a read buffer goes back cleared
+    p, size, most = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_size_t()
+    raw._req(ctypes.byref(p), ctypes.byref(size), ctypes.byref(most))
+    ctypes.memmove(p.value, rec_buf.ctypes.data, valid)
+    raw._cmp(None, 0, p.value, size.value, valid)
+    assert not any(b.any() for b in raw._free) and src.kernels.written == 160
+    raw.zeroed = False
     p, size, most = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_size_t()
     raw._req(ctypes.byref(p), ctypes.byref(size), ctypes.byref(most))
     ctypes.memmove(p.value, np.full(16, 0xFF, np.uint8).ctypes.data, 16)  # kind 0xFFFFFFFF

@@ -585,7 +585,8 @@ class CuptiSource:
                   "parser": self.parser_used, "parser_requested": self.parser,
                   **({"parser_note": self.parser_note} if self.parser_note else {}),
                   **({"raw_buffers": self.raw.buffers, "raw_buffers_unread": self.raw.unread,
-                      "raw_size_notes": list(self.raw.size_notes)} if self.raw else {}),
+                      "raw_size_notes": list(self.raw.size_notes), "raw_buffers_zeroed_by_us": self.raw.zeroed}
+                     if self.raw else {}),
                   "buffer_bytes": self.buffer_bytes, "flush_period_ms": self.flush_period_ms, "records": self.records, "error_count": self.error_count,
                   "errors": list(self.errors), "calibrations": len(self.calibrations),
                   "sync_records_without_api_call": self.dropped_sync_without_api,

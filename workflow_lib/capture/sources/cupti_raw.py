@@ -26,6 +26,7 @@ _REQUESTED = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.POIN
                               ctypes.POINTER(ctypes.c_size_t))
 _COMPLETED = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t)
 POOL_BUFFERS = 8
+ZEROED_OUT_ACTIVITY_BUFFER = 5  # CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER (cupti_activity.h)
 
 
 def library_of(cu) -> ctypes.CDLL | None:
@@ -68,6 +69,7 @@ class RawBuffers:
         self._lock = threading.Lock()
         self.buffers = 0
         self.unread = 0
+        self.zeroed = False
         # Record sizes as libcupti's own iterator shows them, learned from the first buffer
         # (cupti_parse.sizes_for): a CUPTI newer than the known layouts is walked correctly.
         self.sizes: dict[int, int] | None = None
@@ -86,6 +88,13 @@ class RawBuffers:
         rc = self.lib.cuptiActivityRegisterCallbacks(self._req, self._cmp)
         if rc != 0:
             raise RuntimeError(f"cuptiActivityRegisterCallbacks returned {rc}")
+        # Without this attribute CUPTI zeroes each buffer it is handed on the thread that asked
+        # for it, which can be the launching thread; our buffers come zeroed (each is cleared
+        # on CUPTI's thread after it is read). Where the attribute is refused, CUPTI zeroes.
+        one, size = ctypes.c_uint8(1), ctypes.c_size_t(1)
+        setter = getattr(self.lib, "cuptiActivitySetAttribute", None)
+        self.zeroed = bool(setter is not None and
+                           setter(ZEROED_OUT_ACTIVITY_BUFFER, ctypes.byref(size), ctypes.byref(one)) == 0)
 
     def _learn_sizes(self, addr: int, valid: int) -> None:
         if self._next is None:
@@ -124,6 +133,8 @@ class RawBuffers:
             self.unread += 1
             self.source._error(f"raw buffer_completed: {type(exc).__name__}: {exc}")
         finally:
+            if self.zeroed:
+                buf[:valid] = 0  # CUPTI was told it gets zeroed buffers (see register)
             with self._lock:
                 if len(self._free) < POOL_BUFFERS:
                     self._free.append(buf)
