@@ -33,7 +33,7 @@ EOF
 if $PY -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
     LOOP=transformer PAIRS=${PAIRS:-30} K=${K:-10} BUDGET=${BUDGET_S:-18} SPAN_ROUNDS=61 STARTUP=8
 else
-    LOOP=cpu PAIRS=${PAIRS:-16} K=${K:-6} BUDGET=${BUDGET_S:-8} SPAN_ROUNDS=15 STARTUP=4
+    LOOP=cpu PAIRS=${PAIRS:-16} K=${K:-6} BUDGET=${BUDGET_S:-8} SPAN_ROUNDS=15 STARTUP=6
 fi
 log "loop $LOOP, $PAIRS pairs x $K steps per window, pairs stop after ${BUDGET}s per mode"
 
