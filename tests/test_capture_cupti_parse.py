@@ -266,6 +266,7 @@ def test_sizes_learned_from_a_newer_cupti_keep_known_fields_and_refuse_smaller_r
     sizes, notes = cp.sizes_for({cp.KIND_CONCURRENT_KERNEL: {grown}, cp.KIND_RUNTIME: {32}, cp.KIND_MEMCPY: {96, 104}})
     assert sizes[cp.KIND_CONCURRENT_KERNEL] == grown and sizes[cp.KIND_KERNEL] == grown
     assert cp.KIND_RUNTIME not in sizes and cp.KIND_MEMCPY not in sizes and len(notes) == 3
+    assert cp.KIND_MEMSET not in cp.sizes_for({cp.KIND_MEMSET: {92}})[0]  # not 8-byte aligned
     # A buffer of the grown records walks at their size and reads the known fields.
     recs = [bytes(r) + bytes(16) for r in (cp.ActivityKernel10(kind=cp.KIND_CONCURRENT_KERNEL, correlationId=i, start=i,
                                                                 end=i + 1) for i in range(5))]

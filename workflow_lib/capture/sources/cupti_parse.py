@@ -358,6 +358,10 @@ def sizes_for(seen: dict[int, set[int]]) -> tuple[dict[int, int], list[str]]:
         (size,) = got
         if size == want:
             continue
+        if size % 8:  # field reads assume 8-byte aligned records, as CUPTI writes them
+            sizes.pop(kind)
+            notes.append(f"kind {kind}: records of {size} bytes are not 8-byte aligned; not read")
+            continue
         if size > want:
             sizes[kind] = size
             notes.append(f"kind {kind}: records are {size} bytes, the known layout {want}: its fields read")
