@@ -118,3 +118,34 @@ def test_cupti_kind_sets_and_parser_are_checked():
         FlightRecorder(sources=("host", "cupti"), cupti_kinds="kernels")
     with pytest.raises(ValueError, match="parser"):
         FlightRecorder(sources=("host", "cupti"), cupti_parser="fast")
+
+
+def test_the_manifest_says_which_span_path_ran(tmp_path):
+    """A child process per path: STALLCASE_SPAN_PATH=python forces the pure-Python span."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from workflow_lib.capture.sources import host
+
+    root = Path(__file__).resolve().parents[1]
+    prog = ("import sys; from workflow_lib.capture import FlightRecorder\n"
+            "rec = FlightRecorder(incident_id='sp', incidents_dir=sys.argv[1], sources=('host',))\n"
+            "with rec:\n"
+            "    with rec.step(0):\n"
+            "        with rec.span('x'):\n"
+            "            pass\n"
+            "    print(rec.snapshot('workload_boundary'))\n")
+    got = {}
+    for forced in (None, "python"):
+        env = {k: v for k, v in os.environ.items() if k != "STALLCASE_SPAN_PATH"}
+        env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")])
+        if forced:
+            env["STALLCASE_SPAN_PATH"] = forced
+        out = tmp_path / (forced or "default")
+        p = subprocess.run([sys.executable, "-c", prog, str(out)], env=env, capture_output=True, text=True, check=True)
+        manifest = json.loads((Path(p.stdout.strip().splitlines()[-1]) / "manifest.json").read_text())
+        got[forced] = manifest["recorder"]["span_path"]
+    assert got == {None: host.SPAN_PATH, "python": "python"}
