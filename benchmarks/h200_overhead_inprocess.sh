@@ -31,7 +31,7 @@ print(f"python {platform.python_version()} torch {tv} device {dev} span path {ho
       f"cupti binding {cupti.cupti is not None}")
 EOF
 if $PY -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
-    LOOP=transformer PAIRS=${PAIRS:-30} K=${K:-10} BUDGET=${BUDGET_S:-18} SPAN_ROUNDS=61 STARTUP=8
+    LOOP=transformer PAIRS=${PAIRS:-50} K=${K:-10} BUDGET=${BUDGET_S:-18} SPAN_ROUNDS=61 STARTUP=8
 else
     LOOP=cpu PAIRS=${PAIRS:-16} K=${K:-6} BUDGET=${BUDGET_S:-8} SPAN_ROUNDS=15 STARTUP=6
 fi
