@@ -8,8 +8,9 @@ a 1% effect is not resolvable that way. Here one process per mode builds the loo
 up, constructs and starts the recorder (timed: the start-up and teardown cost, which only
 whole-process trials see otherwise, are reported beside), then runs `--pairs` pairs of
 windows. `--startup-pairs` adds the process-level view of start-up and teardown: paired
-child processes with and without the recorder (import, start, stop), timed whole. A pair is one recorder-on and one recorder-off window of K steps in random order
-(AB or BA, seeded); off is `FlightRecorder.pause()` (threads alive, nothing recorded), on is
+child processes with and without the recorder (import, start, stop), timed whole.
+A pair is one recorder-on and one recorder-off window of K steps in random order (AB or BA,
+seeded); off is `FlightRecorder.pause()` (threads alive, nothing recorded), on is
 `resume()`. A pair's value is mean(on step) / mean(off step) - 1, and the overhead is the
 Hodges-Lehmann estimate with the signed-rank 95% interval over pairs (workflow_lib/stats.py,
 the trials' own statistics). Every step is timed whole (`with rec.step`, the body and a
@@ -318,7 +319,8 @@ def table(summary: dict) -> str:
     for m, r in summary["modes"].items():
         o, d, w = r["overhead_pct"], r["added_us_per_step"], r["overhead_pct_with_close"]
         c = r.get("cupti")
-        cu = "" if c is None else (f"{c['parser']}, {c['records']} records" if c["observed"] else f"absent: {c['reason_absent']}")
+        cu = "" if c is None else (f"{c['parser']}, {c['records']} records" if c["observed"]
+                                   else f"absent: {c['reason_absent']}")
         lines.append(f"| {m} | {o['estimate']:+.2f} | [{o['low']:+.2f}, {o['high']:+.2f}] | "
                      f"{d['estimate']:+.0f} [{d['low']:+.0f}, {d['high']:+.0f}] | "
                      f"{w['estimate']:+.2f} [{w['low']:+.2f}, {w['high']:+.2f}] | {r['pairs']} x {r['k']} | "

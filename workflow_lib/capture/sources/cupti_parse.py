@@ -225,8 +225,8 @@ def parse_python(buf, valid: int) -> dict[int, dict[str, np.ndarray]]:
         for col, off, fmt in FIELDS[k]:
             dest[col].append(struct.unpack_from("<" + fmt, mv, o + off)[0])
         o += s
-    return {k: {c: np.array(v, dtype=np.uint64 if c == "name_ptr" else np.int64).astype(np.int64) for c, v in cols.items()}
-            for k, cols in rows.items()}
+    return {k: {c: np.array(v, dtype=np.uint64 if c == "name_ptr" else np.int64).astype(np.int64)
+                for c, v in cols.items()} for k, cols in rows.items()}
 
 
 class NameCache:

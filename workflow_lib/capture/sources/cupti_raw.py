@@ -98,7 +98,8 @@ class RawBuffers:
 
     def _learn_sizes(self, addr: int, valid: int) -> None:
         if self._next is None:
-            self.sizes, self.size_notes = dict(cupti_parse.SIZES), ["cuptiActivityGetNextRecord absent: known sizes used"]
+            self.sizes = dict(cupti_parse.SIZES)
+            self.size_notes = ["cuptiActivityGetNextRecord absent: known sizes used"]
             return
         seen = cupti_parse.sizes_from_iterator(self._next, addr, valid)
         self.sizes, self.size_notes = cupti_parse.sizes_for(seen)
