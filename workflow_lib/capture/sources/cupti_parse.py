@@ -135,9 +135,10 @@ def _as_bytes(buf, valid: int) -> memoryview:
     return mv[:valid]
 
 
-def walk(buf, valid: int, sizes: dict[int, int] | None = None) -> dict[int, np.ndarray]:
-    """kind -> byte offsets of its records, in buffer order. `sizes`: record size per kind
-    (default SIZES; RawBuffers passes what libcupti's own iterator showed, see there).
+def _runs(buf, valid: int, sizes: dict[int, int] | None = None) -> dict[int, tuple[list[int], list[int]]]:
+    """kind -> (start byte, record count) of each run of that kind, in buffer order. `sizes`:
+    record size per kind (default SIZES; RawBuffers passes what libcupti's own iterator
+    showed, see there).
 
     A run of one kind is followed with scalar reads for its first records and, when it is
     longer, with NumPy probes of growing length; offsets are built per kind in one vectorized
@@ -176,25 +177,53 @@ def walk(buf, valid: int, sizes: dict[int, int] | None = None) -> dict[int, np.n
         o += n * s
     if o != valid:
         raise LayoutError(f"records end at byte {o}, the valid size is {valid}")
-    out = {}
-    for k, (starts, counts) in runs.items():
-        st, ct = np.asarray(starts, np.int64), np.asarray(counts, np.int64)
-        first = np.cumsum(ct) - ct  # index of each run's first record among the kind's records
-        idx = np.arange(int(ct.sum()), dtype=np.int64)
-        out[k] = np.repeat(st, ct) + (idx - np.repeat(first, ct)) * sizes[k]
-    return out
+    return runs
+
+
+def walk(buf, valid: int, sizes: dict[int, int] | None = None) -> dict[int, np.ndarray]:
+    """kind -> byte offsets of its records, in buffer order (see _runs)."""
+    sizes = SIZES if sizes is None else sizes
+    return {k: _offsets(st, ct, sizes[k]) for k, (st, ct) in _runs(buf, valid, sizes).items()}
+
+
+def _offsets(starts: list[int], counts: list[int], size: int) -> np.ndarray:
+    st, ct = np.asarray(starts, np.int64), np.asarray(counts, np.int64)
+    first = np.cumsum(ct) - ct  # index of each run's first record among the kind's records
+    idx = np.arange(int(ct.sum()), dtype=np.int64)
+    return np.repeat(st, ct) + (idx - np.repeat(first, ct)) * size
+
+
+_FEW_RUNS = 16  # up to this many runs of a kind, fields are read through strided views of each run
+
+
+def _record_dtype(kind: int, size: int) -> np.dtype:
+    """The fields this module reads, at their offsets, in a record of `size` bytes."""
+    fields = FIELDS[kind]
+    return np.dtype({"names": [c for c, _, _ in fields], "formats": [_NP[f] for _, _, f in fields],
+                     "offsets": [off for _, off, _ in fields], "itemsize": size})
 
 
 def parse(buf, valid: int, sizes: dict[int, int] | None = None) -> dict[int, dict[str, np.ndarray]]:
     """kind -> {column: int64 array} for every record in the buffer (see LAYOUTS)."""
+    sizes = SIZES if sizes is None else sizes
     mv = _as_bytes(buf, valid)
-    views = {c: np.frombuffer(mv, _NP[c]) for c in "BHIiQq"}
+    views = None
     out = {}
-    for kind, offs in walk(mv, valid, sizes).items():
-        cols = {}
-        for col, off, fmt in FIELDS[kind]:
-            width = np.dtype(_NP[fmt]).itemsize
-            cols[col] = views[fmt][(offs + off) // width].astype(np.int64)
+    for kind, (starts, counts) in _runs(mv, valid, sizes).items():
+        size = sizes[kind]
+        if len(starts) <= _FEW_RUNS:  # long runs: a strided view per run, no index arrays
+            dt = _record_dtype(kind, size)
+            recs = [np.frombuffer(mv, dt, count=n, offset=o) for o, n in zip(starts, counts)]
+            arr = recs[0] if len(recs) == 1 else np.concatenate(recs)
+            cols = {col: arr[col].astype(np.int64) for col, _, _ in FIELDS[kind]}
+        else:  # many short runs: gather each field at the records' offsets
+            if views is None:
+                views = {c: np.frombuffer(mv, _NP[c]) for c in "BHIiQq"}
+            offs = _offsets(starts, counts, size)
+            cols = {}
+            for col, off, fmt in FIELDS[kind]:
+                width = np.dtype(_NP[fmt]).itemsize
+                cols[col] = views[fmt][(offs + off) // width].astype(np.int64)
         out[LAYOUT_KIND.get(kind, kind)] = _merge(out.get(LAYOUT_KIND.get(kind, kind)), cols)
     return out
 
