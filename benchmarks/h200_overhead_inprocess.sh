@@ -2,7 +2,7 @@
 # Issue 28 on the H200, one device call, within 8 minutes: the in-process paired overhead design
 # (benchmarks/overhead_inprocess.py) on the transformer loop for every mode plus the A/A, the span
 # cost (C and pure-Python paths, benchmarks/span_cost.py) and the CUPTI parse cost
-# (benchmarks/cupti_parse_cost.py). Run from the repository root after the integrator's
+# (benchmarks/cupti_parse_cost.py), and the raw-parser parity test on the GPU. Run from the repository root after the integrator's
 #   source examples/gpu/device_env.sh
 # (carried wheels in /tmp/site, PYTHONPATH, the C span built in place). Without CUDA it runs the
 # same design on the CPU loop, smaller (the check done on the development machine).
@@ -51,6 +51,14 @@ timeout 380 $PY benchmarks/overhead_inprocess.py --loop $LOOP --pairs $PAIRS --k
     --startup-pairs $STARTUP \
     --json "$W/inprocess.json" --raw "$W/raw_windows.json" --work "$W/incidents" 2>&1 | tee "$W/inprocess.log"
 IN_RC=$?
+
+log "raw parser against cupti-python's objects on the GPU (tests/test_capture_cupti_raw_gpu.py)"
+if $PY -c "import pytest" 2>/dev/null; then
+    timeout 90 $PY -m pytest -q -rs -p no:cacheprovider tests/test_capture_cupti_raw_gpu.py >"$W/raw_parity.log" 2>&1
+    echo "raw parity rc=$?: $(tail -1 "$W/raw_parity.log")"
+else
+    echo "pytest absent: raw parity test not run" | tee "$W/raw_parity.log"
+fi
 
 log "CUPTI parse cost"
 timeout 45 $PY benchmarks/cupti_parse_cost.py --rounds 5 --json "$W/cupti_parse_cost.json" >"$W/cupti_parse_cost.log" 2>&1
