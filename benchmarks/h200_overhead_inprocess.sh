@@ -2,7 +2,8 @@
 # Issue 28 on the H200, one device call, within 8 minutes: the in-process paired overhead design
 # (benchmarks/overhead_inprocess.py) on the transformer loop for every mode plus the A/A, the span
 # cost (C and pure-Python paths, benchmarks/span_cost.py) and the CUPTI parse cost
-# (benchmarks/cupti_parse_cost.py), and the raw-parser parity test on the GPU. Run from the repository root after the integrator's
+# (benchmarks/cupti_parse_cost.py), and the raw-parser parity test on the GPU
+# (tests/test_capture_cupti_raw_gpu.py). Run from the repository root after the integrator's
 #   source examples/gpu/device_env.sh
 # (carried wheels in /tmp/site, PYTHONPATH, the C span built in place). Without CUDA it runs the
 # same design on the CPU loop, smaller (the check done on the development machine).
