@@ -11,9 +11,9 @@ windows. `--startup-pairs` adds the process-level view of start-up and teardown:
 child processes with and without the recorder (import, start, stop), timed whole.
 A pair is one recorder-on and one recorder-off window of K steps in random order (AB or BA,
 seeded); off is `FlightRecorder.pause()` (threads alive, nothing recorded), on is
-`resume()`. A pair's value is mean(on step) / mean(off step) - 1, and the overhead is the
+`resume()`. A pair's value is log(mean(on step) / mean(off step)), and the overhead is the
 Hodges-Lehmann estimate with the signed-rank 95% interval over pairs (workflow_lib/stats.py,
-the trials' own statistics). Every step is timed whole (`with rec.step`, the body and a
+the trials' own statistics), reported as percent (exp(x) - 1). Every step is timed whole (`with rec.step`, the body and a
 device sync); switches happen between windows. Ending an on-window flushes CUPTI (so its
 records are parsed then, not inside a later off-window) or stops the profiler (its trace
 processing): that time is reported and, in `overhead_pct_with_close`, charged to the window
@@ -214,12 +214,16 @@ def run_mode(mode: str, pairs: int, k: int, loop: str, budget_s: float, seed: in
     t_stopped = time.perf_counter_ns()
     on_m = np.array([np.mean(w) for w in on_ns])
     off_m = np.array([np.mean(w) for w in off_ns])
-    rel = (on_m / off_m - 1.0) * 100.0
-    est, lo, hi = stats.hodges_lehmann(rel, CONFIDENCE)
+    # On log ratios: swapping a pair's labels negates log(on/off) exactly, so under no effect
+    # each pair's value is symmetric about 0, as the signed-rank interval needs (on/off - 1 is
+    # skewed when windows are noisy); the estimate and its ends go back to percent.
+    rel = np.log(on_m / off_m)
+    est, lo, hi = (float(np.expm1(v)) * 100.0 for v in stats.hodges_lehmann(rel, CONFIDENCE))
     # The same pairs in absolute time: what each recorded (or armed) step costs.
     d_est, d_lo, d_hi = stats.hodges_lehmann((on_m - off_m) / 1e3, CONFIDENCE)
     close = np.array(close_ns, dtype=float)
-    c_est, c_lo, c_hi = stats.hodges_lehmann(((on_m + close / k) / off_m - 1.0) * 100.0, CONFIDENCE)
+    c_est, c_lo, c_hi = (float(np.expm1(v)) * 100.0
+                         for v in stats.hodges_lehmann(np.log((on_m + close / k) / off_m), CONFIDENCE))
     out = {
         "mode": mode, "loop": loop, "device": "cuda" if cuda else "cpu", "k": k, "pairs": len(rel),
         "overhead_pct": {"estimate": float(est), "low": float(lo), "high": float(hi), "confidence": CONFIDENCE},
