@@ -27,8 +27,22 @@ GPU activity has two tiers. With `sources` holding "cupti" and `cupti_mode="trig
 after the latency trigger fires, and the automatic snapshot waits for that window to close,
 so the incident holds the slow step, the armed steps and `sources.cupti.detail.windows`
 (which steps had GPU activity). `cupti_mode="always"` keeps CUPTI on all the time.
+`cupti_kinds` picks the activity kinds: "kernel" (kernels only, the cheapest useful set),
+"default" (kernels, memcpy/memset, runtime API, synchronization) or a tuple of
+CuptiSource.KINDS names; `cupti_buffer_bytes` the activity buffer size (docs/benchmarks.md,
+"CUPTI buffer parsing": measured); `cupti_parser` "raw" (buffers read as bytes,
+sources/cupti_raw.py; the default) or "binding" (cupti-python's record objects).
 `STALLCASE_RECORDER_MODE` (recorded in the workload's environment, so a trial arm may set
 it) overrides what the program asked for: off | tiered | cupti | nocupti (see MODES).
+
+`rec.pause()` / `rec.resume()` stop and restart recording without stopping anything: the
+sampler threads stay alive and skip their samples, CUPTI activity is disabled (and enabled
+again on resume if it was on), steps that begin while paused are not recorded, and
+`rec.span` returns the no-op span. The edge is a step boundary: a step keeps the state it
+began in, so no step is half recorded, and spans a caller looked up before the pause
+(and still writes to) are dropped from snapshots by the paused intervals kept in
+`recorder.paused`. It is what benchmarks/overhead_inprocess.py switches in windows of K
+steps to pair recorder-on with recorder-off inside one warm process.
 """
 
 from __future__ import annotations
@@ -52,7 +66,7 @@ from . import provenance
 from .budget import Budget, TargetTracker
 from .clock import HOST_CLOCK, now_ns, unix_minus_host_ns
 from .sources import collectives as collectives_source
-from .sources.cupti import CuptiSource
+from .sources.cupti import CuptiSource, cupti_kinds_of
 from .sources.host import HostSource
 from .sources.nvml import NvmlSampler
 from .sources.sched import SchedSampler
@@ -74,6 +88,7 @@ MODES = {
     "nocupti": "always-on layer only: CUPTI left out",
 }
 CUPTI_MODES = ("always", "triggered")
+MAX_PAUSES = 1024  # paused intervals remembered (bounded, like every other record)
 SNAPSHOT_WAIT_S = 120.0
 # Span names of the time a step spends waiting for its input. Both match the diagnosis's
 # input-wait patterns (diagnose/types.py DEFAULT_WAIT_PATTERNS): in the README's loop the
@@ -101,10 +116,15 @@ class _NullSpan:
 _NULL_SPAN = _NullSpan()
 
 
+def _null_lookup(name: str) -> _NullSpan:
+    """`rec.span` while paused: one call, records nothing."""
+    return _NULL_SPAN
+
+
 class _Step:
     """`with rec.step(i, items=n)`; `items`/`tokens` may also be set on it inside the block."""
 
-    __slots__ = ("rec", "step_id", "t0", "items", "tokens")
+    __slots__ = ("rec", "step_id", "t0", "items", "tokens", "live")
 
     def __init__(self, rec: "FlightRecorder", step_id: int, items=None, tokens=None):
         self.rec = rec
@@ -113,6 +133,11 @@ class _Step:
         self.tokens = tokens
 
     def __enter__(self):
+        # A step keeps the state it began in (see pause()): never half recorded.
+        self.live = not self.rec.paused
+        self.rec._open = self
+        if not self.live:
+            return self
         sched = self.rec.sched
         if sched is not None:
             sched.mark_current_thread()  # the step's thread brackets its own step (see sched.py)
@@ -121,6 +146,11 @@ class _Step:
 
     def __exit__(self, et, ev, tb):
         rec = self.rec
+        rec._open = None
+        if not self.live:
+            if rec._pending is not None:
+                rec._apply_pending()
+            return False
         rec._end_step(self.step_id, self.t0, now_ns(), items=self.items, tokens=self.tokens, follow=True)
         sched = rec.sched
         if sched is not None:
@@ -128,7 +158,21 @@ class _Step:
             # The next step starts after this sample, so each step stays bracketed by two
             # samples of its thread; the few microseconds of sampling belong to no step.
             rec._last_step.end_ns = now_ns()
+        if rec._pending is not None:
+            rec._apply_pending()
         return False
+
+
+class _OpenStep:
+    """What `_open` holds for a step of `steps()`: only its state."""
+
+    __slots__ = ("live",)
+
+    def __init__(self, live: bool):
+        self.live = live
+
+
+_LIVE_STEP, _PAUSED_STEP = _OpenStep(True), _OpenStep(False)
 
 
 def _work(value, batch, what: str):
@@ -146,7 +190,9 @@ def _work(value, batch, what: str):
 class FlightRecorder:
     def __init__(self, incident_id: str | None = None, incidents_dir: str = "incidents", budget: Budget | None = None,
                  sources: tuple[str, ...] = ("host", "nvml", "sched", "collectives"), trigger: LatencyTrigger | None = None,
-                 cupti_mode: str = "always", gpu_window_steps: int = 32, mode: str | None = None):
+                 cupti_mode: str = "always", gpu_window_steps: int = 32, mode: str | None = None,
+                 cupti_kinds: str | tuple[str, ...] | None = None, cupti_buffer_bytes: int = 0,
+                 cupti_parser: str = "raw"):
         if incident_id is not None:
             check_incident_id(incident_id, "FlightRecorder(incident_id)")
         unknown = [s for s in sources if s not in KNOWN_SOURCES]
@@ -197,6 +243,12 @@ class FlightRecorder:
         self._inputs: list[str] = []
         self._sources: list[str] = []
         self._running = False
+        self.paused = False
+        self._pauses: list[list[int | None]] = []  # [start_ns, end_ns or None while paused], host clock
+        self._pauses_dropped = 0
+        self._cupti_on_at_pause = False
+        self._open = None  # the step now open (its .live), so a pause/resume inside it waits for its end
+        self._pending = None  # "pause" | "resume" asked inside an open step of the other state
         self._lock = threading.Lock()
         # Per-step durations for the trial runner: preallocated, bounded.
         self._durations = array.array("q", [0]) * self.budget.max_step_durations
@@ -222,7 +274,9 @@ class FlightRecorder:
         if "nvml" in self.requested:
             self.nvml = NvmlSampler(cap("nvml", 48), self.unix_minus_host_ns)
         if "cupti" in self.requested:
-            self.cupti = CuptiSource(cap("kernels", 104), cap("runtime_api", 56), cap("memcpy", 64))
+            self.cupti = CuptiSource(cap("kernels", 104), cap("runtime_api", 56), cap("memcpy", 64),
+                                     kinds=cupti_kinds_of(cupti_kinds), buffer_bytes=cupti_buffer_bytes,
+                                     parser=cupti_parser)
         self.tracker = TargetTracker(self.budget)
         self.writer = SnapshotWriter(self.budget.max_concurrent_writes, housekeeping=self._housekeeping)
 
@@ -243,6 +297,8 @@ class FlightRecorder:
     def stop(self) -> None:
         """Stop samplers and the writer (queued snapshots finish); write STALLCASE_STEPS_OUT."""
         if self.enabled and self._running:
+            if self.paused:  # close the open paused interval; nothing is re-enabled
+                self._end_pause()
             if self._pending_auto:  # the run ended inside an armed window: write what it has
                 self._close_gpu_window()
             self._running = False
@@ -253,6 +309,79 @@ class FlightRecorder:
             if self.cupti is not None:
                 self._guard("stopping cupti", self.cupti.stop)
         self._write_steps_out()
+
+    def pause(self) -> None:
+        """Stop recording, keep everything running (see the module doc). Cheap: flags, and a
+        CUPTI disable when activity is on. Called inside an open step, it takes effect when
+        that step ends, so the step is recorded whole (resume() likewise)."""
+        if not self.enabled:
+            return
+        if self._defer("pause"):
+            return
+        if self.paused:
+            return
+        self.paused = True
+        if self.host is not None:
+            self.span = _null_lookup
+        for src in (self.sched, self.nvml):
+            if src is not None:
+                src.paused = True
+        self._cupti_on_at_pause = bool(self.cupti is not None and self.cupti.armed)
+        if self._cupti_on_at_pause:
+            self._guard("pausing cupti", self.cupti.disarm)
+        if len(self._pauses) >= MAX_PAUSES:
+            self._pauses.pop(0)
+            self._pauses_dropped += 1
+        self._pauses.append([now_ns(), None])
+
+    def resume(self) -> None:
+        """Record again from the next step on; CUPTI activity comes back if it was on."""
+        if not self.enabled:
+            return
+        if self._defer("resume"):
+            return
+        if not self.paused:
+            return
+        self._end_pause()
+        if self._cupti_on_at_pause and self._running:
+            self._guard("resuming cupti", self.cupti.arm)
+        self._cupti_on_at_pause = False
+        # The first step after a pause does not start where the last step before it ended.
+        self._last_step.id = None
+        self.paused = False
+
+    def _defer(self, what: str) -> bool:
+        """Inside an open step of the other state, `what` waits for that step's end (a step is
+        recorded whole or not at all); True when deferred."""
+        step = self._open
+        if step is not None and step.live == (what == "pause"):
+            self._pending = what
+            return True
+        self._pending = None
+        return False
+
+    def _apply_pending(self) -> None:
+        what, self._pending = self._pending, None
+        (self.pause if what == "pause" else self.resume)()
+
+    def _end_pause(self) -> None:
+        if self.host is not None:
+            self.span = self.host.span
+        for src in (self.sched, self.nvml):
+            if src is not None:
+                src.paused = False
+        if self._pauses and self._pauses[-1][1] is None:
+            self._pauses[-1][1] = now_ns()
+
+    def paused_intervals(self, since_ns: int = 0, until_ns: int | None = None) -> list[list[int]]:
+        """Paused host-clock intervals clipped to [since, until]; an open one ends at `until`."""
+        until_ns = now_ns() if until_ns is None else until_ns
+        out = []
+        for a, b in list(self._pauses):
+            a, b = max(a, since_ns), min(until_ns if b is None else b, until_ns)
+            if b > a:
+                out.append([int(a), int(b)])
+        return out
 
     def __enter__(self) -> "FlightRecorder":
         return self.start()
@@ -290,6 +419,20 @@ class FlightRecorder:
         it = iter(iterable)
         step_id = int(start)
         while True:
+            if self.paused:  # not recorded: see pause()
+                try:
+                    batch = next(it)
+                except StopIteration:
+                    return
+                self._open = _PAUSED_STEP
+                try:
+                    yield batch
+                finally:
+                    self._open = None
+                    if self._pending is not None:
+                        self._apply_pending()
+                step_id += 1
+                continue
             sched = self.sched
             if sched is not None:
                 sched.mark_current_thread()
@@ -304,12 +447,16 @@ class FlightRecorder:
             except Exception as exc:  # a bad counter must not become the workload's exception
                 self._error(f"step {step_id}: counting its work: {type(exc).__name__}: {exc}")
                 n_items = n_tokens = -1
+            self._open = _LIVE_STEP
             try:
                 yield batch
             finally:
+                self._open = None
                 self._end_step(step_id, t0, now_ns(), items=n_items, tokens=n_tokens)
                 if sched is not None:
                     sched.mark_current_thread()
+                if self._pending is not None:
+                    self._apply_pending()
             step_id += 1
 
     def _end_step(self, step_id: int, t0: int, t1: int, thread_id: int | None = None, *,
@@ -447,7 +594,8 @@ class FlightRecorder:
         tables, sources = {}, {}
         lo, hi = None, None
         if self.host is not None:
-            tables["spans"] = self.host.spans_table(copies["spans"], since, until)
+            tables["spans"] = _drop_paused(self.host.spans_table(copies["spans"], since, until),
+                                           self.paused_intervals(since, until))
             tables["steps"] = self.host.steps_table(copies["steps"], since, until)
             sources["host"] = source("observed", None, **self._host_detail(copies, tables))
         else:
@@ -577,6 +725,12 @@ class FlightRecorder:
             "mode": {"env": self.mode, "cupti_mode": self.cupti_mode, "gpu_window_steps": self.gpu_window_steps},
             # How this incident's steps were made; the plan's `auto` metric reads it (metric.py).
             "steps": dict(self.steps_from),
+            # Which span path recorded the spans: "c" (_spanext) or "python" (host.py).
+            "span_path": self.host.span_path if self.host is not None else None,
+            "paused": {"now": self.paused, "intervals": self.paused_intervals() if self.enabled else [],
+                       "intervals_dropped": self._pauses_dropped,
+                       "rule": "steps that began while paused are not recorded; spans that began in these "
+                               "host-clock intervals are left out of snapshots"},
         }
         if self.enabled:
             rep["targets"] = self.tracker.report()
@@ -643,6 +797,18 @@ class FlightRecorder:
             self._error(f"writing {STEPS_OUT_ENV}={dest}: {exc.strerror or exc}")
         except Exception as exc:
             self._error(f"writing {STEPS_OUT_ENV}={dest}: {type(exc).__name__}: {exc}")
+
+
+def _drop_paused(table: pa.Table, intervals: list[list[int]]) -> pa.Table:
+    """Rows of `table` whose start_ns lies in no paused interval (a row keeps the state it
+    began in, as a step does)."""
+    if not intervals or table.num_rows == 0:
+        return table
+    start = arrow.values(table["start_ns"])
+    edges = np.asarray(intervals, np.int64)
+    pos = np.searchsorted(edges[:, 0], start, side="right") - 1
+    inside = (pos >= 0) & (start < edges[np.maximum(pos, 0), 1])
+    return table.filter(pa.array(~inside)) if inside.any() else table
 
 
 def _native_thread_ids(table: pa.Table) -> tuple[pa.Table, dict]:

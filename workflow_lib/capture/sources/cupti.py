@@ -12,7 +12,9 @@ GIL: each buffer becomes column arrays (C-level field reads, no bytecode per rec
 one vectorized ring insert per table. Query-only runtime calls (DROPPED_RUNTIME_CALLS) are
 left out: CUPTI is asked not to record them where the binding allows, else ingest drops
 them. `cupti` below is the one binding object; tests substitute it to inject failures or
-synthetic records.
+synthetic records. With `parser="raw"` (the default) CUPTI hands the buffers' bytes to
+cupti_raw.py instead and cupti_parse.py reads them into the same rings, with no Python
+object per record; `ingest` below is the path for cupti-python's record objects.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from ...core import arrow
 from ..clock import now_ns
 from ...core.incident import source
 from ..ring import Ring
+from . import cupti_raw
 
 try:  # the binding object; None when cupti-python is not installed
     from cupti import cupti  # type: ignore
@@ -71,6 +74,27 @@ def _err(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+# Named sets of activity kinds (FlightRecorder(cupti_kinds=...)): "kernel" is the cheapest
+# useful set (what a kernel-timeline finding reads; no runtime API, copies or syncs).
+KIND_SETS = {
+    "kernel": ("CONCURRENT_KERNEL",),
+    "default": ("CONCURRENT_KERNEL", "MEMCPY", "MEMSET", "RUNTIME", "SYNCHRONIZATION"),
+}
+
+
+def cupti_kinds_of(value) -> tuple[str, ...] | None:
+    """A kinds option (a KIND_SETS name, a comma list, or a tuple of kind names) as a tuple;
+    None for the default set."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        if value in KIND_SETS:
+            return KIND_SETS[value]
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    return tuple(value)
+
+
+PARSERS = ("raw", "binding")
 MAX_WINDOWS = 1024  # armed windows remembered (a bounded list, like every other record)
 
 
@@ -88,7 +112,7 @@ class CuptiSource:
     KINDS = ("CONCURRENT_KERNEL", "MEMCPY", "MEMSET", "RUNTIME", "SYNCHRONIZATION")
 
     def __init__(self, kernel_cap: int, api_cap: int, memcpy_cap: int, kinds: tuple[str, ...] | None = None,
-                 buffer_bytes: int = 0, flush_period_ms: int = 0):
+                 buffer_bytes: int = 0, flush_period_ms: int = 0, parser: str = "raw"):
         self.kernels = Ring("kernels", {"name": "q", "device": "q", "stream": "q", "corr": "q", "start": "q", "end": "q",
                                         "gx": "q", "gy": "q", "gz": "q", "bx": "q", "by": "q", "bz": "q"}, kernel_cap)
         self.api = Ring("runtime_api", {"name": "q", "tid": "q", "corr": "q", "start": "q", "end": "q", "sync": "q"}, api_cap)
@@ -117,7 +141,8 @@ class CuptiSource:
         self.kinds = tuple(kinds) if kinds else self.KINDS
         unknown = [k for k in self.kinds if k not in self.KINDS]
         if unknown:
-            raise ValueError(f"CuptiSource: unknown activity kind(s) {unknown}; known: {self.KINDS}")
+            raise ValueError(f"CuptiSource: unknown activity kind(s) {unknown}; known: {self.KINDS}, "
+                             f"or a set name: {sorted(KIND_SETS)}")
         self.buffer_bytes = int(buffer_bytes) or BUFFER_BYTES
         self.flush_period_ms = int(flush_period_ms)
         self.mode = "always"
@@ -125,6 +150,12 @@ class CuptiSource:
         self.windows: list[list[int | None]] = []  # [start_ns, end_ns or None while armed], host clock
         self.windows_dropped = 0
         self._registered = False
+        # "raw": buffers read from their bytes (cupti_raw, cupti_parse), no object per record;
+        # "binding": cupti-python's record objects (ingest below). Raw falls back to binding
+        # where the binding's libcupti cannot be reached through ctypes; `parser_used` says.
+        if parser not in PARSERS:
+            raise ValueError(f"CuptiSource(parser={parser!r}): known {PARSERS}")
+        self.parser, self.parser_used, self.parser_note, self.raw = parser, None, None, None
 
     @property
     def nbytes(self) -> int:
@@ -172,7 +203,9 @@ class CuptiSource:
             return True
         try:
             self._system_thread_ids(cu)
-            cu.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
+            if not self._register_raw(cu):
+                cu.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
+                self.parser_used = "binding"
             if self.flush_period_ms:
                 try:  # a periodic flush is a policy, not a need: without it buffers flush when full
                     cu.activity_flush_period(self.flush_period_ms)
@@ -185,6 +218,22 @@ class CuptiSource:
         except Exception as exc:
             self._fail(exc)
             return False
+
+    def _register_raw(self, cu) -> bool:
+        if self.parser != "raw":
+            return False
+        lib = cupti_raw.library_of(cu)
+        if lib is None:
+            self.parser_note = "raw buffers: the binding's libcupti is not reachable through ctypes; binding used"
+            return False
+        try:
+            raw = cupti_raw.RawBuffers(self, lib, self.buffer_bytes)
+            raw.register()
+        except Exception as exc:
+            self.parser_note = f"raw buffers: {_err(exc)}; binding used"
+            return False
+        self.raw, self.parser_used = raw, "raw"
+        return True
 
     def _fail(self, exc: BaseException) -> None:
         self.reason_absent = f"CUPTI error: {_err(exc)}"
@@ -533,6 +582,11 @@ class CuptiSource:
                   "windows": self.window_list(since_ns, until_ns), "windows_dropped": self.windows_dropped,
                   "windows_rule": ("host-clock intervals during which CUPTI activity was enabled; kernels outside "
                                    "them were not observed (workflow_lib.capture.sources.cupti.covered_steps)"),
+                  "parser": self.parser_used, "parser_requested": self.parser,
+                  **({"parser_note": self.parser_note} if self.parser_note else {}),
+                  **({"raw_buffers": self.raw.buffers, "raw_buffers_unread": self.raw.unread,
+                      "raw_size_notes": list(self.raw.size_notes), "raw_buffers_zeroed_by_us": self.raw.zeroed}
+                     if self.raw else {}),
                   "buffer_bytes": self.buffer_bytes, "flush_period_ms": self.flush_period_ms, "records": self.records, "error_count": self.error_count,
                   "errors": list(self.errors), "calibrations": len(self.calibrations),
                   "sync_records_without_api_call": self.dropped_sync_without_api,

@@ -65,6 +65,7 @@ class NvmlSampler:
         self._last_sample_us: dict[int, int] = {}
         self._no_violations: set[int] = set()
         self._stop = threading.Event()
+        self.paused = False  # set by FlightRecorder.pause(): skip samples, keep the thread
         self._thread: threading.Thread | None = None
         self._inited = False
         self.native_id: int | None = None
@@ -178,6 +179,9 @@ class NvmlSampler:
         next_drain = 0.0
         consecutive = 0
         while not self._stop.is_set():
+            if self.paused:  # the recorder is paused: the thread stays, the sample is skipped
+                self._stop.wait(self.poll_s)
+                continue
             try:
                 consecutive = 0 if self.poll_once() else consecutive + 1
                 t = now_ns() / 1e9

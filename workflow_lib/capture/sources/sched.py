@@ -88,6 +88,7 @@ class SchedSampler:
         self.backoffs = 0
         self.reason_absent: str | None = None
         self._stop = threading.Event()
+        self.paused = False  # set by FlightRecorder.pause(): skip samples, keep the thread
         self._thread: threading.Thread | None = None
         self.native_id: int | None = None
         self.boundary_marks = 0
@@ -228,6 +229,9 @@ class SchedSampler:
     def _run(self) -> None:
         self.native_id = threading.get_native_id()
         while not self._stop.is_set():
+            if self.paused:  # the recorder is paused: the thread stays, the sample is skipped
+                self._stop.wait(self.period_s)
+                continue
             try:
                 self.sample_once()
             except Exception as exc:  # never let a sampler bug reach the host application
