@@ -12,7 +12,7 @@ child processes with and without the recorder (import, start, stop), timed whole
 A pair is one recorder-on and one recorder-off window of K steps in random order (AB or BA,
 seeded); off is `FlightRecorder.pause()` (threads alive, nothing recorded), on is
 `resume()`. A pair's value is log(mean(on step) / mean(off step)), and the overhead is the
-Hodges-Lehmann estimate with the signed-rank 95% interval over pairs (workflow_lib/stats.py,
+Hodges-Lehmann estimate with the signed-rank 95% interval over pairs (workflow_lib/compare/stats.py,
 the trials' own statistics), reported as percent (exp(x) - 1). Every step is timed whole (`with rec.step`, the body and a
 device sync); switches happen between windows. Ending an on-window flushes CUPTI (so its
 records are parsed then, not inside a later off-window) or stops the profiler (its trace
@@ -55,7 +55,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(1, str(Path(__file__).resolve().parent))  # overhead_workload
 
-from workflow_lib import stats  # noqa: E402
+from workflow_lib.compare import stats  # noqa: E402
 from workflow_lib.capture import FlightRecorder, LatencyTrigger  # noqa: E402
 
 MODES = ("aa", "default", "tiered_idle", "tiered_fired", "cupti", "cupti_kernel", "cupti_binding", "torch_profiler")

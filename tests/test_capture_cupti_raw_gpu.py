@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from workflow_lib.incident import read_incident
+from workflow_lib.core.incident import read_incident
 
 ROOT = Path(__file__).resolve().parents[1]
 PROG = """

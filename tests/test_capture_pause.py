@@ -8,7 +8,7 @@ import time
 
 from workflow_lib.capture import FlightRecorder
 from workflow_lib.capture.sources import cupti as cupti_mod
-from workflow_lib.incident import read_incident
+from workflow_lib.core.incident import read_incident
 
 from test_capture_cupti import CUPTI_BASE_NS, FakeCupti, _records
 
