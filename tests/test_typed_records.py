@@ -94,7 +94,6 @@ def test_a_field_added_to_the_schema_only_is_caught():
 
 def test_a_field_added_to_the_class_only_is_caught():
     @record("latest", version=1)
-    @dataclasses.dataclass(frozen=True)
     class LatestPlus(Latest):
         note: str = doc("a field the schema does not have", optional=True)
 
