@@ -50,7 +50,7 @@ def test_cli_prints_the_hung_collective_first(tmp_path, capsys):
 
 
 def test_cli_reads_a_version_1_record(tmp_path, capsys):
-    from workflow_lib.commands.collectives import summary_lines
+    from workflow_lib.report.text import collectives_summary_lines as summary_lines
 
     inc = make_incident(tmp_path, "v1", job(n_steps=2).dumps)
     from tests.collectives_helpers import analyze

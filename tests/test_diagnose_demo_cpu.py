@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from workflow_lib.commands.diagnose import slow_step_lines
+from workflow_lib.report.text import slow_step_lines
 from workflow_lib.diagnose import diagnose_dir
 
 ROOT = Path(__file__).resolve().parents[1]

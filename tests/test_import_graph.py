@@ -111,3 +111,12 @@ def test_no_module_imports_itself_round_a_circle():
                     seen.add(d)
                     stack.append((d, path + [d]))
     assert cycles == []
+
+
+def test_no_command_imports_another():
+    """Commands parse arguments, call a stage and print what report/text.py renders; what two
+    commands share belongs to a stage or to the report, not to one of them."""
+    mod = _graph_module()
+    bad = [(m, d) for p, m in mod.modules() if m.startswith("workflow_lib.commands.")
+           for d in mod.imports_of(p, m) if d.startswith("workflow_lib.commands") and d != m]
+    assert bad == []

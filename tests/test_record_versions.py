@@ -24,7 +24,7 @@ VERSION_CONSTANTS = {
     "plan": ("workflow_lib.plan.build", "PLAN_VERSION"),
     "preflight": ("workflow_lib.preflight.types", "SCHEMA_VERSION"),
     "execution": ("workflow_lib.trials.block", "EXECUTION_VERSION"),
-    "comparison": ("workflow_lib.compare.build", "SCHEMA_VERSION"),
+    "comparison": ("workflow_lib.compare.types", "SCHEMA_VERSION"),
     "steps_out": ("workflow_lib.capture.recorder", "STEPS_OUT_VERSION"),
     "incident_manifest": ("workflow_lib.core.types", "MANIFEST_VERSION"),
     "latest": ("workflow_lib.core.types", "LATEST_VERSION"),

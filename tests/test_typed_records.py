@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from workflow_lib.collectives.types import CollectivesRecord
+from workflow_lib.compare.types import Comparison
 from workflow_lib.core import records
 from workflow_lib.core.errors import RecordError
 from workflow_lib.core.typed import ABSENT, doc, record
@@ -21,7 +22,7 @@ from workflow_lib.preflight.types import Preflight
 from workflow_lib.snapshot.types import Snapshot
 
 ROOT = Path(__file__).resolve().parents[1]
-CLASSES = [Snapshot, Preflight, Latest, IncidentManifest, CollectivesRecord]
+CLASSES = [Snapshot, Preflight, Latest, IncidentManifest, CollectivesRecord, Comparison]
 PY_TO_JSON = {str: {"string"}, int: {"integer"}, float: {"number"}, bool: {"boolean"}, dict: {"object"},
               list: {"array"}, type(None): {"null"}}
 
@@ -94,7 +95,6 @@ def test_a_field_added_to_the_schema_only_is_caught():
 
 def test_a_field_added_to_the_class_only_is_caught():
     @record("latest", version=1)
-    @dataclasses.dataclass(frozen=True)
     class LatestPlus(Latest):
         note: str = doc("a field the schema does not have", optional=True)
 
@@ -129,12 +129,13 @@ def test_from_json_refuses_an_unknown_field_and_an_older_version():
 
 
 def test_records_written_by_the_stages_read_back_as_their_class(demo_pipeline):
-    """The demo run's records (snapshot, preflight, latest, manifest) are instances of their class."""
+    """The demo run's records (snapshot, preflight, latest, manifest, comparison) are instances of their class."""
     res = demo_pipeline.demo
     Snapshot.from_json(records.read_record(res / "snapshot.json", "snapshot"))
     Latest.from_json(records.read_record(res / "latest.json", "latest"))
     IncidentManifest.from_json(records.read_record(demo_pipeline.workdir / "incidents" / "demo" / "manifest.json",
                                                    "incident_manifest"))
+    Comparison.from_json(records.read_record(res / "comparison.json", "comparison"))
     pre = sorted(res.glob("runs/*/preflight/*.json"))
     assert pre, "the demo run wrote no preflight record"
     Preflight.from_json(records.read_record(pre[0], "preflight"))

@@ -119,7 +119,6 @@ class RankSource:
 
 
 @typed.record("collectives", version=SCHEMA_VERSION)
-@dataclass(frozen=True)
 class CollectivesRecord:
     """results/<incident>/collectives.json: who waited on whom, and which rank hung the job."""
 

@@ -29,6 +29,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..diagnose import DiagnoseOptions, diagnose_dir
     from ..core.errors import InputError
+    from ..report.text import collectives_verdict_lines, slow_step_lines
 
     opts = DiagnoseOptions.from_settings(args.step_pattern, args.wait_span, where="--step-pattern/--wait-span")
     out = Path(args.output)
@@ -51,10 +52,8 @@ def run(args: argparse.Namespace) -> int:
             shutil.rmtree(tmp, ignore_errors=True)
     s = rec["summary"]
     if "collectives" in rec:  # dump-only incident: the collectives verdict is the diagnosis
-        from .collectives import verdict_lines
-
         print(f"wrote {out}: no steps; collectives only")
-        for line in verdict_lines(rec["collectives"]):
+        for line in collectives_verdict_lines(rec["collectives"]):
             print(line)
         return 0
     print(f"wrote {out}: {s['steps']} steps, {s['explained_ns'] / 1e6:.3f} of {s['wall_ns'] / 1e6:.3f} ms explained")
@@ -63,32 +62,3 @@ def run(args: argparse.Namespace) -> int:
     for e in rec["next_experiments"][:3]:
         print(f"  {e['rank']}. {e['check']}: up to {e['recoverable_upper_bound_ns'] / 1e6:.3f} ms ({e['risk']} risk) - {e['candidate_change']}")
     return 0
-
-
-def slow_step_lines(rec: dict, limit: int = 10) -> list[str]:
-    """The answer to "why was step N slower than usual?" first: each slow step, its excess
-    over the typical step and the causes that explain it, largest first."""
-    slow = rec.get("summary", {}).get("slow_steps")
-    if slow is None:
-        return ["slow steps: not available (diagnosis record without excess attribution)"]
-    if not slow:
-        return ["slow steps: none at >= 1.5x the typical step"]
-    srcs = rec.get("sources", {})
-    host_only = not any((srcs.get(n) or {}).get("status") == "observed" for n in ("kernels", "cupti"))
-    lines = [f"slow steps (>= 1.5x typical; {len(slow)} listed, largest excess first)"
-             + ("; host-only evidence (no GPU activity observed):" if host_only else ":")]
-    for st in slow[:limit]:
-        ex = st["excess_ns"]
-        rank = "" if st["rank"] is None else f"rank {st['rank']} "
-        causes = sorted(st["by_cause"].items(), key=lambda kv: -kv[1])
-        parts = [f"{c} {v / 1e6:.3f} ms ({100 * v / ex:.0f}%)" for c, v in causes]
-        if st["unexplained_ns"]:
-            parts.append(f"unexplained {st['unexplained_ns'] / 1e6:.3f} ms ({100 * st['unexplained_ns'] / ex:.0f}%)")
-        lines.append(f"  {rank}step {st['step_id']}: {st['wall_ns'] / 1e6:.3f} ms vs typical {st['typical_ns'] / 1e6:.3f} ms "
-                     f"(+{ex / 1e6:.3f} ms): " + "; ".join(parts))
-        grew = st.get("grew") or {}
-        for what, key in (("kernels", "kernels_ns"), ("host spans", "host_spans_ns")):
-            top = list((grew.get(key) or {}).items())[:3]
-            if top and any(v >= 0.05 * ex for _, v in top):
-                lines.append(f"    {what} that grew: " + ", ".join(f"{n[:60]} +{v / 1e6:.3f} ms" for n, v in top if v >= 0.05 * ex))
-    return lines

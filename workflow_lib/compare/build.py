@@ -21,8 +21,8 @@ from . import by_component as compare_components, stats
 from ..core import records
 from . import verdict as V
 from ..core.errors import RecordError
+from .types import SCHEMA_VERSION
 
-SCHEMA_VERSION = 2  # 2: components[], change_explained, predictions, sentence
 MEASURED_ARMS = ("A", "B", "A'")
 
 EXCLUSIONS = (

@@ -14,7 +14,8 @@ from typing import Any, Callable
 from .errors import StallcaseError
 
 
-def logged(log_path: str | os.PathLike, fn: Callable[..., Any], *args, **kwargs) -> Any:
+def logged(log_path: str | os.PathLike, fn: Callable[..., Any], /, *args, **kwargs) -> Any:
+    # Positional-only: a stage that writes its own lines to the same log takes `log_path=` too.
     log = Path(log_path)
     log.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()

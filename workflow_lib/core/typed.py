@@ -1,7 +1,6 @@
 """Typed records: one frozen dataclass per record kind, its JSON shape and version beside it.
 
     @typed.record("latest", version=1)
-    @dataclass(frozen=True)
     class Latest:
         incident_id: str = typed.doc("the incident")
         ...
@@ -52,11 +51,10 @@ def doc(text: str, *, optional: bool = False) -> Any:
 
 
 def record(kind: str, *, version: int):
-    """Class decorator: gives a frozen dataclass KIND, SCHEMA_VERSION, to_json and from_json."""
+    """Class decorator: the class as a frozen dataclass with KIND, SCHEMA_VERSION, to_json and from_json."""
 
     def wrap(cls):
-        if not (dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen):
-            raise TypeError(f"{cls.__name__}: a typed record is a frozen dataclass")
+        cls = dataclasses.dataclass(frozen=True)(cls)
         cls.KIND = kind
         cls.SCHEMA_VERSION = version
 

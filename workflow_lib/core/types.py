@@ -7,8 +7,6 @@ Version history (bump the constant, and the schema's schema_version, when a fiel
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from . import typed
 from .typed import doc
 
@@ -17,7 +15,6 @@ LATEST_VERSION = 1
 
 
 @typed.record("latest", version=LATEST_VERSION)
-@dataclass(frozen=True)
 class Latest:
     """results/<incident>/latest.json: which run results/<incident>/ shows (core/layout.py)."""
 
@@ -28,7 +25,6 @@ class Latest:
 
 
 @typed.record("incident_manifest", version=MANIFEST_VERSION)
-@dataclass(frozen=True)
 class IncidentManifest:
     """incidents/<incident>/manifest.json: what an incident holds (core/incident.py)."""
 

@@ -155,3 +155,111 @@ def render(m: dict) -> str:
     for part in (_diagnosis(m), _plan(m), _trials(m)):
         lines += part + [""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+# Lines the CLI prints for one record (`stallcase diagnose`, `stallcase collectives`): rendered
+# here, beside the terminal summary, so commands only parse arguments, call a stage and print.
+
+
+def slow_step_lines(rec: dict, limit: int = 10) -> list[str]:
+    """The answer to "why was step N slower than usual?" first: each slow step, its excess
+    over the typical step and the causes that explain it, largest first."""
+    slow = rec.get("summary", {}).get("slow_steps")
+    if slow is None:
+        return ["slow steps: not available (diagnosis record without excess attribution)"]
+    if not slow:
+        return ["slow steps: none at >= 1.5x the typical step"]
+    srcs = rec.get("sources", {})
+    host_only = not any((srcs.get(n) or {}).get("status") == "observed" for n in ("kernels", "cupti"))
+    lines = [f"slow steps (>= 1.5x typical; {len(slow)} listed, largest excess first)"
+             + ("; host-only evidence (no GPU activity observed):" if host_only else ":")]
+    for st in slow[:limit]:
+        ex = st["excess_ns"]
+        rank = "" if st["rank"] is None else f"rank {st['rank']} "
+        causes = sorted(st["by_cause"].items(), key=lambda kv: -kv[1])
+        parts = [f"{c} {v / 1e6:.3f} ms ({100 * v / ex:.0f}%)" for c, v in causes]
+        if st["unexplained_ns"]:
+            parts.append(f"unexplained {st['unexplained_ns'] / 1e6:.3f} ms ({100 * st['unexplained_ns'] / ex:.0f}%)")
+        lines.append(f"  {rank}step {st['step_id']}: {st['wall_ns'] / 1e6:.3f} ms vs typical {st['typical_ns'] / 1e6:.3f} ms "
+                     f"(+{ex / 1e6:.3f} ms): " + "; ".join(parts))
+        grew = st.get("grew") or {}
+        for what, key in (("kernels", "kernels_ns"), ("host spans", "host_spans_ns")):
+            top = list((grew.get(key) or {}).items())[:3]
+            if top and any(v >= 0.05 * ex for _, v in top):
+                lines.append(f"    {what} that grew: " + ", ".join(f"{n[:60]} +{v / 1e6:.3f} ms" for n, v in top if v >= 0.05 * ex))
+    return lines
+
+
+def collectives_verdict_lines(v: dict) -> list[str]:
+    """The hang verdict of a record or of a diagnosis' `collectives` block, first line first."""
+    return _hang_lines(v)
+
+
+def _hang_lines(record: dict) -> list[str]:
+    """The collective the job hung on first, then every culprit in collective order (schema 2)."""
+    h = record.get("hung_on")
+    lines = []
+    if h is None:
+        lines.append("hung on: nothing (every op some member recorded was completed by its members)"
+                     if "hung_on" in record else "hung on: not available (a version-1 record)")
+    else:
+        who = (", ".join(f"rank {r}" for r in h["culprit_ranks"]) + f" ({'/'.join(h['kinds'])})") if h["culprit_ranks"] \
+            else "no rank singled out"
+        lines.append(f"hung on: {h['comm']} seq {h['seq']} {h['op']}: {who}")
+        if not h["culprit_ranks"]:
+            lines.append(f"  {h['reason']}")
+    order = record.get("culprit_order") or {}
+    if order and not order.get("exact", True):
+        lines.append(f"  (order across communicators: {order['note']})")
+    for c in record.get("culprits", []):
+        more = f" (+{c['ops_affected'] - 1} later ops)" if c.get("ops_affected", 1) > 1 else ""
+        lines.append(f"  {c['kind']}: rank {c['rank']} at {c['comm']} seq {c['seq']} {c['op']}{more}: {c['evidence'][0]}")
+        for m in c["missing"]:
+            lines.append(f"    missing: {m}")
+    return lines
+
+
+def _clock_line(record: dict) -> str:
+    doms = record["clock_domains"]
+    groups: dict[int, list] = {}
+    for d in doms:
+        groups.setdefault(d["group"], []).append(d)
+    if len(groups) <= 1:
+        unc = max((d["uncertainty_ns"] or 0 for d in doms), default=0)
+        return f"clocks: one domain (+/- {unc / 1e6:.3f} ms)"
+    unknown = sorted(d["rank"] for d in doms if d.get("rank") is not None and d.get("hostname") is None)
+    return (f"clocks: {len(groups)} domains, host times never compared across them"
+            + (f" (ranks without a known host: {unknown})" if unknown else "")
+            + "; waits come only from GPU durations there")
+
+
+def collectives_summary_lines(record: dict, all_ops: bool = False) -> list[str]:
+    """`stallcase collectives`: the hang verdict, then per communicator and per op what went wrong."""
+    s = record["summary"]
+    lines = _hang_lines(record) + [f"ranks: {', '.join(sorted(record['ranks'], key=int)) or 'none'}; ops: {s['ops']} "
+             f"(matched {s['matched']}, mismatch {s['mismatch']}, not_joined {s['not_joined']}, "
+             f"cannot_decide {s['cannot_decide']}, incomplete_window {s['incomplete_window']}"
+             + (f", joined_by_counter {s['joined_by_counter']}" if "joined_by_counter" in s else "") + ")",
+             f"attributed {s['attributed']}, not attributed {s['not_attributed']}, unresolved {s['unresolved']}"
+             + (f", pending (hang, no wait) {s['pending']}" if "pending" in s else ""), _clock_line(record)]
+    for c in record["communicators"]:
+        first = c["first_problem"]
+        lines.append(f"  {c['comm']}: {c['ops']} ops, members {c['expected_ranks']}"
+                     + (f", missing dumps {c['ranks_missing_dump']}" if c["ranks_missing_dump"] else "")
+                     + (f", first problem at seq {first['seq_id']} ({first['status']})" if first else ""))
+    for op in record["ops"]:
+        a = op["attribution"]
+        if a and a["verdict"] == "attributed" and (all_ops or "culprits" not in record):
+            waits = ", ".join(f"rank {r} {w / 1e6:.2f} ms" for r, w in a["wait_ns"].items())
+            lines.append(f"  late: {op['comm']} seq {op['seq_id']} {op['op_type']}: rank {a['late_rank']} "
+                         f"({a['method']}); waited: {waits}")
+        elif op["status"] == "mismatch":
+            for m in op["mismatches"]:
+                who = m["culprit_ranks"] if m["decided"] else "cannot decide"
+                lines.append(f"  {op['status']}: {op['comm']} seq {op['seq_id']} {m['field']}: culprit {who}")
+        elif op["status"] == "not_joined" and "hung_on" not in record:
+            for m in op["mismatches"]:
+                lines.append(f"  not_joined: {op['comm']} seq {op['seq_id']}: culprit {m['culprit_ranks']}")
+    t = record["transport"]
+    lines.append(f"transport: {t['transport']}" + (f" ({t['reason']})" if t["reason"] else ""))
+    return lines

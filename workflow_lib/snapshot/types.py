@@ -6,8 +6,6 @@ Version history (bump SCHEMA_VERSION, and the schema's schema_version, when a fi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..core import typed
 from ..core.typed import doc
 
@@ -15,7 +13,6 @@ SCHEMA_VERSION = 1
 
 
 @typed.record("snapshot", version=SCHEMA_VERSION)
-@dataclass(frozen=True)
 class Snapshot:
     """results/<incident>/snapshot.json: the incident's tables and artifacts, by digest, in the store."""
 
