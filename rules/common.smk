@@ -20,7 +20,7 @@ import workflow_lib.snapshot
 import workflow_lib.trials
 
 # Alias bombs, text, output directories, metric regex: before the schema walks the config.
-workflow_lib.config_check.check_config(config)
+workflow_lib.config_check.exit_on_error(config)
 # One line naming the failing key and what it accepts (Snakemake's validate prints the whole
 # schema); validate then only fills in the defaults.
 workflow_lib.config_errors.exit_on_error(config, f"{workflow.basedir}/schemas/config.schema.json")

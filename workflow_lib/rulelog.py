@@ -23,11 +23,19 @@ def logged(log_path: str | os.PathLike, fn: Callable[..., Any], *args, **kwargs)
     try:
         result = fn(*args, **kwargs)
     except StallcaseError as exc:
-        with open(log, "a", encoding="utf-8") as fh:
-            for line in exc.oneline().splitlines():
-                fh.write(f"error: {line}\n")
+        _log_error(log, exc.oneline())
+        raise
+    except OSError as exc:  # a full disk, a permission: the file it names is the error line (as the CLI prints it)
+        _log_error(log, f"{exc.filename}: {exc.strerror or exc}" if exc.filename else f"{name}: {exc}")
         raise
     with open(log, "a", encoding="utf-8") as fh:
         summary = result if isinstance(result, str) else type(result).__name__
         fh.write(f"ok: {name} in {time.monotonic() - t0:.2f} s -> {summary}\n")
     return result
+
+
+def _log_error(log: Path, message: str) -> None:
+    """`error: ...` lines, the ones report/terminal.py brings to the terminal when the run ends."""
+    with open(log, "a", encoding="utf-8") as fh:
+        for line in message.splitlines():
+            fh.write(f"error: {line}\n")
