@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from ..errors import StallcaseError
 from ..incident import Incident
+from .dump_detail import dump_details
 from .types import RankSource
 
 NCCL_KERNEL = re.compile(r"nccl", re.IGNORECASE)
@@ -122,10 +123,7 @@ def _kernel_only(inc: Incident, kern: pd.DataFrame) -> pd.DataFrame:
 
 def _dump_details(inc: Incident) -> dict[str, dict]:
     """rank -> the manifest's detail of that rank's flight-recorder dump (importer or recorder)."""
-    src = inc.manifest.get("sources", {})
-    out = dict((src.get("collectives", {}).get("detail") or {}).get("dumps") or {})
-    out.update((src.get("torch_fr", {}).get("detail") or {}).get("dumps") or {})
-    return out
+    return dump_details(inc.manifest, inc.path)  # shape checked: a null where an object belongs is one line
 
 
 def _rank_host(inc: Incident, detail: dict | None) -> str | None:
