@@ -34,6 +34,11 @@ MAX_RUNS = (MEMORY_BUDGET_BYTES // 2) // BYTES_PER_RUN
 # tens of KiB); a quarter of the budget goes to the DAG.
 BYTES_PER_BLOCK = 64 << 10
 MAX_BLOCKS = (MEMORY_BUDGET_BYTES // 4) // BYTES_PER_BLOCK
+# The collectives analysis holds a dozen [op, member rank] matrices per communicator (states,
+# counters, windows, pivots): measured 555 B per cell (9,000 ops x 2,300 ranks peaked at 11.5 GB,
+# 2026-12-01), so ops x member ranks is capped at three quarters of the budget at 600 B a cell.
+BYTES_PER_MATCH_CELL = 600
+MAX_MATCH_CELLS = (MEMORY_BUDGET_BYTES * 3 // 4) // BYTES_PER_MATCH_CELL
 # The latency trigger preallocates its window (int64 per step plus a sorted list: ~40 B).
 MAX_TRIGGER_WINDOW_STEPS = 1 << 20
 # Counts of steps with no allocation behind them (warm-up, cooldown): any int64 is safe,

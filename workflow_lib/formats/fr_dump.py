@@ -207,6 +207,15 @@ def dump_table(dump: dict, rank: int, where) -> pa.Table:
     ranks_of = [members.get(p) for p in pg]
     dur = [e.get("duration_ms") for e in entries]
     members_json = {p: json.dumps(r) for p, r in members.items()}
+    # Every row repeats its group's member list: a few KB of pg_config times many entries
+    # (memo-shared in a pickle, or simply many) would expand in Arrow past the memory cap.
+    lens = {p: len(j) for p, j in members_json.items()}
+    expanded = sum(lens.get(p, 0) for p in pg)
+    if expanded > bounds.MAX_DUMP_EXPANDED_TEXT_BYTES:
+        big = max(lens, key=lens.get)
+        raise InputError(where, f"{len(entries)} entries x the member lists of their groups (pg_config[{big!r}].ranks: "
+                                f"{len(members[big])} ranks) expand to {expanded} bytes of text, over the limit of "
+                                f"{bounds.MAX_DUMP_EXPANDED_TEXT_BYTES}")
     dtypes_cache: dict = {}
     return conform("collectives", pa.table({
         "rank": pa.array([rank] * len(entries), pa.int32()),
