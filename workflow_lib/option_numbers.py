@@ -39,6 +39,11 @@ MAX_BLOCKS = (MEMORY_BUDGET_BYTES // 4) // BYTES_PER_BLOCK
 # 2026-12-01), so ops x member ranks is capped at three quarters of the budget at 600 B a cell.
 BYTES_PER_MATCH_CELL = 600
 MAX_MATCH_CELLS = (MEMORY_BUDGET_BYTES * 3 // 4) // BYTES_PER_MATCH_CELL
+# The diagnosis keeps each step's record, evidence and findings in memory: measured 44.5 KiB a
+# step (20,000 steps peaked at 1.0 GB, 60,000 at 2.8 GB, 2026-12-01; 1M steps passed 10 GB), so
+# the steps one diagnosis takes are capped at seven eighths of the budget at 48 KiB a step.
+BYTES_PER_DIAGNOSED_STEP = 48 << 10
+MAX_DIAGNOSED_STEPS = (MEMORY_BUDGET_BYTES * 7 // 8) // BYTES_PER_DIAGNOSED_STEP
 # The latency trigger preallocates its window (int64 per step plus a sorted list: ~40 B).
 MAX_TRIGGER_WINDOW_STEPS = 1 << 20
 # Counts of steps with no allocation behind them (warm-up, cooldown): any int64 is safe,
