@@ -12,7 +12,7 @@ import importlib
 import pkgutil
 import sys
 
-from . import __version__, commands
+from . import __version__, commands, numeric_warnings
 from .errors import StallcaseError
 
 
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args._run(args) or 0)
+        return int(numeric_warnings.call(args._run, numeric_warnings.named_input(args), args) or 0)
     except StallcaseError as exc:
         for line in exc.oneline().splitlines() or [str(exc)]:
             print(f"error: {line}", file=sys.stderr)

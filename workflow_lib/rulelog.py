@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from . import numeric_warnings
 from .errors import StallcaseError
 
 
@@ -21,7 +22,8 @@ def logged(log_path: str | os.PathLike, fn: Callable[..., Any], *args, **kwargs)
     inner = getattr(fn, "func", fn)  # a functools.partial names the function it wraps
     name = f"{getattr(inner, '__module__', '?')}.{getattr(inner, '__qualname__', type(inner).__name__)}"
     try:
-        result = fn(*args, **kwargs)
+        # The rule's first argument is its input file (the snapshot, the plan, ...).
+        result = numeric_warnings.call(fn, args[0] if args else name, *args, **kwargs)
     except StallcaseError as exc:
         _log_error(log, exc.oneline())
         raise
