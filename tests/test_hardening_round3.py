@@ -342,15 +342,18 @@ def test_refused_candidates_print_the_stallcase_error_on_the_terminal(tmp_path):
     repo = make_program(tmp_path)
     record(repo, tmp_path / "incidents", "--steps", "3", incident="tx")
     os.mkfifo(tmp_path / "fifo.patch")
-    (tmp_path / "empty.patch").write_text(textwrap.dedent("""\
-        diff --git a/train.py b/train.py
-        --- a/train.py
-        +++ b/train.py
+    (tmp_path / "link.patch").write_text(textwrap.dedent("""\
+        diff --git a/pkg/link b/pkg/link
+        new file mode 120000
+        --- /dev/null
+        +++ b/pkg/link
+        @@ -0,0 +1 @@
+        +/etc/passwd
         """))
     cases = [
         (['candidate={git_ref: "--output=/tmp/x"}', f"source_repo={repo}"], "candidate.git_ref: not a git ref: '--output=/tmp/x'"),
         (["candidate={patch: fifo.patch}"], "fifo.patch: candidate patch file not found (or not a regular file)"),
-        (["candidate={patch: empty.patch}"], "empty.patch:"),
+        (["candidate={patch: link.patch}"], "link.patch: the patch creates or changes a symlink (mode 120000): refused"),
     ]
     for config, words in cases:
         r = _smk(tmp_path, "incident=tx", *config)
