@@ -146,7 +146,7 @@ def test_recorder_trigger_options_go_through_the_one_check(spec, words):
 def test_collectives_min_wait_flag_refuses_nan_in_one_line(tmp_path, capsys):
     assert cli.main(["collectives", str(tmp_path / "none"), "--min-wait-ms", "nan"]) == 2
     err = capsys.readouterr().err.splitlines()
-    assert err == ["error: --min-wait-ms: is 'nan': accepts a finite number in [0, 3600000] ms (ASCII digits)"]
+    assert err == ["error: --min-wait-ms: is 'nan', not a number: accepts a finite number in [0, 3600000] ms (ASCII digits)"]
 
 
 # ---------------------------------------------------------------- structures that are not what they claim

@@ -93,7 +93,7 @@ def number(v: Any, option: str, spec: Spec) -> int | float:
         elif _ASCII_NUMBER.match(t):
             v = float(t)
         else:  # 'nan', 'inf', '²', '1,5' and the empty string
-            raise StallcaseError(option, f"is {show(v)}: accepts {spec.describe()} (ASCII digits)")
+            raise StallcaseError(option, f"is {show(v)}, not a number: accepts {spec.describe()} (ASCII digits)")
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise StallcaseError(option, f"is {show(v)}: accepts {spec.describe()}")
     if isinstance(v, float):
