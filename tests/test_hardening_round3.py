@@ -374,3 +374,25 @@ def test_a_design_that_cannot_conclude_stops_snakemake_in_one_line(tmp_path):
     assert [ln for ln in lines if ln.startswith("error:")] == [
         "error: config trials.blocks: is 5: at confidence 0.95 no interval exists below 6 blocks, so the comparison "
         "could never conclude; use blocks >= 6"], lines
+
+
+def test_rulelog_keeps_an_os_error_and_a_numeric_warning_as_error_lines(tmp_path):
+    """The terminal's summary reads `error:` lines from rule logs: an OSError (a full disk, a
+    permission) and a numeric warning in a stage must leave one there too, naming the file."""
+    from workflow_lib import rulelog
+
+    def unreadable(path):
+        return open(path, encoding="utf-8").read()
+
+    log = tmp_path / "a.log"
+    with pytest.raises(OSError):
+        rulelog.logged(log, unreadable, str(tmp_path / "missing.json"))
+    assert log.read_text().splitlines() == [f"error: {tmp_path / 'missing.json'}: No such file or directory"]
+
+    def cast(path):
+        return np.asarray([math.nan]).astype(np.int64)
+
+    log2 = tmp_path / "b.log"
+    with pytest.raises(InputError):
+        rulelog.logged(log2, cast, "snapshot.json")
+    assert log2.read_text().startswith("error: snapshot.json: holds values the numeric code cannot use (invalid value encountered in cast)")
