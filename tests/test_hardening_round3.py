@@ -23,13 +23,16 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from workflow_lib import cli, numeric_warnings, option_numbers as ON, schedule, stats, tables
+from workflow_lib import cli
+from workflow_lib.core import numeric_warnings, option_numbers as ON, tables
+from workflow_lib.plan import schedule
+from workflow_lib.compare import stats
 from workflow_lib.capture.sidecar import parse_triggers
 from workflow_lib.capture.trigger import LatencyTrigger
 from workflow_lib.collectives.dump_detail import dump_details
 from workflow_lib.config_check import check_config
-from workflow_lib.errors import InputError, StallcaseError
-from workflow_lib.formats import fr_dump
+from workflow_lib.core.errors import InputError, StallcaseError
+from workflow_lib.core.formats import fr_dump
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "corpus"))
@@ -116,7 +119,7 @@ def test_a_stdout_regex_metric_without_a_regex_is_refused_at_config_check():
     metric = {"name": "t", "source": "stdout_regex", "statistic": "median", "unit": "ms"}
     with pytest.raises(StallcaseError, match="config trials.metric.regex: is missing"):
         check_config(_trials(metric=metric))
-    from workflow_lib.metric import MetricUnreadable, read
+    from workflow_lib.plan.metric import MetricUnreadable, read
 
     with pytest.raises(MetricUnreadable, match="no regex"):  # a hand-edited plan: no KeyError either
         read(metric, Path("/nonexistent"), "t=1", 1)
@@ -379,7 +382,7 @@ def test_a_design_that_cannot_conclude_stops_snakemake_in_one_line(tmp_path):
 def test_rulelog_keeps_an_os_error_and_a_numeric_warning_as_error_lines(tmp_path):
     """The terminal's summary reads `error:` lines from rule logs: an OSError (a full disk, a
     permission) and a numeric warning in a stage must leave one there too, naming the file."""
-    from workflow_lib import rulelog
+    from workflow_lib.core import rulelog
 
     def unreadable(path):
         return open(path, encoding="utf-8").read()

@@ -3,7 +3,8 @@ each states the fault it catches. docs/security.md lists the pass's result."""
 
 from __future__ import annotations
 
-from workflow_lib import records, trials
+from workflow_lib.core import records
+from workflow_lib.trials import block as trials
 
 from test_trials_runner import _setup
 
@@ -127,7 +128,7 @@ def test_t_ppf_refuses_quantiles_outside_the_open_unit_interval():
     """(Mutant: `q < 1.0` -> `q < 2` in stats.t_ppf: q = 1 or 1.5 would bisect to a bound.)"""
     import pytest
 
-    from workflow_lib.stats import t_ppf
+    from workflow_lib.compare.stats import t_ppf
     for q in (0.0, 1.0, 1.5, -0.1):
         with pytest.raises(ValueError, match="quantile"):
             t_ppf(q, 5)
@@ -140,7 +141,7 @@ def test_exactly_the_fewest_blocks_can_decide():
     """n == min_blocks is enough for a verdict. (Mutant: verdict.py `n >= need` -> `n > need`.)"""
     import numpy as np
 
-    from workflow_lib import stats, verdict
+    from workflow_lib.compare import stats, verdict
 
     need = stats.min_blocks(0.95)
     d = -0.1 + np.linspace(-0.002, 0.002, need)  # every block ~10% faster

@@ -12,8 +12,9 @@ import importlib
 import pkgutil
 import sys
 
-from . import __version__, commands, numeric_warnings
-from .errors import StallcaseError
+from . import __version__, commands
+from .core import numeric_warnings
+from .core.errors import StallcaseError
 
 
 def _command_modules():

@@ -23,10 +23,10 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import bounds
-from ..option_numbers import TRIGGER_OPTIONS, number
-from ..errors import InputError, StallcaseError
-from ..patterns import compile_pattern
+from ..core import bounds
+from ..core.option_numbers import TRIGGER_OPTIONS, number
+from ..core.errors import InputError, StallcaseError
+from ..core.patterns import compile_pattern
 from . import provenance
 from .budget import Budget
 from .clock import now_ns

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import StallcaseError
-from ..option_numbers import TRIGGER_OPTIONS, number
+from ..core.errors import StallcaseError
+from ..core.option_numbers import TRIGGER_OPTIONS, number
 
 
 @dataclass

@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .. import bounds
-from ..errors import InputError
+from ..core import bounds
+from ..core.errors import InputError
 
 # Sources whose detail may hold `dumps` (the recorder's collectives source, the torch-fr importer).
 DUMP_SOURCES = ("collectives", "torch_fr")

@@ -90,11 +90,11 @@ def summary_lines(record: dict, all_ops: bool = False) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import records
+    from ..core import records
     from ..collectives import Options, analyze_collectives
-    from ..errors import StallcaseError
-    from ..incident import read_incident
-    from ..option_numbers import MIN_WAIT_MS, number
+    from ..core.errors import StallcaseError
+    from ..core.incident import read_incident
+    from ..core.option_numbers import MIN_WAIT_MS, number
 
     opts = Options() if args.min_wait_ms is None else Options(min_wait_ns=round(number(args.min_wait_ms, "--min-wait-ms", MIN_WAIT_MS) * 1e6))
     record = analyze_collectives([read_incident(p) for p in args.incidents], opts)

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from .. import bounds
-from ..errors import InputError
-from ..patterns import compile_pattern
-from ..incident import Incident
-from ..option_numbers import BYTES_PER_DIAGNOSED_STEP, MAX_DIAGNOSED_STEPS, MEMORY_BUDGET_BYTES
+from ..core import bounds
+from ..core.errors import InputError
+from ..core.patterns import compile_pattern
+from ..core.incident import Incident
+from ..core.option_numbers import BYTES_PER_DIAGNOSED_STEP, MAX_DIAGNOSED_STEPS, MEMORY_BUDGET_BYTES
 from .evidence import rank_key
 
 

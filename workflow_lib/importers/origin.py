@@ -14,8 +14,8 @@ import re
 
 import pyarrow as pa
 
-from .. import tables
-from ..errors import InputError
+from ..core import tables
+from ..core.errors import InputError
 
 # (table, column) -> the Kineto field it is read from (importers/kineto_events.py).
 KINETO_FIELDS: dict[tuple[str, str], str] = {

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from . import stats
+from ..compare import stats
 from .bounds import INT64_MAX, show
 from .errors import StallcaseError
 

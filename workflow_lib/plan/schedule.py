@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import RecordError
-from .option_numbers import check_design_size
+from ..core.errors import RecordError
+from ..core.option_numbers import check_design_size
 
 ARMS_MEASURED = ("A", "B", "A'")
 
