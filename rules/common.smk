@@ -21,7 +21,7 @@ import workflow_lib.snapshot.build
 import workflow_lib.trials.block
 
 # Alias bombs, text, output directories, metric regex: before the schema walks the config.
-workflow_lib.config_check.check_config(config)
+workflow_lib.config_check.exit_on_error(config)
 # One line naming the failing key and what it accepts (Snakemake's validate prints the whole
 # schema); validate then only fills in the defaults.
 workflow_lib.core.config_errors.exit_on_error(config, f"{workflow.basedir}/schemas/config.schema.json")

@@ -56,7 +56,9 @@ def test_second_snakemake_run_is_refused_by_the_lock_and_the_store_stays_consist
     config = {
         "incident": "inc1", "incidents_dir": "incidents", "results_dir": "results", "experiment": None,
         "candidate": "baseline",
-        "trials": {"blocks": 1, "runs_per_arm": 2, "control_runs": 1, "warmup_runs": 1, "seed": 1, "max_retries": 0,
+        # Six blocks (the fewest that can conclude at 0.95: fewer is refused at config check);
+        # the target below is one block's execution, so only b000 runs.
+        "trials": {"blocks": 6, "runs_per_arm": 2, "control_runs": 1, "warmup_runs": 1, "seed": 1, "max_retries": 0,
                    "max_failed_fraction": 0.34, "confidence": 0.95, "run_timeout_s": 60,
                    "metric": {"name": "step", "source": "recorder_steps", "statistic": "median", "skip_steps": 0, "unit": "ns"}},
     }

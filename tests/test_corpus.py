@@ -221,10 +221,18 @@ def test_corpus_rejects_every_entry_cleanly(tmp_path):
     for _ in range(WORKERS):
         servers.put(ForkServer())
 
+    peaks: dict[str, int | None] = {}  # entry id -> the child's peak RSS (wait4), measured per entry
+
     def one(e):
         srv = servers.get()
+
+        def measured(argv, cwd):
+            rc, err, peak = srv.run(argv, cwd)
+            peaks[e["id"]] = peak
+            return rc, err, peak
+
         try:
-            return e, run_entry(e, tmp_path, srv.run)
+            return e, run_entry(e, tmp_path, measured)
         finally:
             servers.put(srv)
 
@@ -238,8 +246,11 @@ def test_corpus_rejects_every_entry_cleanly(tmp_path):
     n = len(runnable)
     print(f"\n{n - len(failures)} rejected cleanly of {n}"
           + (f" ({len(EXPECTED) - n} entries not consumable here: no {', '.join(skipped)})" if skipped else ""))
+    top = sorted(((p, i) for i, p in peaks.items() if p is not None), reverse=True)[:3]
+    print("highest peak RSS: " + ", ".join(f"{i} {p >> 20} MiB" for p, i in top) + f" (cap {MAX_RSS_BYTES >> 20} MiB)")
     assert not failures, f"{len(failures)} of {n} entries not rejected cleanly:\n" + "\n".join(failures)
     assert n >= 200
+    assert sorted(i for i, p in peaks.items() if p is not None) == sorted(e["id"] for e in runnable)  # every entry measured
 
 
 def test_one_entry_per_category_through_python_m(tmp_path):

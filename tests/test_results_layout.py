@@ -17,16 +17,18 @@ from workflow_lib.core import layout, records
 from program_factory import make_program, record
 
 ROOT = Path(__file__).resolve().parent.parent
+# Two blocks at confidence 0.5 (the fewest blocks that can conclude there: a design that never
+# can is refused at config check, docs/security.md).
 SMALL = """\
 trials:
-  blocks: 1
+  blocks: 2
   runs_per_arm: 1
   control_runs: 1
   warmup_runs: 1
   seed: 3
   max_retries: 0
   max_failed_fraction: 0.34
-  confidence: 0.95
+  confidence: 0.5
   run_timeout_s: 60
   metric: {name: step_time, source: recorder_steps, statistic: median, skip_steps: 0, unit: ns}
 candidate:

@@ -25,10 +25,11 @@ REPO = Path(__file__).resolve().parent.parent
 SNAKEFILE = REPO / "Snakefile"
 CONFIG = REPO / "config" / "config.yaml"
 BLOCKS = ("b000", "b001")
-# Two blocks of three runs (A, B, A' in a seeded order): small enough for a 2-core CI machine.
+# Two blocks of three runs (A, B, A' in a seeded order): small enough for a 2-core CI machine; confidence 0.5,
+# where two blocks can conclude (fewer blocks than the confidence needs is refused at config check).
 RUNS_PER_BLOCK = 3
 SMALL = """\
-trials: {blocks: 2, runs_per_arm: 1, control_runs: 1, warmup_runs: 0, run_timeout_s: 120}
+trials: {blocks: 2, confidence: 0.5, runs_per_arm: 1, control_runs: 1, warmup_runs: 0, run_timeout_s: 120}
 demo: {args: ["--steps", "20", "--min-ready", "4", "--sync-every", "1"]}
 """
 RUN_TIMEOUT_S = 300

@@ -13,6 +13,7 @@ import pkgutil
 import sys
 
 from . import __version__, commands
+from .core import numeric_warnings
 from .core.errors import StallcaseError
 
 
@@ -30,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     for mod in _command_modules():
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
         mod.add_arguments(p)
-        p.set_defaults(_run=mod.run)
+        p.set_defaults(_run=mod.run, _strict_numbers=getattr(mod, "NUMERIC_WARNINGS_ARE_ERRORS", True))
     return parser
 
 
@@ -38,7 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args._run(args) or 0)
+        if not args._strict_numbers:  # a command that hosts the user's workload (record) never fails on its warnings
+            return int(args._run(args) or 0)
+        return int(numeric_warnings.call(args._run, numeric_warnings.named_input(args), args) or 0)
     except StallcaseError as exc:
         for line in exc.oneline().splitlines() or [str(exc)]:
             print(f"error: {line}", file=sys.stderr)

@@ -12,7 +12,9 @@ elsewhere, so it must fail in one line rather than hang or write somewhere unexp
   - results_dir and incidents_dir lie inside the working directory or a declared root
     (`allow_roots`, $STALLCASE_ALLOW_ROOTS): `--config incidents_dir=/etc` is refused;
   - a candidate env name is a plain variable name and its value holds no NUL;
-  - a stdout metric regex compiles on the linear-time engine and has the group it reads.
+  - a stdout metric regex is given, compiles on the linear-time engine and has the group it reads;
+  - every numeric key is finite and in range, and the design fits the memory budget and can
+    conclude at its confidence (option_numbers.check_config_numbers).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import re
 from typing import Any
 
 from .core import bounds, safe_io
+from .core.option_numbers import check_config_numbers
 from .core.errors import InputError, StallcaseError
 from .core.patterns import compile_pattern
 
@@ -47,13 +50,17 @@ def check_config(config: dict, *, workdir: str | os.PathLike | None = None) -> d
             if isinstance(value, str) and "\x00" in value:
                 raise InputError(f"config candidate.env.{name}", "value holds a NUL character")
         metric = (config.get("trials") or {}).get("metric") if isinstance(config.get("trials"), dict) else None
-        if isinstance(metric, dict) and metric.get("source") == "stdout_regex" and "regex" in metric:
+        if isinstance(metric, dict) and metric.get("source") == "stdout_regex" and not isinstance(metric.get("regex"), str):
+            raise InputError("config trials.metric.regex", "is missing: source 'stdout_regex' reads the metric from group 1 of a regex, "
+                                                           r"e.g. regex: 'step_time=([0-9.]+)'")
+        if isinstance(metric, dict) and metric.get("source") == "stdout_regex":
             rx = compile_pattern(metric["regex"], "config trials.metric.regex", multiline=True)
             if rx.groups < 1:
                 raise InputError("config trials.metric.regex", f"{metric['regex']!r} has no group: the metric is read from group 1, "
                                                                r"e.g. 'step_time=([0-9.]+)'")
     except InputError as exc:
         raise StallcaseError(exc.where, exc.problem) from None
+    check_config_numbers(config)
     return config
 
 
@@ -112,3 +119,15 @@ def check_config_file(path: str | os.PathLike) -> None:
             raise InputError(path, f"expands to more than {bounds.MAX_CONFIG_NODES} values through YAML aliases "
                                    f"(line {n.start_mark.line + 1}): refused before snakemake reads it")
         sizes[id(n)] = size
+
+
+def exit_on_error(config: dict) -> None:
+    """For the Snakefile: `check_config`'s one line and exit 1 (an exception raised while Snakemake
+    parses the Snakefile is printed with its traceback, as config_errors.exit_on_error says)."""
+    import sys
+
+    try:
+        check_config(config)
+    except StallcaseError as exc:
+        print(f"error: {exc.oneline()}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None

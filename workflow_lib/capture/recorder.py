@@ -229,7 +229,7 @@ class FlightRecorder:
                         and mode != "off")
         # torchrun and most launchers export RANK; every row then carries it.
         rank = os.environ.get("RANK", "")
-        self.rank = int(rank) if rank.isdigit() else None
+        self.rank = int(rank) if rank.isascii() and rank.isdigit() else None
         self.unix_minus_host_ns, self.unix_uncertainty_ns = unix_minus_host_ns()
         self.errors: list[str] = []
         self.unusual: list[str] = []

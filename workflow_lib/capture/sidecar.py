@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core import bounds
+from ..core.option_numbers import TRIGGER_OPTIONS, number
 from ..core.errors import InputError, StallcaseError
 from ..core.patterns import compile_pattern
 from . import provenance
@@ -65,17 +66,11 @@ def parse_triggers(specs: list[str] | None, where: str = "--trigger") -> tuple[s
                 kw = {}
                 for item in args.split(","):
                     key, _, val = item.partition("=")
-                    field = {"k": "k", "warmup": "warmup_steps", "window": "window_steps", "cooldown": "cooldown_steps"}.get(key.strip())
-                    if field is None:
-                        raise StallcaseError(where, f"latency option {key!r} unknown; use k, warmup, window, cooldown")
-                    try:
-                        kw[field] = float(val) if field == "k" else int(val)
-                    except ValueError:
-                        raise StallcaseError(where, f"latency option {key}={val!r} is not a number") from None
-                try:
-                    trig = LatencyTrigger(**kw)
-                except ValueError as exc:
-                    raise StallcaseError(where, str(exc)) from None
+                    if key.strip() not in TRIGGER_OPTIONS:
+                        raise StallcaseError(where, f"latency option {key!r} unknown; use {', '.join(TRIGGER_OPTIONS)}")
+                    field, spec = TRIGGER_OPTIONS[key.strip()]
+                    kw[field] = number(val, f"{where} latency:{key.strip()}", spec)
+                trig = LatencyTrigger(**kw)
     return kinds, trig
 
 

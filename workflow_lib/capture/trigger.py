@@ -24,6 +24,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..core.errors import StallcaseError
+from ..core.option_numbers import TRIGGER_OPTIONS, number
+
 
 @dataclass
 class LatencyTrigger:
@@ -40,10 +43,13 @@ class LatencyTrigger:
     _sorted: list = field(default=None, repr=False)
 
     def __post_init__(self):
-        if self.k <= 1.0:
-            raise ValueError("LatencyTrigger.k must be > 1")
-        if self.window_steps < 3 or self.warmup_steps < 0 or self.cooldown_steps < 0:
-            raise ValueError("LatencyTrigger: window_steps >= 3, warmup_steps and cooldown_steps >= 0")
+        # The one check of numeric options (NaN, inf, a window that would not fit in memory);
+        # a ValueError, as a constructor argument's error is in the workload's own code.
+        for field_name, spec in TRIGGER_OPTIONS.values():
+            try:
+                number(getattr(self, field_name), f"LatencyTrigger.{field_name}", spec)
+            except StallcaseError as exc:
+                raise ValueError(exc.oneline()) from None
         self._buf = np.zeros(self.window_steps, dtype=np.int64)
         self._sorted = []  # the values of _buf[:filled], sorted
 

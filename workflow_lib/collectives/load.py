@@ -18,6 +18,7 @@ import pyarrow as pa
 from ..core.errors import StallcaseError
 from ..core.incident import Incident
 from ..core.vocabulary import COLLECTIVE_KERNEL_RE
+from .dump_detail import dump_details
 from .types import RankSource
 
 # ncclDevKernel_AllReduce_Sum_f32_RING_LL(...), ncclKernel_AllGather_RING_LL_Sum_int8_t(...)
@@ -122,10 +123,7 @@ def _kernel_only(inc: Incident, kern: pd.DataFrame) -> pd.DataFrame:
 
 def _dump_details(inc: Incident) -> dict[str, dict]:
     """rank -> the manifest's detail of that rank's flight-recorder dump (importer or recorder)."""
-    src = inc.manifest.get("sources", {})
-    out = dict((src.get("collectives", {}).get("detail") or {}).get("dumps") or {})
-    out.update((src.get("torch_fr", {}).get("detail") or {}).get("dumps") or {})
-    return out
+    return dump_details(inc.manifest, inc.path)  # shape checked: a null where an object belongs is one line
 
 
 def _rank_host(inc: Incident, detail: dict | None) -> str | None:

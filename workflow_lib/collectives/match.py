@@ -25,6 +25,8 @@ import json
 import numpy as np
 import pandas as pd
 
+from ..core.errors import StallcaseError
+from ..core.option_numbers import BYTES_PER_MATCH_CELL, MAX_MATCH_CELLS, MEMORY_BUDGET_BYTES
 from .types import (CANNOT_DECIDE, COMPLETED, ENTRY_STATE, INCOMPLETE_WINDOW, INPUT_SIZES_FREE, JOINED_BY_COUNTER,
                     MATCHED, MISMATCH, NO_DUMP, NOT_ENQUEUED, NOT_JOINED, OUTPUT_SIZES_FREE, P2P_OPS, PROGRESS_COMPLETED,
                     PROGRESS_PARTIAL, PROGRESS_PENDING, SCHEDULED, STARTED, UNKNOWN, RankSource)
@@ -151,6 +153,10 @@ def match_comm(comm: str, g: pd.DataFrame, sources: dict[int, RankSource]) -> tu
     """Ops of one communicator with their status, plus a summary of the communicator."""
     expected, membership_known = _expected(g)
     keys = pd.MultiIndex.from_frame(g[KEY].drop_duplicates().sort_values(KEY))
+    if len(keys) * len(expected) > MAX_MATCH_CELLS:  # before any [op, rank] matrix is allocated
+        raise StallcaseError(str(g["incident"].iloc[0]), f"process group {g['pg_id'].iloc[0]!r}: {len(keys)} ops x {len(expected)} member ranks = "
+                                                         f"{len(keys) * len(expected)} cells, over the analysis's cap of {MAX_MATCH_CELLS} "
+                                                         f"({BYTES_PER_MATCH_CELL} B a cell within the {MEMORY_BUDGET_BYTES >> 30} GiB memory budget)")
     present = (g.assign(one=1).pivot_table(index=KEY, columns="rank", values="one", aggfunc="sum")
                .reindex(index=keys, columns=expected).notna().to_numpy())
     seq = keys.get_level_values("seq_id").to_numpy()[:, None]

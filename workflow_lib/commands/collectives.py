@@ -11,7 +11,7 @@ HELP = "match ranks' collectives by communicator and sequence number; attribute 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("incidents", nargs="+", help="incident directories (one or several; each rank once)")
     p.add_argument("-o", "--output", default=None, help="write the collectives record (JSON) here")
-    p.add_argument("--min-wait-ms", type=float, default=None, help="smallest wait worth attributing (default 1 ms)")
+    p.add_argument("--min-wait-ms", default=None, help="smallest wait worth attributing (default 1 ms)")
     p.add_argument("--all-ops", action="store_true", help="also list every attributed op (default: culprits only)")
 
 
@@ -21,10 +21,9 @@ def run(args: argparse.Namespace) -> int:
     from ..core.errors import StallcaseError
     from ..core.incident import read_incident
     from ..report.text import collectives_summary_lines
+    from ..core.option_numbers import MIN_WAIT_MS, number
 
-    if args.min_wait_ms is not None and not args.min_wait_ms >= 0:
-        raise StallcaseError("--min-wait-ms", f"must be a non-negative number of milliseconds, got {args.min_wait_ms}")
-    opts = Options() if args.min_wait_ms is None else Options(min_wait_ns=int(args.min_wait_ms * 1e6))
+    opts = Options() if args.min_wait_ms is None else Options(min_wait_ns=round(number(args.min_wait_ms, "--min-wait-ms", MIN_WAIT_MS) * 1e6))
     record = analyze_collectives([read_incident(p) for p in args.incidents], opts)
     for line in collectives_summary_lines(record, all_ops=getattr(args, "all_ops", False)):
         print(line)

@@ -42,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
     import yaml
 
     from ..core import config_errors
+    from ..config_check import check_config_file
+    from ..core.option_numbers import check_config_numbers
     from ..core.errors import StallcaseError
     from ..missing_incident import manifest_path
 
@@ -53,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     config: dict = {}
     for f in args.configfiles:
+        check_config_file(f)  # a regular file of UTF-8 text (a binary file is one line, not a UnicodeDecodeError)
         try:
             loaded = yaml.safe_load(Path(f).read_text(encoding="utf-8")) or {}
         except yaml.YAMLError as exc:
@@ -63,7 +66,9 @@ def run(args: argparse.Namespace) -> int:
     for item in args.config:
         k, v = _override(item)
         _merge(config, {k: v})
-    config_errors.check(config, where=" + ".join(args.configfiles + [f"--config {c}" for c in args.config]) or "config")
+    where = " + ".join(args.configfiles + [f"--config {c}" for c in args.config]) or "config"
+    config_errors.check(config, where=where)
+    check_config_numbers(config, where)
     print(f"ok: {' + '.join(args.configfiles) or 'the overrides'} match {config_errors.CONFIG_SCHEMA.name}")
     if "incident" in config and "incidents_dir" in config:
         where = manifest_path(config["incidents_dir"], config["incident"])

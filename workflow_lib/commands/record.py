@@ -8,6 +8,9 @@ import time
 
 NAME = "record"
 HELP = "run a command (no shell) and record NVML, scheduler evidence and provenance around it"
+# The recorder runs beside the user's workload and never raises into it: a numeric warning
+# in a sampler is not an input error (cli.py, numeric_warnings.py).
+NUMERIC_WARNINGS_ARE_ERRORS = False
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -35,6 +35,10 @@ MAX_TRACE_EVENTS = 4_000_000
 MAX_TRACE_BYTES = 4 << 30
 # A file the store copies or hashes (sources, inputs, patches, tables).
 MAX_ARTIFACT_BYTES = 16 << 30
+# Text one flight-recorder dump's `collectives` rows may hold once each row's group member
+# list is written out (the pickle's own cap, safe_pickle.MAX_EXPANDED_BYTES, counts what it
+# holds; this counts what the table repeats from it).
+MAX_DUMP_EXPANDED_TEXT_BYTES = 128 << 20
 # Values in one configuration once YAML aliases are expanded (a config is a few hundred).
 MAX_CONFIG_NODES = 100_000
 

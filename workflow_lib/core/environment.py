@@ -160,7 +160,7 @@ def _visible(nvml, handles: list, visible: str | None) -> list:
         return handles if visible is None else []
     out = []
     for item in (v.strip() for v in visible.split(",")):
-        if item.isdigit():
+        if item.isascii() and item.isdigit():
             if int(item) < len(handles):
                 out.append(handles[int(item)])
             continue

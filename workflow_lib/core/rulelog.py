@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from . import numeric_warnings
 from .errors import StallcaseError
 
 
@@ -22,13 +23,22 @@ def logged(log_path: str | os.PathLike, fn: Callable[..., Any], /, *args, **kwar
     inner = getattr(fn, "func", fn)  # a functools.partial names the function it wraps
     name = f"{getattr(inner, '__module__', '?')}.{getattr(inner, '__qualname__', type(inner).__name__)}"
     try:
-        result = fn(*args, **kwargs)
+        # The rule's first argument is its input file (the snapshot, the plan, ...).
+        result = numeric_warnings.call(fn, args[0] if args else name, *args, **kwargs)
     except StallcaseError as exc:
-        with open(log, "a", encoding="utf-8") as fh:
-            for line in exc.oneline().splitlines():
-                fh.write(f"error: {line}\n")
+        _log_error(log, exc.oneline())
+        raise
+    except OSError as exc:  # a full disk, a permission: the file it names is the error line (as the CLI prints it)
+        _log_error(log, f"{exc.filename}: {exc.strerror or exc}" if exc.filename else f"{name}: {exc}")
         raise
     with open(log, "a", encoding="utf-8") as fh:
         summary = result if isinstance(result, str) else type(result).__name__
         fh.write(f"ok: {name} in {time.monotonic() - t0:.2f} s -> {summary}\n")
     return result
+
+
+def _log_error(log: Path, message: str) -> None:
+    """`error: ...` lines, the ones report/terminal.py brings to the terminal when the run ends."""
+    with open(log, "a", encoding="utf-8") as fh:
+        for line in message.splitlines():
+            fh.write(f"error: {line}\n")

@@ -117,6 +117,10 @@ def empty(name: str) -> pa.Table:
 def conform(name: str, table: pa.Table, where: str | os.PathLike = "<table>") -> pa.Table:
     """Select and cast a table's columns to the contract schema (extra columns dropped)."""
     schema = TABLES[name]
+    seen: set[str] = set()
+    twice = sorted({c for c in table.column_names if c in seen or seen.add(c)})
+    if twice:  # which of the two is the column? Arrow's column() would raise KeyError
+        raise InputError(where, f"table '{name}' has column(s) {', '.join(map(repr, twice))} more than once")
     missing = [f.name for f in schema if f.name not in table.column_names and not f.nullable]
     if missing:
         raise InputError(where, f"table '{name}' lacks required column(s) {', '.join(missing)}")

@@ -10,6 +10,7 @@ from ..core import bounds
 from ..core.errors import InputError
 from ..core.patterns import compile_pattern
 from ..core.incident import Incident
+from ..core.option_numbers import BYTES_PER_DIAGNOSED_STEP, MAX_DIAGNOSED_STEPS, MEMORY_BUDGET_BYTES
 from .evidence import rank_key
 
 
@@ -22,6 +23,10 @@ def step_table(inc: Incident, step_pattern: str | None) -> pa.Table:
     if t.num_rows == 0:
         raise InputError(inc.path, "no steps to diagnose: the steps table is empty"
                          + ("" if step_pattern else "; name the step spans with --step-pattern REGEX"))
+    if t.num_rows > MAX_DIAGNOSED_STEPS:  # refused before any per-step record is built
+        raise InputError(inc.path, f"{t.num_rows} steps to diagnose, over the cap of {MAX_DIAGNOSED_STEPS} "
+                                   f"({BYTES_PER_DIAGNOSED_STEP >> 10} KiB a step within the {MEMORY_BUDGET_BYTES >> 30} GiB memory "
+                                   "budget): record a shorter window of the run")
     return pa.table({
         "step_id": t["step_id"].cast(pa.int64()), "thread_id": t["thread_id"].cast(pa.int64()),
         "start_ns": t["start_ns"].cast(pa.int64()), "end_ns": t["end_ns"].cast(pa.int64()),

@@ -103,8 +103,10 @@ class DiagnoseOptions:
                 except re.error as exc:
                     raise InputError(f"{where}.wait_patterns", f"not a valid regex {p!r}: {exc}") from None
             kw["wait_patterns"] = tuple(wait_patterns)
-        if warmup_steps is not None:
-            kw["warmup_steps"] = int(warmup_steps)
+        if warmup_steps is not None:  # the one check of numeric options (NaN, a float, 10**12 steps)
+            from ..core.option_numbers import CONFIG_NUMBERS, number
+
+            kw["warmup_steps"] = number(warmup_steps, f"{where}.warmup_steps", CONFIG_NUMBERS[("diagnose", "warmup_steps")])
         return cls(**kw)
 
     @classmethod

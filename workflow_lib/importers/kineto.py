@@ -27,6 +27,7 @@ from ..core import bounds, vocabulary
 from ..core.errors import InputError, StallcaseError
 from ..core.patterns import compile_pattern
 from ..core.incident import MANIFEST, incident_dir, source, write_incident
+from . import origin
 from . import kineto_events as ke
 from .json_stream import read_trace
 
@@ -311,8 +312,8 @@ def import_kineto(files, *, incident_id: str, incidents_dir: str | os.PathLike =
         unix_known &= known
         done = _finish(pieces, rank, base, shift, step_rx, path)
         bases.add(done.pop("_basis"))
-        for name, t in done.items():
-            parts.setdefault(name, []).append(t)
+        for name, t in done.items():  # checked here, an error names this trace and its field
+            parts.setdefault(name, []).append(origin.checked(name, t, path, origin.KINETO_FIELDS))
         artifacts.append({"role": "input", "path": str(path.resolve()), "relpath": None,
                           "digest": _hash_streaming(path), "size": path.stat().st_size})
         del pieces

@@ -39,13 +39,18 @@ PRODUCER = "torch-fr-import"
 __all__ = ["import_torch_fr", "read_dump", "rank_of", "dump_table", "PRODUCER"]
 
 
-def _shift(table: pa.Table, delta_ns: int, where=None) -> pa.Table:
+def _shift(table: pa.Table, delta_ns: int, dump, manifest) -> pa.Table:
+    """The dump's times on the incident's clock; an error names the dump's field (the input the
+    user gave) and the manifest's offset it was combined with."""
+    bounds.integer(delta_ns, "clock.unix_minus_host_ns", manifest)
     try:  # checked: a hostile offset must not wrap an int64 time into a negative one
-        col = pc.subtract_checked(table["enqueue_ns"], pa.scalar(bounds.integer(delta_ns, "clock.unix_minus_host_ns", where), pa.int64()))
+        col = pc.subtract_checked(table["enqueue_ns"], pa.scalar(delta_ns, pa.int64()))
     except pa.ArrowInvalid:
-        raise InputError(where, "placing the dumps' times on the incident's clock overflows int64 (clock.unix_minus_host_ns)") from None
+        raise InputError(dump, f"entries' time_created_ns minus the incident's clock.unix_minus_host_ns {delta_ns} "
+                               f"({manifest}) overflows int64") from None
     if col.null_count < len(col) and pc.min(col).as_py() < 0:
-        raise InputError(where, "the incident's clock.unix_minus_host_ns puts flight-recorder times before time 0")
+        raise InputError(dump, f"entries' time_created_ns minus the incident's clock.unix_minus_host_ns {delta_ns} "
+                               f"({manifest}) is before time 0")
     return table.set_column(table.schema.get_field_index("enqueue_ns"), "enqueue_ns", col)
 
 
@@ -78,8 +83,8 @@ def import_torch_fr(files: list[str | os.PathLike], *, incident_id: str, inciden
         if clock.get("unix_minus_host_ns") is None:
             raise InputError(out / incident_mod.MANIFEST, "incident's host clock is not realtime and has no unix_minus_host_ns, so flight-recorder times cannot be placed on it")
         delta_ns = int(clock["unix_minus_host_ns"])
-    new = pa.concat_tables([t if not delta_ns else _shift(t, delta_ns, out / incident_mod.MANIFEST)
-                            for _, _, t in (per_rank[r] for r in sorted(per_rank))])
+    new = pa.concat_tables([t if not delta_ns else _shift(t, delta_ns, p, out / incident_mod.MANIFEST)
+                            for p, _, t in (per_rank[r] for r in sorted(per_rank))])
     if "collectives" in tables:
         # Re-importing a rank replaces its rows; other ranks' rows stay.
         old = tables["collectives"]

@@ -156,6 +156,8 @@ def read(metric: dict, steps_file: Path, output: str, wall_ns: int) -> dict:
                                    f"(after skip_steps={skip})")
         return {"values_ns": values, "unusual": [], "source": src, "work": None}
     if src == "stdout_regex":
+        if not isinstance(metric.get("regex"), str):  # a hand-edited plan; the config check refuses it first
+            raise MetricUnreadable("metric source 'stdout_regex' has no regex to read the metric with")
         m = _pattern(metric["regex"], "metric regex", multiline=True).search(output)
         if not m:
             raise MetricUnreadable(f"metric regex {metric['regex']!r} matched nothing in the output")

@@ -29,6 +29,7 @@ import re
 import numpy as np
 
 from ..core.errors import RecordError
+from ..core.option_numbers import check_design_size
 
 ARMS_MEASURED = ("A", "B", "A'")
 
@@ -81,7 +82,7 @@ def make_schedule(design: dict) -> dict[str, list[dict]]:
         seed = int(design["seed"])
     except KeyError as exc:
         raise RecordError("plan design", f"missing field {exc.args[0]!r}") from None
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise RecordError("plan design", f"counts and seed must be integers ({exc})") from None
     if blocks < 1 or runs_per_arm < 1 or control_runs < 0 or warmup_runs < 0:
         raise RecordError(
@@ -89,6 +90,7 @@ def make_schedule(design: dict) -> dict[str, list[dict]]:
             f"need blocks >= 1, runs_per_arm >= 1, control_runs >= 0, warmup_runs >= 0; "
             f"got {blocks}, {runs_per_arm}, {control_runs}, {warmup_runs}",
         )
+    check_design_size(blocks, runs_per_arm, control_runs, warmup_runs, "plan design")  # before any run is allocated
     schedule: dict[str, list[dict]] = {}
     warm = [{"arm": "warmup", "warms": arm} for _ in range(warmup_runs) for arm in ("A", "B")]
     for b in range(blocks):

@@ -28,7 +28,7 @@ FR_ENV = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
 def _fr_size() -> int:
     for name in FR_ENV:
         v = os.environ.get(name, "")
-        if v.isdigit():
+        if v.isascii() and v.isdigit():
             return int(v)
     return 0
 

@@ -188,7 +188,7 @@ class SchedSampler:
         except OSError:
             return
         for t in tids:
-            if not t.isdigit() or int(t) in self._launchers:
+            if not (t.isascii() and t.isdigit()) or int(t) in self._launchers:
                 continue
             comm = _read(f"/proc/self/task/{t}/comm")
             if comm and comm.startswith(LAUNCHER_NAMES):

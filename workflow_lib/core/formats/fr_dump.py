@@ -44,8 +44,9 @@ from ..tables import conform
 # output_sizes/output_dtypes are later additions to the format; older dumps lack them.
 _REQUIRED = ("record_id", "process_group", "collective_seq_id", "profiling_name", "time_created_ns",
              "input_sizes", "state")
-_RANK_IN_NAME = (re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE), re.compile(r"(\d+)(?:\.[A-Za-z]+)*$"))
-_RANKS_STR = re.compile(r"^\s*\[\s*(\d+\s*(,\s*\d+\s*)*)?\]\s*$")
+# [0-9], never \d: Python's \d matches every Unicode decimal ('١' would read as rank 1).
+_RANK_IN_NAME = (re.compile(r"rank[_\-.]?([0-9]+)", re.IGNORECASE), re.compile(r"([0-9]+)(?:\.[A-Za-z]+)*$"))
+_RANKS_STR = re.compile(r"^\s*\[\s*([0-9]+\s*(,\s*[0-9]+\s*)*)?\]\s*$")
 _INT64_MAX = (1 << 63) - 1
 COUNTERS = {"last_enqueued_collective": "last_enqueued", "last_started_collective": "last_started",
             "last_completed_collective": "last_completed"}
@@ -111,7 +112,7 @@ def group_ranks(pg_config: dict, where: str | os.PathLike) -> dict[str, list[int
         if isinstance(ranks, str):
             if not _RANKS_STR.match(ranks):
                 raise InputError(where, f"pg_config[{name!r}].ranks is {ranks[:80]!r}, expected a list like '[0, 1]'")
-            ranks = [int(x) for x in re.findall(r"\d+", ranks)]
+            ranks = [int(x) for x in re.findall(r"[0-9]+", ranks)]
         if not isinstance(ranks, list) or not all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
             raise InputError(where, f"pg_config[{name!r}].ranks is not a list of ranks")
         out[str(cfg.get("name", name))] = ranks
@@ -150,8 +151,9 @@ def _check_entry(i: int, e: Any, where) -> None:
         raise InputError(where, f"entry {i}: pg_id is {pid!r}, expected a non-negative integer")
     if not isinstance(e["profiling_name"], str) or ":" not in e["profiling_name"]:
         raise InputError(where, f"entry {i}: profiling_name {bounds.show(e['profiling_name'])} is not like 'nccl:all_reduce'")
-    if str(e["state"]) not in STATES:
-        raise InputError(where, f"entry {i}: state is {e['state']!r}, expected one of {', '.join(STATES)}")
+    if not isinstance(e["state"], str) or e["state"] not in STATES:  # never str() of a nested or huge value
+        shown = bounds.show(e["state"]) if isinstance(e["state"], str) else f"a {type(e['state']).__name__}"
+        raise InputError(where, f"entry {i}: state is {shown}, expected one of {', '.join(STATES)}")
     for k in ("input_sizes", "output_sizes"):
         if k in e and not _is_sizes(e[k]):
             raise InputError(where, f"entry {i}: {k} is not a list of shapes")
@@ -171,7 +173,7 @@ def _thread_id(v: Any) -> int | None:
     # FR writes std::thread::id as a decimal string; keep it when it fits the column.
     if isinstance(v, int) and not isinstance(v, bool):
         return v if 0 <= v <= _INT64_MAX else None
-    if isinstance(v, str) and v.isdigit() and int(v) <= _INT64_MAX:
+    if isinstance(v, str) and v.isascii() and v.isdigit() and int(v) <= _INT64_MAX:  # '²'.isdigit() is True
         return int(v)
     return None
 
@@ -205,6 +207,15 @@ def dump_table(dump: dict, rank: int, where) -> pa.Table:
     ranks_of = [members.get(p) for p in pg]
     dur = [e.get("duration_ms") for e in entries]
     members_json = {p: json.dumps(r) for p, r in members.items()}
+    # Every row repeats its group's member list: a few KB of pg_config times many entries
+    # (memo-shared in a pickle, or simply many) would expand in Arrow past the memory cap.
+    lens = {p: len(j) for p, j in members_json.items()}
+    expanded = sum(lens.get(p, 0) for p in pg)
+    if expanded > bounds.MAX_DUMP_EXPANDED_TEXT_BYTES:
+        big = max(lens, key=lens.get)
+        raise InputError(where, f"{len(entries)} entries x the member lists of their groups (pg_config[{big!r}].ranks: "
+                                f"{len(members[big])} ranks) expand to {expanded} bytes of text, over the limit of "
+                                f"{bounds.MAX_DUMP_EXPANDED_TEXT_BYTES}")
     dtypes_cache: dict = {}
     return conform("collectives", pa.table({
         "rank": pa.array([rank] * len(entries), pa.int32()),
@@ -230,7 +241,7 @@ def dump_table(dump: dict, rank: int, where) -> pa.Table:
 
 
 def _counter(v: Any, where, field: str) -> int | None:
-    if isinstance(v, str) and re.fullmatch(r"-?\d{1,19}", v.strip()):
+    if isinstance(v, str) and re.fullmatch(r"-?[0-9]{1,19}", v.strip()):
         v = int(v)
     if not isinstance(v, int) or isinstance(v, bool) or v < -1 or v > _INT64_MAX:
         raise InputError(where, f"pg_status {field} is {v!r}, expected an integer >= -1")
@@ -258,7 +269,9 @@ def group_counters(dump: dict, where) -> tuple[dict[str, dict], list[str]]:
         try:
             pid = int(key)
         except (TypeError, ValueError):
-            raise InputError(where, f"pg_status key {key!r} is not a process-group id") from None
+            pid = None
+        if pid is None or (isinstance(key, str) and not key.isascii()):  # int('١') is 1: ASCII digits only
+            raise InputError(where, f"pg_status key {key!r} is not a process-group id")
         c = {short: _counter(st[long], where, f"[{key!r}].{long}") if long in st else None for long, short in COUNTERS.items()}
         if pid in by_id:
             name, how = by_id[pid], "entries"
