@@ -14,7 +14,7 @@ elsewhere, so it must fail in one line rather than hang or write somewhere unexp
   - a candidate env name is a plain variable name and its value holds no NUL;
   - a stdout metric regex is given, compiles on the linear-time engine and has the group it reads;
   - every numeric key is finite and in range, and the design fits the memory budget and can
-    conclude at its confidence (option_numbers.check_config_numbers).
+    conclude at its confidence (check_config_numbers, below).
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ import re
 from typing import Any
 
 from .core import bounds, safe_io
-from .core.option_numbers import check_config_numbers
+from .compare import stats
+from .core.option_numbers import CONFIG_NUMBERS, check_design_size, number
 from .core.errors import InputError, StallcaseError
 from .core.patterns import compile_pattern
 
@@ -131,3 +132,23 @@ def exit_on_error(config: dict) -> None:
     except StallcaseError as exc:
         print(f"error: {exc.oneline()}", file=sys.stderr, flush=True)
         raise SystemExit(1) from None
+
+
+def check_config_numbers(config: dict, where: str = "config") -> None:
+    """Refuse a numeric key that is not finite or out of range, a design over the run cap, and a
+    design that can never conclude (fewer blocks than an interval needs at its confidence)."""
+    got: dict[tuple[str, ...], int | float] = {}
+    for path, spec in CONFIG_NUMBERS.items():
+        node: Any = config
+        for part in path:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, (int, float)) and not isinstance(node, bool):  # other types: the schema's line
+            got[path] = number(node, f"{where} {'.'.join(path)}", spec)
+    trials = {p[1]: v for p, v in got.items() if p[0] == "trials" and len(p) == 2}
+    if {"blocks", "runs_per_arm", "control_runs", "warmup_runs"} <= trials.keys():
+        check_design_size(trials["blocks"], trials["runs_per_arm"], trials["control_runs"], trials["warmup_runs"], f"{where} trials")
+    if "blocks" in trials and "confidence" in trials:
+        need = stats.min_blocks(trials["confidence"])
+        if trials["blocks"] < need:
+            raise StallcaseError(f"{where} trials.blocks", f"is {trials['blocks']}: at confidence {trials['confidence']} no interval exists "
+                                                           f"below {need} blocks, so the comparison could never conclude; use blocks >= {need}")

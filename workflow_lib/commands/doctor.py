@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..core import config_errors
     from ..config_check import check_config_file
-    from ..core.option_numbers import check_config_numbers
+    from ..config_check import check_config_numbers
     from ..core.errors import StallcaseError
     from ..missing_incident import manifest_path
 

@@ -18,7 +18,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..compare import stats
 from .bounds import INT64_MAX, show
 from .errors import StallcaseError
 
@@ -122,7 +121,7 @@ TRIGGER_OPTIONS: dict[str, tuple[str, Spec]] = {
 }
 
 # ---- the workflow configuration's numeric keys (types are the schema's; this adds finite,
-# range and unit; `check_config_numbers` adds the caps that depend on several keys)
+# range and unit; `config_check.check_config_numbers` adds the caps that depend on several keys)
 CONFIG_NUMBERS: dict[tuple[str, ...], Spec] = {
     ("trials", "blocks"): Spec(1, MAX_BLOCKS, "blocks", integer=True),
     ("trials", "runs_per_arm"): Spec(1, MAX_RUNS, "runs", integer=True),
@@ -152,23 +151,3 @@ def check_design_size(blocks: int, runs_per_arm: int, control_runs: int, warmup_
         raise StallcaseError(where, f"blocks x runs per block is {blocks} x {per} = {total} runs, over the cap of {MAX_RUNS} runs "
                                     f"in {MAX_BLOCKS} blocks at most ({BYTES_PER_RUN >> 10} KiB per run, half of the "
                                     f"{MEMORY_BUDGET_BYTES >> 30} GiB memory budget)")
-
-
-def check_config_numbers(config: dict, where: str = "config") -> None:
-    """Refuse a numeric key that is not finite or out of range, a design over the run cap, and a
-    design that can never conclude (fewer blocks than an interval needs at its confidence)."""
-    got: dict[tuple[str, ...], int | float] = {}
-    for path, spec in CONFIG_NUMBERS.items():
-        node: Any = config
-        for part in path:
-            node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, (int, float)) and not isinstance(node, bool):  # other types: the schema's line
-            got[path] = number(node, f"{where} {'.'.join(path)}", spec)
-    trials = {p[1]: v for p, v in got.items() if p[0] == "trials" and len(p) == 2}
-    if {"blocks", "runs_per_arm", "control_runs", "warmup_runs"} <= trials.keys():
-        check_design_size(trials["blocks"], trials["runs_per_arm"], trials["control_runs"], trials["warmup_runs"], f"{where} trials")
-    if "blocks" in trials and "confidence" in trials:
-        need = stats.min_blocks(trials["confidence"])
-        if trials["blocks"] < need:
-            raise StallcaseError(f"{where} trials.blocks", f"is {trials['blocks']}: at confidence {trials['confidence']} no interval exists "
-                                                           f"below {need} blocks, so the comparison could never conclude; use blocks >= {need}")
