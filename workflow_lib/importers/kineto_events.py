@@ -106,6 +106,9 @@ def _convert(events: list) -> pa.StructArray:
         return pa.concat_arrays([_convert(events[:mid]), _convert(events[mid:])])
 
 
+_MARK_TO_LINES = bytes.maketrans(b"\x00\n\r", b"\n  ")
+
+
 def _to_lines(piece: bytes, exact: bool = True) -> bytes:
     """One event per line. Kineto separates events with "},\n  {"; that exact separator is
     marked with bytes.replace (a raw NUL cannot occur in valid JSON) before newlines become
@@ -113,8 +116,7 @@ def _to_lines(piece: bytes, exact: bool = True) -> bytes:
     laid out otherwise is then one line with several events, which Arrow refuses, and the
     caller retries with exact=False."""
     if exact and b"\x00" not in piece:
-        marked = piece.replace(b"},\n  {", b"}\x00{").replace(b"\n", b" ").replace(b"\r", b" ")
-        return marked.replace(b"}\x00{", b"}\n{")
+        return piece.replace(b"},\n  {", b"}\x00{").translate(_MARK_TO_LINES)  # one pass: NUL -> newline, newlines -> spaces
     return _BETWEEN.sub(b"}\n{", piece.replace(b"\n", b" ").replace(b"\r", b" "))
 
 
