@@ -12,8 +12,8 @@ containers are counted each time they are reached. PyTorch's flight recorder pic
 with `tag_aggregates=false`, so its dumps contain only such values and load unchanged.
 
 Until issue 26 a pure-Python opcode scan (pickletools.genops) ran first as a second
-guard, and the tree check walked every value in Python: together ~80 ms of a 64-rank
-import's ~130 ms per dump. Now the tree check runs level by level with C-level iteration
+guard, and the tree check walked every value in Python: together ~85 ms of a 64-rank
+import's ~170 ms per dump. Now the tree check runs level by level with C-level iteration
 (`_check_tree_fast`), falling back to the exact per-object walk only when a container is
 reached twice (memo sharing or a cycle), and the cyclic GC is paused while the unpickler
 builds the tree (it would rescan every dump already held). What the scan gave is kept:
