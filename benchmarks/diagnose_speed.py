@@ -1,6 +1,7 @@
 """Kineto import + diagnosis vs Holistic Trace Analysis vs a bare json.loads, same trace, same run.
 
     python benchmarks/diagnose_speed.py [--events 100000 1000000] [--steps 1000000] [--hta-python PATH]
+                                        [--repeats 3] [--hta-repeats 1] [--scale 1 4 16]
 
 HTA runs in its own venv: python3 -m venv V && V/bin/pip install holistictraceanalysis==0.5.0 'pandas<3'.
 
@@ -13,6 +14,14 @@ Time is the work inside the child (imports excluded); peak memory is the child's
 (/proc/self/status, read by the child at its end: a fresh exec has its own high-water mark,
 while wait4's ru_maxrss would inherit the parent's size at fork), imports included. The trace
 is generated in a child process too, so no contender starts from a large parent. Also prints HTA's and stallcase's temporal breakdowns side by side.
+
+--repeats R runs json.loads and stallcase R times each, interleaved (HTA --hta-repeats times: it
+takes ~10 minutes per run at 1M events here); each time and peak is printed as the median with
+[min, max] over the repeats, and the ratios are of medians.
+
+--scale K... (peak RSS as the input grows): the 1M-event trace copied to K rank files (rank id
+changed in each copy's distributedInfo), so the input is K times the 1M-event trace; stallcase
+import + diagnose of all K ranks in one child; prints time, peak RSS and RSS per 1M events.
 
 --steps N (each value, with and without kernels): diagnose a synthetic N-step incident built in
 memory column-wise (benchmarks/big_incident.py: host spans + steps + scheduler samples, and with
@@ -50,7 +59,7 @@ from workflow_lib.diagnose import diagnose_dir
 from workflow_lib.diagnose.breakdown import temporal_breakdown
 from workflow_lib.core.incident import read_incident
 t = time.perf_counter()
-out = import_kineto([sys.argv[1]], incident_id='bench', incidents_dir=sys.argv[2])
+out = import_kineto(sys.argv[1].split(','), incident_id='bench', incidents_dir=sys.argv[2])
 t_import = time.perf_counter() - t
 rec = diagnose_dir(out, out_path=out / 'diagnosis.json')
 seconds = time.perf_counter() - t
@@ -134,26 +143,83 @@ def bench_events(events: int, args, work: Path) -> dict:
         subprocess.run([sys.executable, __file__, "--events", str(events), "--write-only", str(trace)], check=True)
     print(f"trace: {trace} {trace.stat().st_size / 2**20:.1f} MiB (ready in {time.perf_counter() - t:.1f} s)")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    shutil.rmtree(work / "incidents", ignore_errors=True)  # this script's own output from an earlier run
-    res = {"json_loads": run_child("json_loads", sys.executable, [str(trace)], env)}
-    n = res["json_loads"]["events"]
-    print(f"events: {n}")
-    res["stallcase"] = run_child("stallcase", sys.executable, [str(trace), str(work / "incidents")], env)
-    res["hta"] = run_child("hta", args.hta_python, [str(trace_dir)], dict(env, HTA_DISABLE_NS_ROUNDING="1", PYTHONPATH=""))
-    for name, r in res.items():
-        print(f"{name:>10}: {r['seconds']:8.2f} s   peak RSS {r['peak_rss_mib']:8.1f} MiB")
-    s, h, j = res["stallcase"], res["hta"], res["json_loads"]
+    runs: dict[str, list[dict]] = {"json_loads": [], "stallcase": [], "hta": []}
+    for rep in range(max(args.repeats, args.hta_repeats)):
+        if rep < args.repeats:
+            runs["json_loads"].append(run_child("json_loads", sys.executable, [str(trace)], env))
+            shutil.rmtree(work / "incidents", ignore_errors=True)  # this script's own output from an earlier run
+            runs["stallcase"].append(run_child("stallcase", sys.executable, [str(trace), str(work / "incidents")], env))
+        if rep < args.hta_repeats:
+            runs["hta"].append(run_child("hta", args.hta_python, [str(trace_dir)], dict(env, HTA_DISABLE_NS_ROUNDING="1", PYTHONPATH="")))
+    runs = {k: v for k, v in runs.items() if v}
+    n = runs["json_loads"][0]["events"]
+    print(f"events: {n}; repeats: json_loads/stallcase {args.repeats}, hta {args.hta_repeats}")
+    res = {name: {"seconds": _med([r["seconds"] for r in v]), "peak_rss_mib": _med([r["peak_rss_mib"] for r in v]),
+                  "runs": v, **{k: x for k, x in v[0].items() if k not in ("seconds", "peak_rss_mib")}} for name, v in runs.items()}
+    for name, v in runs.items():
+        t = [r["seconds"] for r in v]
+        m = [r["peak_rss_mib"] for r in v]
+        print(f"{name:>10}: {_med(t):8.2f} s [{min(t):.2f}, {max(t):.2f}]   peak RSS {_med(m):8.1f} MiB [{min(m):.1f}, {max(m):.1f}]")
+    s, j = res["stallcase"], res["json_loads"]
+    s["import_seconds"] = _med([r["import_seconds"] for r in runs["stallcase"]])
     target = 10 if n >= 500_000 else 3
-    print(f"stallcase import {s['import_seconds']:.2f} s, diagnosis of {s['steps']} steps (validated, written) {s['seconds'] - s['import_seconds']:.2f} s; hta parse {h['parse_seconds']:.2f} s")
+    print(f"stallcase import {s['import_seconds']:.2f} s, diagnosis of {s['steps']} steps (validated, written) {s['seconds'] - s['import_seconds']:.2f} s")
+    print(f"time vs bare json.loads: {s['seconds'] / j['seconds']:.2f}x (target <= 1.5); peak RSS {s['peak_rss_mib'] / j['peak_rss_mib']:.2f} of json.loads'")
+    if "hta" not in res:
+        print("HTA: not run (--hta-repeats 0)")
+        return {"events": n, "results": res}
+    h = res["hta"]
+    print(f"hta parse {h['parse_seconds']:.2f} s")
     print(f"speed vs HTA at {n} events: {h['seconds'] / s['seconds']:.1f}x faster (target >= {target}x)")
     print(f"peak memory vs HTA at {n} events: {s['peak_rss_mib'] / h['peak_rss_mib']:.2f} of HTA's (target <= 0.33)")
-    print(f"time vs bare json.loads: {s['seconds'] / j['seconds']:.2f}x")
     ours = s["breakdown"][0]
     for key in ("idle_ns", "compute_ns", "non_compute_ns", "kernel_time_ns"):
         a, b = ours[key], h["breakdown"][key]
         rel = abs(a - b) / b if b else float(a != b)
         print(f"breakdown {key:>15}: stallcase {a:>14} HTA {b:>14} rel diff {rel:.2e}")
     return {"events": n, "results": res}
+
+
+def bench_scale(factors: list[int], args, work: Path) -> dict:
+    """Peak RSS of import + diagnose over K copies (ranks) of the 1M-event trace."""
+    base = work / "trace-1000000" / "rank0.json"
+    base.parent.mkdir(parents=True, exist_ok=True)
+    if not base.exists():
+        subprocess.run([sys.executable, __file__, "--events", "1000000", "--write-only", str(base)], check=True)
+    head = base.open("rb").read(4096)
+    marker = b'"rank": 0,'
+    if marker not in head:
+        raise SystemExit(f"{base}: no {marker!r} in its header to rewrite")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = {}
+    for k in factors:
+        d = work / f"scale-{k}"
+        d.mkdir(exist_ok=True)
+        files = []
+        for r in range(k):
+            f = d / f"rank{r}.json"
+            if not f.exists():
+                with base.open("rb") as src, f.open("wb") as dst:
+                    first = src.read(4096)
+                    dst.write(first.replace(marker, f'"rank": {r},'.encode(), 1))
+                    shutil.copyfileobj(src, dst, 1 << 20)
+            files.append(str(f))
+        shutil.rmtree(work / "incidents", ignore_errors=True)
+        r = run_child("stallcase", sys.executable, [",".join(files), str(work / "incidents")], env)
+        shutil.rmtree(work / "incidents", ignore_errors=True)
+        out[k] = r
+        print(f"scale {k:>2}x ({k} ranks x 1M events): {r['seconds']:7.1f} s (import {r['import_seconds']:.1f} s), "
+              f"{r['steps']} steps, peak RSS {r['peak_rss_mib']:7.1f} MiB ({r['peak_rss_mib'] / k:.0f} MiB per 1M events)")
+    if len(out) > 1:
+        lo, hi = min(out), max(out)
+        print(f"peak RSS {hi}x / {lo}x: {out[hi]['peak_rss_mib'] / out[lo]['peak_rss_mib']:.2f} (flat = 1.0; linear = {hi / lo:.0f}); "
+              f"{hi}x under 2 GB: {'met' if out[hi]['peak_rss_mib'] < 2048 else 'NOT met'}")
+    return out
+
+
+def _med(v: list[float]) -> float:
+    v = sorted(v)
+    return 0.5 * (v[(len(v) - 1) // 2] + v[len(v) // 2])
 
 
 def bench_steps(steps: int, work: Path) -> dict:
@@ -175,6 +241,9 @@ def main() -> int:
     ap.add_argument("--steps", type=int, nargs="+", default=[1_000_000])
     ap.add_argument("--hta-python", default="/work/venvs/hta/bin/python")
     ap.add_argument("--workdir", default=None)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--hta-repeats", type=int, default=1)
+    ap.add_argument("--scale", type=int, nargs="*", default=[])
     ap.add_argument("--write-only", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.write_only:  # child mode: generate the trace and exit
@@ -183,10 +252,12 @@ def main() -> int:
     work = Path(args.workdir or tempfile.mkdtemp(prefix="diagnose_speed-"))
     work.mkdir(parents=True, exist_ok=True)
     print(f"load average at start: {load()} ({os.cpu_count()} cores)")
-    results = {"events": {}, "steps": {}}
+    results = {"events": {}, "steps": {}, "scale": {}}
     for n in args.events:
         if n > 0:
             results["events"][n] = bench_events(n, args, work)
+    if args.scale:
+        results["scale"] = bench_scale(args.scale, args, work)
     for n in args.steps:
         if n > 0:
             results["steps"][n] = bench_steps(n, work)

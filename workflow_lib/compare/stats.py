@@ -18,6 +18,8 @@ import math
 
 import numpy as np
 
+from . import walsh_select
+
 # Continued-fraction accuracy: 1e-14 relative is far below any threshold we use.
 _BETACF_EPS = 1e-14
 _BETACF_MAX_ITER = 500
@@ -55,6 +57,8 @@ def walsh_rank(n: int, confidence: float) -> int | None:
     alpha_half = (1.0 - confidence) / 2.0
     if n < 1:
         return None
+    if n > walsh_select.EXACT_CDF_MAX_N:  # the exact recurrence is O(n^3)
+        return walsh_select.critical_rank_normal(n, confidence)
     cdf = signed_rank_cdf(n)
     # Largest c with P(T+ <= c) <= alpha/2; the interval drops c Walsh averages per side.
     below = np.nonzero(cdf <= alpha_half * (1.0 + 1e-12))[0]
@@ -87,6 +91,11 @@ def hodges_lehmann(x: np.ndarray, confidence: float) -> tuple[np.ndarray, np.nda
     """
     x = np.asarray(x, dtype=float)
     n = x.shape[-1]
+    if n > walsh_select.SORT_MAX_N:  # n(n+1)/2 averages would not fit: select the few needed
+        k = walsh_rank(n, confidence)
+        rows = [walsh_select.hodges_lehmann_1d(row, k) for row in x.reshape(-1, n)]
+        est, lo, hi = (np.asarray(v, dtype=float).reshape(x.shape[:-1]) for v in zip(*rows))
+        return est, lo, hi
     walsh = walsh_averages(x)
     est = np.median(walsh, axis=-1)
     k = walsh_rank(n, confidence)

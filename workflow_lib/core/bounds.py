@@ -222,6 +222,8 @@ _JSON_BOOL_NUMBER = re.compile(rb'"(ts|dur|pid|tid|baseTimeNanoseconds|rank|devi
 def json_bool_numbers(piece: bytes, where) -> None:
     """Refuse raw JSON where a numeric event field is `true`/`false` (Arrow and pyarrow's
     converters would read `"ts": true` as 1: a fabricated timestamp)."""
+    if b"true" not in piece and b"false" not in piece:  # a substring scan, ~20x faster than the regex
+        return
     m = _JSON_BOOL_NUMBER.search(piece)
     if m:
         raise InputError(where, f"an event's '{m.group(1).decode()}' is {m.group(2).decode()}: a boolean, not a number")

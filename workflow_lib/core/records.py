@@ -20,7 +20,7 @@ import blake3
 import jsonschema
 from jsonschema import Draft202012Validator
 
-from . import atomic, bounds, safe_io
+from . import atomic, bounds, json_pretty, safe_io
 from .errors import InputError, RecordError
 
 SCHEMA_DIR = Path(os.environ.get("STALLCASE_SCHEMAS", Path(__file__).resolve().parents[2] / "schemas"))
@@ -138,7 +138,7 @@ def write_record(path: str | os.PathLike, record: dict, kind: str) -> str:
     except UnicodeEncodeError as exc:
         raise RecordError(path, f"record holds text that is not valid Unicode ({exc.reason}: {exc.object[exc.start:exc.end]!r})") from None
     # Pretty on disk for people reading the artifact tree; the digest is over canonical bytes.
-    pretty = json.dumps(record, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    pretty = json_pretty.dumps(record) + "\n"
     atomic.write_text(path, pretty)
     return blake3.blake3(data).hexdigest()
 

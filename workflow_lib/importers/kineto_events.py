@@ -106,22 +106,28 @@ def _convert(events: list) -> pa.StructArray:
         return pa.concat_arrays([_convert(events[:mid]), _convert(events[mid:])])
 
 
+_MARK_TO_LINES = bytes.maketrans(b"\x00\n\r", b"\n  ")
+
+
+def _to_lines(piece: bytes, exact: bool = True) -> bytes:
+    """One event per line. Kineto separates events with "},\n  {"; that exact separator is
+    marked with bytes.replace (a raw NUL cannot occur in valid JSON) before newlines become
+    spaces, which takes a tenth of the time of the regex that finds any "}, {" spacing. A piece
+    laid out otherwise is then one line with several events, which Arrow refuses, and the
+    caller retries with exact=False."""
+    if exact and b"\x00" not in piece:
+        return piece.replace(b"},\n  {", b"}\x00{").translate(_MARK_TO_LINES)  # one pass: NUL -> newline, newlines -> spaces
+    return _BETWEEN.sub(b"}\n{", piece.replace(b"\n", b" ").replace(b"\r", b" "))
+
+
 def parse_piece(piece: bytes) -> pa.StructArray:
     """Bytes of consecutive events -> the kept events (raises PieceRefused if not complete)."""
     bounds.json_bool_numbers(piece, None)  # `"ts": true` is not a time (the caller names the file)
-    text = _BETWEEN.sub(b"}\n{", piece.replace(b"\n", b" ").replace(b"\r", b" "))
-    if b'id": "' in text or b'id":"' in text:  # cheap pre-check: string ids are rare
-        text = _STR_IDS.sub(rb'"\1_str"\2"', text)
     try:
-        if not text.lstrip().startswith(b"{"):
-            # pyarrow 26's JSON reader crashes the process (SIGSEGV) when the first row is
-            # `null`; events are objects, so anything else takes the json.loads path.
-            raise pa.ArrowInvalid("first element is not an object")
-        # The system allocator hands freed parse buffers back; mimalloc keeps them (higher peak RSS).
-        table = pj.read_json(io.BytesIO(text), read_options=pj.ReadOptions(block_size=1 << 20), parse_options=_PARSE,
-                             memory_pool=pa.system_memory_pool())
-        arr = pa.StructArray.from_arrays([table.column(f.name).combine_chunks() for f in EVENT], fields=list(EVENT))
-        _check_utf8(arr)
+        try:
+            arr = _read_lines(_to_lines(piece))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            arr = _read_lines(_to_lines(piece, exact=False))  # events not laid out as Kineto writes them
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         try:
             events = json.loads(b"[" + piece + b"]")
@@ -132,6 +138,22 @@ def parse_piece(piece: bytes) -> pa.StructArray:
             raise PieceRefused() from None
         arr = _convert(events)
     return keep(arr)
+
+
+def _read_lines(text: bytes) -> pa.StructArray:
+    """Arrow's JSON reader over one event per line; Arrow errors propagate to the caller's fallbacks."""
+    if b'id": "' in text or b'id":"' in text:  # cheap pre-check: string ids are rare
+        text = _STR_IDS.sub(rb'"\1_str"\2"', text)
+    if not text.lstrip().startswith(b"{"):
+        # pyarrow 26's JSON reader crashes the process (SIGSEGV) when the first row is
+        # `null`; events are objects, so anything else takes the json.loads path.
+        raise pa.ArrowInvalid("first element is not an object")
+    # The system allocator hands freed parse buffers back; mimalloc keeps them (higher peak RSS).
+    table = pj.read_json(io.BytesIO(text), read_options=pj.ReadOptions(block_size=1 << 20), parse_options=_PARSE,
+                         memory_pool=pa.system_memory_pool())
+    arr = pa.StructArray.from_arrays([table.column(f.name).combine_chunks() for f in EVENT], fields=list(EVENT))
+    _check_utf8(arr)
+    return arr
 
 
 def _check_utf8(arr: pa.StructArray) -> None:

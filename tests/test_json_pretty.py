@@ -1,0 +1,55 @@
+"""Records' pretty layout: byte for byte json.dumps(indent=2) for small values, one element per
+line for long arrays, and the same value when read back."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from workflow_lib.core import json_pretty, records
+
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=6),
+    lambda kids: st.lists(kids, max_size=5) | st.dictionaries(st.text(max_size=4), kids, max_size=5),
+    max_leaves=40)
+
+
+def _reference(value) -> str:
+    return json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False)
+
+
+@settings(max_examples=150, deadline=None)
+@given(value=_values)
+def test_small_values_are_laid_out_as_json_dumps_indent_2(value):
+    assert json_pretty.dumps(value) == _reference(value)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_long_arrays_read_back_equal_one_element_per_line(seed):
+    import random
+    rng = random.Random(seed)
+    items = [rng.choice([None, True, 1.5, -3, "tëxt", {"b": [1, {"c": None}], "a": "x\ny"}, [1, [2, []]], {}])
+             for _ in range(json_pretty.LONG_ARRAY + 1 + rng.randrange(100))]
+    rec = {"steps": items, "summary": {"n": len(items), "é": "ünïcode"}}
+    text = json_pretty.dumps(rec)
+    assert json.loads(text) == rec
+    lines = text.splitlines()
+    start = lines.index('  "steps": [')
+    assert len(lines[start + 1:start + 1 + len(items)]) == len(items)
+    assert all(line.startswith("    ") and "\n" not in line for line in lines[start + 1:start + 1 + len(items)])
+
+
+def test_nan_is_refused():
+    with pytest.raises(ValueError):
+        json_pretty.dumps({"x": [float("nan")] * 100})
+
+
+def test_written_record_reads_back_with_the_same_digest(tmp_path):
+    rec = {"schema_version": 1, "kind": "collectives", "x": list(range(200))}
+    path = tmp_path / "r.json"
+    text = json_pretty.dumps(rec) + "\n"
+    path.write_text(text, encoding="utf-8")
+    assert records.digest_of(json.loads(path.read_text(encoding="utf-8"))) == records.digest_of(rec)
