@@ -204,7 +204,7 @@ def test_raw_buffers_go_from_cupti_through_the_pool_into_the_rings(monkeypatch):
     monkeypatch.setattr(cupti_mod, "cupti", fake)
     src = cupti_mod.CuptiSource(4096, 4096, 4096)
     lib = _lib()
-    raw = cupti_raw.RawBuffers(src, lib, 1 << 16)
+    raw = cupti_raw.RawBuffers(src, lib, 1 << 16, fake)
     if lib is not None:
         raw.register()
     rec_buf, valid, expect, names = _buffer([cp.KIND_CONCURRENT_KERNEL] * 40 + [cp.KIND_MEMCPY] * 2, seed=5)

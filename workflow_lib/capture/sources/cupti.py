@@ -32,6 +32,7 @@ from ..clock import now_ns
 from ...core.incident import source
 from ..ring import Ring
 from . import cupti_raw
+from .cupti_parse import MEMCPY_KINDS, _lookup_into, _sync_type  # one definition, shared with the raw parser
 
 try:  # the binding object; None when cupti-python is not installed
     from cupti import cupti  # type: ignore
@@ -40,8 +41,6 @@ except Exception:  # ImportError, or a CUDA library mismatch raised at import ti
 
 BUFFER_BYTES = 4 << 20
 CALIBRATION_READS = 7
-MEMCPY_KINDS = {0: "unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
-                8: "DtoD", 9: "HtoH", 10: "PtoP"}
 # Runtime calls that block the calling host thread until the GPU reaches a point: one
 # definition for every stage (workflow_lib/core/vocabulary.py; cudaFree yes, cudaMalloc no).
 from ...core.vocabulary import is_sync_call
@@ -227,7 +226,7 @@ class CuptiSource:
             self.parser_note = "raw buffers: the binding's libcupti is not reachable through ctypes; binding used"
             return False
         try:
-            raw = cupti_raw.RawBuffers(self, lib, self.buffer_bytes)
+            raw = cupti_raw.RawBuffers(self, lib, self.buffer_bytes, cupti)
             raw.register()
         except Exception as exc:
             self.parser_note = f"raw buffers: {_err(exc)}; binding used"
@@ -651,17 +650,6 @@ def _pick(acts, kinds: np.ndarray, kind: int):
     return itemgetter(*idx.tolist())(acts)
 
 
-def _lookup_into(out: np.ndarray, keys: np.ndarray, table_keys: np.ndarray, table_vals: np.ndarray) -> None:
-    """out[i] = table_vals[j] where table_keys[j] == keys[i], for entries of out still < 0."""
-    if table_keys.size == 0:
-        return
-    order = np.argsort(table_keys, kind="stable")
-    sk = table_keys[order]
-    pos = np.minimum(np.searchsorted(sk, keys), sk.size - 1)
-    hit = (sk[pos] == keys) & (out < 0)
-    out[hit] = table_vals[order][pos[hit]]
-
-
 def _base_api_name(name: str) -> str:
     """cudaGetDeviceProperties_v2_v12000 -> cudaGetDeviceProperties."""
     return _VERSION_SUFFIX.sub("", name)
@@ -681,14 +669,6 @@ def _api_name(cu, cbid: int) -> str:
     return name
 
 
-def _sync_type(cu, t) -> str:
-    enum = getattr(cu, "ActivitySynchronizationType", None)
-    if enum is not None and t is not None:
-        try:
-            return enum(t).name
-        except (ValueError, TypeError):
-            pass
-    return str(t)
 
 
 # ---- for readers of an incident (the diagnosis) -------------------------------------------

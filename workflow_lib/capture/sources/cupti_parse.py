@@ -27,6 +27,32 @@ import struct
 
 import numpy as np
 
+# CUPTI's CUpti_ActivityMemcpyKind, by value (both parsers name copies with it).
+MEMCPY_KINDS = {0: "unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
+                8: "DtoD", 9: "HtoH", 10: "PtoP"}
+
+
+def _lookup_into(out: np.ndarray, keys: np.ndarray, table_keys: np.ndarray, table_vals: np.ndarray) -> None:
+    """out[i] = table_vals[j] where table_keys[j] == keys[i], for entries of out still < 0."""
+    if table_keys.size == 0:
+        return
+    order = np.argsort(table_keys, kind="stable")
+    sk = table_keys[order]
+    pos = np.minimum(np.searchsorted(sk, keys), sk.size - 1)
+    hit = (sk[pos] == keys) & (out < 0)
+    out[hit] = table_vals[order][pos[hit]]
+
+
+def _sync_type(cu, t) -> str:
+    enum = getattr(cu, "ActivitySynchronizationType", None)
+    if enum is not None and t is not None:
+        try:
+            return enum(t).name
+        except (ValueError, TypeError):
+            pass
+    return str(t)
+
+
 # CUpti_ActivityKind values (cupti_activity.h).
 KIND_MEMCPY, KIND_MEMSET, KIND_RUNTIME, KIND_CONCURRENT_KERNEL, KIND_SYNCHRONIZATION = 1, 2, 5, 10, 38
 KIND_KERNEL = 3  # the serialized-kernel record has the same layout as CONCURRENT_KERNEL
@@ -283,13 +309,10 @@ class NameCache:
         return got, inv.reshape(-1)
 
 
-def ingest(source, buf, valid: int, names: NameCache, cu=None, sizes: dict[int, int] | None = None) -> int:
+def ingest(source, buf, valid: int, names: NameCache, cu, sizes: dict[int, int] | None = None) -> int:
     """One raw buffer into a CuptiSource's rings (the raw twin of CuptiSource.ingest): the same
     rows, the same runtime-call filter and sync-thread lookup. Returns the records added;
-    LayoutError propagates (the caller counts the buffer as unread)."""
-    from . import cupti as cupti_mod
-
-    cu = cupti_mod.cupti if cu is None else cu
+    LayoutError propagates (the caller counts the buffer as unread). cu: the cupti-python binding."""
     by = parse(buf, valid, sizes)
     added = 0
     k = by.get(KIND_CONCURRENT_KERNEL)
@@ -313,14 +336,14 @@ def ingest(source, buf, valid: int, names: NameCache, cu=None, sizes: dict[int, 
     if s is not None:
         tid = np.full(len(s["corr"]), -1, np.int64)
         if api is not None and api[0].size:
-            cupti_mod._lookup_into(tid, s["corr"], api[2], api[1])
+            _lookup_into(tid, s["corr"], api[2], api[1])
         if (tid < 0).any() and source._recent_n:
             m = min(source._recent_n, len(source._recent_corr))
-            cupti_mod._lookup_into(tid, s["corr"], source._recent_corr[:m], source._recent_tid[:m])
+            _lookup_into(tid, s["corr"], source._recent_corr[:m], source._recent_tid[:m])
         ok = tid >= 0
         source.dropped_sync_without_api += int((~ok).sum())
         tu, tinv = np.unique(s["type"], return_inverse=True)
-        sname = np.array([source._name(f"cuda_sync:{cupti_mod._sync_type(cu, int(t))}") for t in tu.tolist()],
+        sname = np.array([source._name(f"cuda_sync:{_sync_type(cu, int(t))}") for t in tu.tolist()],
                          np.int64)[tinv]
         rows = (sname[ok], tid[ok], s["corr"][ok], s["start"][ok], s["end"][ok], np.ones(int(ok.sum()), np.int64))
         api = rows if api is None else tuple(np.concatenate(p) for p in zip(api, rows))
@@ -332,7 +355,7 @@ def ingest(source, buf, valid: int, names: NameCache, cu=None, sizes: dict[int, 
     mem = []
     c = by.get(KIND_MEMCPY)
     if c is not None:
-        kind = np.where((c["copy_kind"] >= 0) & (c["copy_kind"] < len(cupti_mod.MEMCPY_KINDS)), c["copy_kind"], 0)
+        kind = np.where((c["copy_kind"] >= 0) & (c["copy_kind"] < len(MEMCPY_KINDS)), c["copy_kind"], 0)
         mem.append({"kind": kind, "device": c["device"], "stream": c["stream"], "bytes": c["bytes"], "corr": c["corr"],
                     "start": c["start"], "end": c["end"], "src_kind": c["src_kind"], "dst_kind": c["dst_kind"],
                     "is_async": c["flags"] & MEMCPY_FLAG_ASYNC})

@@ -61,8 +61,10 @@ def library_of(cu) -> ctypes.CDLL | None:
 class RawBuffers:
     """Owns the ctypes callbacks (kept alive here) and the buffer pool of one CuptiSource."""
 
-    def __init__(self, source, lib: ctypes.CDLL, buffer_bytes: int):
-        self.source, self.lib, self.buffer_bytes = source, lib, int(buffer_bytes)
+    def __init__(self, source, lib: ctypes.CDLL, buffer_bytes: int, cu):
+        # cu: the cupti-python binding the source uses (its enums name the record kinds); passed
+        # in, since cupti_parse may not import cupti.py (cupti.py imports this module).
+        self.source, self.lib, self.buffer_bytes, self.cu = source, lib, int(buffer_bytes), cu
         self.names = cupti_parse.NameCache()
         self._free = [self._new() for _ in range(POOL_BUFFERS)]
         self._out: dict[int, np.ndarray] = {}  # address -> buffer CUPTI holds now
@@ -126,7 +128,7 @@ class RawBuffers:
                 self.buffers += 1
                 if self.sizes is None:
                     self._learn_sizes(addr, int(valid))
-                cupti_parse.ingest(self.source, buf, int(valid), self.names, sizes=self.sizes)
+                cupti_parse.ingest(self.source, buf, int(valid), self.names, self.cu, sizes=self.sizes)
         except cupti_parse.LayoutError as exc:
             self.unread += 1
             self.source._error(f"raw buffer not read (layout): {exc}")
