@@ -1,0 +1,130 @@
+"""transfer_stall: a copy or memset was on the critical path: the GPU's compute waited on it,
+or the host blocked on it and the GPU went idle behind the host.
+
+Evidence required: memcpy rows (GPU activity) and, for the host side, the runtime calls that
+issued them (joined by correlation id). The memory kinds (pageable, pinned, device, managed)
+and async flag come from CUPTI's memcpy record or Kineto's event name
+("Memcpy HtoD (Pageable -> Device)"); where they were not observed the kind is "copy".
+Explains, per step:
+  * copy time with no kernel running (copy-engine time is not compute: the GPU's kernels
+    waited on the copy, e.g. a pageable HtoD or a DtoH pack on the training stream);
+  * GPU idle while the host was blocked in the issuing call (a synchronous cudaMemcpy or
+    cudaMemset, or an async copy from pageable memory, which the driver stages through a
+    bounce buffer while the host waits), plus the idle after it returned only as far as the
+    call delayed the next launch (checks/base.call_windows).
+Each copy gets one of the kinds below, the fix that kind needs, and its bandwidth against the
+link's nominal (LINK_NOMINAL_GBPS) and the best the trace shows for the same direction.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...vocabulary import base_name
+from .. import measures
+from ..evidence import launch_rows
+from ..types import Finding
+from .base import CheckInput, attributed, call_windows, not_applicable, unresolved
+
+NAME = "transfer_stall"
+
+# What to change, per kind of copy (next_experiments picks the kind that explains most).
+FIXES = {
+    "pageable": "pin the host memory and copy asynchronously: DataLoader(pin_memory=True) and .to(device, non_blocking=True)",
+    "sync_dtoh": "keep device->host reads off the training thread: no per-step .item()/.cpu()/.tolist(); accumulate "
+                 "metrics on the GPU and read them every N steps, or defer them to a logging thread",
+    "dtoh_pack": "move the device->host pack off the training stream: copy on a side stream (torch.cuda.Stream) into "
+                 "a pinned buffer, ordered by an event",
+    "sync_memset": "use an asynchronous memset on the step's stream (cudaMemsetAsync; torch.zeros on the device)",
+    "copy": "overlap the copy with compute: issue it earlier on a side stream from pinned memory (prefetch)",
+}
+# Nominal one-direction bandwidth of the link a copy crosses, GB/s: PCIe 5.0 x16 (H100/H200
+# PCIe and the host link of SXM parts) for host copies; NVLink 4 (900 GB/s both directions)
+# for peer copies. Device-local copies run at HBM speed and have no link.
+LINK_NOMINAL_GBPS = {"HtoD": 64.0, "DtoH": 64.0, "PtoP": 450.0}
+LINK_NAME = {"HtoD": "PCIe 5.0 x16", "DtoH": "PCIe 5.0 x16", "PtoP": "NVLink 4"}
+
+
+def kind_of(kind: str, src: str, dst: str, is_async: int, host_blocked: bool) -> str:
+    """One copy's kind, the key of FIXES."""
+    if kind == "memset":
+        return "sync_memset" if is_async == 0 or host_blocked else "copy"
+    if kind == "DtoH" and (dst == "pageable" or is_async == 0 or host_blocked):
+        return "sync_dtoh"
+    if "pageable" in (src, dst):
+        return "pageable"
+    if kind == "DtoH":
+        return "dtoh_pack"
+    return "copy"
+
+
+def _host_blocking(ev, crow: np.ndarray, matched: np.ndarray, c, rows: np.ndarray) -> np.ndarray:
+    """Per copy: did the issuing call hold the host (synchronous call, or pageable staging)?"""
+    out = np.zeros(rows.size, bool)
+    for k in np.flatnonzero(matched):  # copies of one step: a handful
+        name = base_name(str(ev.rt_name[crow[k]]))
+        pageable = "pageable" in (c.src_kind[rows[k]], c.dst_kind[rows[k]])
+        out[k] = ("Async" not in name) or pageable or c.is_async[rows[k]] == 0
+    return out
+
+
+def check(ci: CheckInput) -> Finding:
+    if not ci.src.kernels:
+        return unresolved(NAME, ["GPU activity (kernels/memcpy not observed)"])
+    ev, step = ci.ev, ci.step
+    c = ev.copies
+    rows = c.in_window(step.start_ns, step.end_ns)
+    if rows.size == 0:
+        return not_applicable(NAME, copies=0)
+    lo, hi = step.start_ns, step.end_ns
+    copy_iv = measures.clip(measures.union(c.start[rows], c.end[rows]), lo, hi)
+    gpu_waited = measures.subtract(copy_iv, measures.clip(ev.kernel_busy, lo, hi))
+    crow, matched = launch_rows(ev, c.corr[rows]) if ci.src.runtime_api else (np.zeros(rows.size, np.int64), np.zeros(rows.size, bool))
+    blocking = _host_blocking(ev, crow, matched, c, rows)
+    host_side = measures.empty()
+    if blocking.any():
+        _, windows = call_windows(ci, np.unique(crow[blocking]))
+        host_side = measures.intersect(ci.base.idle, windows)
+    claimed = measures.union_many(gpu_waited, host_side)
+    # Per copy: its own critical time (compute-free copy time + host-blocked idle in its call).
+    by_kind: dict[str, dict] = {}
+    best: dict[str, float] = {}
+    for k, r in enumerate(rows.tolist()):  # copies of one step: a handful
+        kind = kind_of(str(c.kind[r]), str(c.src_kind[r]), str(c.dst_kind[r]), int(c.is_async[r]), bool(blocking[k]))
+        dur = int(c.end[r] - c.start[r])
+        one = measures.clip(measures.as_intervals([c.start[r]], [c.end[r]]), lo, hi)
+        crit = measures.intersect(gpu_waited, one).total_ns
+        if blocking[k]:
+            call = measures.clip(measures.as_intervals([ev.rt_start[crow[k]]], [ev.rt_end[crow[k]]]), lo, hi)
+            crit += measures.subtract(measures.intersect(ci.base.idle, call), one).total_ns
+        b = by_kind.setdefault(kind, {"copies": 0, "bytes": 0, "copy_ns": 0, "critical_ns": 0, "direction": {}, "fix": FIXES[kind]})
+        b["copies"] += 1
+        b["copy_ns"] += dur
+        b["critical_ns"] += int(crit)
+        direction = str(c.kind[r])
+        b["direction"][direction] = b["direction"].get(direction, 0) + 1
+        if c.nbytes[r] > 0:
+            b["bytes"] += int(c.nbytes[r])
+            if dur > 0 and kind != "pageable":
+                best[direction] = max(best.get(direction, 0.0), c.nbytes[r] / dur)
+    for kind, b in by_kind.items():
+        d = max(b["direction"], key=b["direction"].get)
+        if b["bytes"] and b["copy_ns"]:
+            b["bandwidth_gbps"] = round(b["bytes"] / b["copy_ns"], 3)  # bytes/ns = GB/s
+        if d in LINK_NOMINAL_GBPS:
+            b["link"] = LINK_NAME[d]
+            b["link_nominal_gbps"] = LINK_NOMINAL_GBPS[d]
+            if b["bytes"]:
+                # The bound: at the link's rate the copy itself would take this long.
+                b["at_link_ns"] = int(b["bytes"] / LINK_NOMINAL_GBPS[d])
+        if d in best:
+            b["best_in_trace_gbps"] = round(best[d], 3)
+    evidence = {
+        "copies": int(rows.size), "copy_ns": copy_iv.total_ns, "gpu_compute_waited_ns": gpu_waited.total_ns,
+        "host_blocked_idle_ns": host_side.total_ns, "by_kind": by_kind,
+        "dominant_kind": max(by_kind, key=lambda k: by_kind[k]["critical_ns"]),
+    }
+    if claimed.total_ns < ci.opts.min_gap_ns:
+        evidence["note"] = "copies ran beside kernels or the host: none on the critical path"
+        return not_applicable(NAME, **evidence)
+    return attributed(NAME, claimed, **evidence)
