@@ -40,6 +40,9 @@ def test_tables_and_sources(new_inc):
     assert k["start_ns"] >= 1_764_460_800_000_000_000
     kinds = sorted(inc.table("memcpy")["kind"].to_pylist())
     assert kinds == ["HtoD", "memset"]
+    # "Memcpy HtoD (Pageable -> Device)" issued by cudaMemcpyAsync; "Memset (Device)" with no call.
+    sides = {r["kind"]: (r["src_kind"], r["dst_kind"], r["is_async"]) for r in inc.table("memcpy").to_pylist()}
+    assert sides == {"HtoD": ("pageable", "device", True), "memset": (None, "device", None)}
     rt = inc.table("runtime_api")
     syncs = [r["name"] for r in rt.to_pylist() if r["is_sync"]]
     assert syncs == ["cudaStreamSynchronize"] * 2
