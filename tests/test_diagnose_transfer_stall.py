@@ -1,0 +1,122 @@
+"""transfer_stall on synthetic timelines of known truth: which kind of copy held the critical
+path, its bytes and bandwidth against the link, and the fix by kind; gpu_bound counts kernels
+only (issue 25)."""
+
+from tests.builders import api, kernel, make_incident, memcpy, step
+from workflow_lib.diagnose import DiagnoseOptions, diagnose
+from workflow_lib.diagnose.checks.transfer_stall import FIXES
+from workflow_lib.records import validate
+
+DIGEST = "0" * 64
+MS = 1_000_000
+US = 1_000
+
+
+def run(inc):
+    rec = diagnose(inc, incident_id="t", snapshot_digest=DIGEST, options=DiagnoseOptions())
+    validate(rec, "diagnosis")
+    return rec
+
+
+def finding(rec, check, sid):
+    st = next(s for s in rec["steps"] if s["step_id"] == sid)
+    return next(f for f in st["findings"] if f["check"] == check)
+
+
+def trainer(inject: dict[int, str], n=8):
+    """Steps of one 9.5 ms kernel launched at the step start (10 ms step), plus per injected
+    step one copy of the named kind on the training stream before the kernel."""
+    steps, kernels, rt, mc = [], [], [], []
+    t, corr = 0, 1
+    for i in range(n):
+        kind = inject.get(i)
+        k0 = t + 10 * US
+        if kind == "pageable":  # 64 MiB from pageable memory: the host call blocks for the staged copy
+            rt.append(api(t, t + 130 * MS, name="cudaMemcpyAsync", corr=corr))
+            mc.append(memcpy(t + 5 * US, t + 130 * MS, kind="HtoD", corr=corr, nbytes=64 << 20, src_kind="pageable",
+                             dst_kind="device", is_async=True))
+            corr += 1
+            k0 = t + 130 * MS + 20 * US
+        elif kind == "pack":  # a 5 ms DtoH into a pinned buffer on the training stream
+            rt.append(api(t, t + 8 * US, name="cudaMemcpyAsync", corr=corr))
+            mc.append(memcpy(t + 10 * US, t + 5 * MS, kind="DtoH", corr=corr, nbytes=128 << 20, src_kind="device",
+                             dst_kind="pinned", is_async=True))
+            corr += 1
+            k0 = t + 5 * MS
+        elif kind == "memset":
+            rt.append(api(t, t + 3 * MS, name="cudaMemset", corr=corr))
+            mc.append(memcpy(t + 10 * US, t + 2_990 * US, kind="memset", corr=corr, nbytes=1 << 30, dst_kind="device",
+                             is_async=False))
+            corr += 1
+            k0 = t + 3 * MS + 10 * US
+        rt.append(api(k0 - 8 * US, k0 - 3 * US, corr=corr))
+        kernels.append(kernel(k0, k0 + 9_500 * US, corr=corr))
+        corr += 1
+        end = k0 + 9_500 * US + 490 * US
+        if kind == "item":  # loss.item(): DtoH of 4 bytes into pageable memory, then a 6 ms host gap
+            rt.append(api(k0, k0 + 9_510 * US, name="cudaMemcpyAsync", corr=corr))
+            mc.append(memcpy(k0 + 9_500 * US, k0 + 9_505 * US, kind="DtoH", corr=corr, nbytes=4, src_kind="device",
+                             dst_kind="pageable", is_async=True))
+            rt.append(api(k0 + 9_510 * US, k0 + 9_512 * US, name="cudaStreamSynchronize", is_sync=True))
+            corr += 1
+            end += 6 * MS
+        steps.append(step(i, t, end))
+        t = end
+    return make_incident(steps=steps, kernels=kernels, runtime_api=rt, memcpy=mc)
+
+
+def test_pageable_htod_is_transfer_stall_not_gpu_bound():
+    rec = run(trainer({4: "pageable"}))
+    f = finding(rec, "transfer_stall", 4)
+    assert f["verdict"] == "attributed" and f["explains_ns"] >= 129 * MS
+    b = f["evidence"]["by_kind"]["pageable"]
+    assert b["bytes"] == 64 << 20 and b["fix"] == FIXES["pageable"] and "pin_memory=True" in b["fix"]
+    assert b["link_nominal_gbps"] == 64.0 and b["bandwidth_gbps"] < 1.0 and b["at_link_ns"] < 2 * MS
+    # Copy-engine time is not compute: 9.5 ms of kernels in a 140 ms step is not GPU-bound.
+    assert finding(rec, "gpu_bound", 4)["verdict"] == "not_applicable"
+    assert finding(rec, "gpu_bound", 3)["verdict"] == "attributed"
+    assert rec["steps"][4]["excess"]["by_cause"].get("transfer_stall", 0) >= 0.95 * rec["steps"][4]["excess"]["excess_ns"]
+    top = rec["next_experiments"][0]
+    assert top["check"] == "transfer_stall" and top["candidate_change"] == FIXES["pageable"]
+
+
+def test_item_every_k_steps_is_a_synchronous_dtoh():
+    rec = run(trainer({3: "item", 6: "item"}))
+    for sid in (3, 6):
+        f = finding(rec, "transfer_stall", sid)
+        assert f["verdict"] == "attributed" and f["evidence"]["dominant_kind"] == "sync_dtoh"
+        assert ".item()" in f["evidence"]["by_kind"]["sync_dtoh"]["fix"]
+        x = rec["steps"][sid]["excess"]
+        assert x["by_cause"].get("transfer_stall", 0) >= 0.9 * x["excess_ns"]
+    for sid in (2, 4, 5, 7):
+        assert finding(rec, "transfer_stall", sid)["verdict"] == "not_applicable"
+
+
+def test_dtoh_pack_on_the_training_stream_names_a_side_stream():
+    rec = run(trainer({5: "pack"}))
+    f = finding(rec, "transfer_stall", 5)
+    assert f["verdict"] == "attributed" and f["evidence"]["gpu_compute_waited_ns"] >= 4_900 * US
+    assert f["evidence"]["dominant_kind"] == "dtoh_pack" and "side stream" in f["evidence"]["by_kind"]["dtoh_pack"]["fix"]
+    assert f["evidence"]["host_blocked_idle_ns"] == 0
+
+
+def test_synchronous_memset():
+    f = finding(run(trainer({2: "memset"})), "transfer_stall", 2)
+    assert f["verdict"] == "attributed" and f["evidence"]["dominant_kind"] == "sync_memset"
+
+
+def test_copy_beside_kernels_on_a_side_stream_is_not_on_the_critical_path():
+    inc = make_incident(steps=[step(0, 0, 10 * MS)], kernels=[kernel(0, 10 * MS, corr=1)],
+                        runtime_api=[api(0, 5 * US, corr=1), api(10 * US, 20 * US, name="cudaMemcpyAsync", corr=2)],
+                        memcpy=[memcpy(1 * MS, 4 * MS, kind="HtoD", stream=9, corr=2, nbytes=64 << 20, src_kind="pinned",
+                                       dst_kind="device", is_async=True)])
+    f = finding(run(inc), "transfer_stall", 0)
+    assert f["verdict"] == "not_applicable" and f["evidence"]["gpu_compute_waited_ns"] == 0
+
+
+def test_copies_without_memory_kinds_are_plain_copies():
+    inc = make_incident(steps=[step(0, 0, 10 * MS)], kernels=[kernel(5 * MS, 10 * MS, corr=1)],
+                        runtime_api=[api(0, 5 * US, corr=2), api(4_990 * US, 4_995 * US, corr=1)],
+                        memcpy=[memcpy(10 * US, 5 * MS, kind="HtoD", corr=2, nbytes=1 << 20)])
+    f = finding(run(inc), "transfer_stall", 0)
+    assert f["verdict"] == "attributed" and f["evidence"]["dominant_kind"] == "copy"
