@@ -64,7 +64,7 @@ LAUNCH_RE = re.compile(
 COMPILE_RE = re.compile(
     r"dynamo_timed|compile_inner|convert_frame|compile_fx|fw_compiler|bw_compiler|inductor_compile|call_user_compiler"
     r"|aot_compile|codegen_and_compile|recompil|autotun|benchmark_all_configs|triton[._ ]?(bench|tune|compile)"
-    r"|dynamo[ _.]compile|torch\.compile",
+    r"|entire_frame_compile|backend_compile|dynamo[ _.]compile|torch\.compile",
     re.IGNORECASE)
 
 # Collective-library kernels: NCCL (ncclKernel_..., ncclDevKernel_...) and RCCL (same names on ROCm).
