@@ -43,3 +43,15 @@ def test_timeline_marks_pageable_copies(tmp_path):
     pageable = [t for tid, t in tracks.items() if tid.startswith("memcpy-pageable:")]
     assert len(pageable) == 1 and "PAGEABLE" in pageable[0]["label"] and pageable[0]["count"] == 2
     assert pageable[0]["names"] == ["HtoD pageable->device async"]
+
+
+def test_diagnose_command_says_warm_up_once_after_the_ranked_experiments(tmp_path, capsys):
+    from workflow_lib.cli import main
+
+    inc = RC.cold_loader_incident(tmp_path / "incidents" / "cold-loader")
+    assert main(["diagnose", str(inc), "-o", str(tmp_path / "diagnosis.json")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    warm = [i for i, ln in enumerate(lines) if ln.startswith("warm-up: ")]
+    ranked = [i for i, ln in enumerate(lines) if ln.startswith("  1. ")]
+    assert len(warm) == 1 and "once per process" in lines[warm[0]] and lines[warm[0]].startswith("warm-up: 1.6")
+    assert ranked and lines[ranked[0]].startswith("  1. input_starvation") and ranked[0] < warm[0]

@@ -301,11 +301,11 @@ def run_case(case: str, form: str, tiny: bool, work: Path) -> dict:
 def _injected(case: str, got: dict) -> list[int]:
     """The steps that got the cause: as planned, or for compiles as the counters saw them."""
     planned = list(CASES[case][0])
-    if case == "recompile":
-        return [s for s in got["compiled_at_steps"] if s >= 2]
-    if case == "autotune":
-        return [s for s in got["autotuned_at_steps"] if s >= 2]
-    return planned
+    seen = {"recompile": got["compiled_at_steps"], "autotune": got["autotuned_at_steps"]}.get(case)
+    if seen is None:
+        return planned
+    # As the counters saw them after warm-up; planned where the counter or hook was unavailable.
+    return [s for s in seen if s >= 2] or planned
 
 
 def _dir_bytes(p: Path) -> int:
