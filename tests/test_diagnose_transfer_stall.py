@@ -120,3 +120,14 @@ def test_copies_without_memory_kinds_are_plain_copies():
                         memcpy=[memcpy(10 * US, 5 * MS, kind="HtoD", corr=2, nbytes=1 << 20)])
     f = finding(run(inc), "transfer_stall", 0)
     assert f["verdict"] == "attributed" and f["evidence"]["dominant_kind"] == "copy"
+
+
+def test_copy_launched_by_a_graph_does_not_hold_the_host():
+    # A pinned HtoD inside a CUDA graph: the cudaGraphLaunch call is async; only the copy's own
+    # compute-free time is on the critical path, not the host call.
+    inc = make_incident(steps=[step(0, 0, 10 * MS)], kernels=[kernel(3 * MS, 10 * MS, corr=1)],
+                        runtime_api=[api(0, 2 * MS, name="cudaGraphLaunch", corr=1)],
+                        memcpy=[memcpy(2_500 * US, 3 * MS, kind="HtoD", corr=1, nbytes=1 << 20, src_kind="pinned",
+                                       dst_kind="device", is_async=True)])
+    f = finding(run(inc), "transfer_stall", 0)
+    assert f["evidence"]["host_blocked_idle_ns"] == 0 and f["evidence"]["gpu_compute_waited_ns"] == 500 * US

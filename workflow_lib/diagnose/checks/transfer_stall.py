@@ -18,6 +18,8 @@ link's nominal (LINK_NOMINAL_GBPS) and the best the trace shows for the same dir
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ...vocabulary import base_name
@@ -58,13 +60,19 @@ def kind_of(kind: str, src: str, dst: str, is_async: int, host_blocked: bool) ->
     return "copy"
 
 
+_COPY_CALL = re.compile(r"mem(cpy|set)", re.IGNORECASE)
+
+
 def _host_blocking(ev, crow: np.ndarray, matched: np.ndarray, c, rows: np.ndarray) -> np.ndarray:
     """Per copy: did the issuing call hold the host (synchronous call, or pageable staging)?"""
     out = np.zeros(rows.size, bool)
     for k in np.flatnonzero(matched):  # copies of one step: a handful
         name = base_name(str(ev.rt_name[crow[k]]))
+        # cudaMemcpy / cudaMemset / hipMemcpyWithStream return when the copy is done; a copy
+        # issued by another call (cudaGraphLaunch, a kernel) does not hold the host.
+        sync_call = _COPY_CALL.search(name) is not None and "async" not in name.lower()
         pageable = "pageable" in (c.src_kind[rows[k]], c.dst_kind[rows[k]])
-        out[k] = ("Async" not in name) or pageable or c.is_async[rows[k]] == 0
+        out[k] = sync_call or pageable or c.is_async[rows[k]] == 0
     return out
 
 
