@@ -172,3 +172,13 @@ def test_committed_h200_captures_credit_calls_near_their_own_time():
                 own = {"allocator_churn": "in_allocator_ns", "sync_stall": "blocked_ns"}.get(f["check"])
                 if own and f["verdict"] == "attributed":
                     assert f["explains_ns"] <= f["evidence"][own] + 2 * MS, (form, st["step_id"], f["check"], f["explains_ns"])
+
+
+def test_compiled_region_first_seen_after_warm_up_is_named():
+    rows = loader_trainer()
+    for i in range(1, 8):
+        s = rows["steps"][i]
+        rows["spans"].append(span(f"Torch-Compiled Region: 0/{1 if i == 5 else 0}", s["start_ns"] + 6 * MS, s["end_ns"], depth=1))
+    rec = run(make_incident(**rows))
+    assert finding(rec, "compilation", 5)["evidence"]["compiled_regions_first_seen"] == ["Torch-Compiled Region: 0/1"]
+    assert "compiled_regions_first_seen" not in finding(rec, "compilation", 6)["evidence"]

@@ -104,6 +104,7 @@ class RankEvidence:
     span_is_wait: np.ndarray  # bool: the span is a declared wait
     span_is_compile: np.ndarray  # bool: the span names compilation or autotuning (vocabulary.COMPILE_RE)
     span_starts_by_thread: dict[int, np.ndarray]  # thread -> its span starts, ascending
+    span_first_start: np.ndarray  # per span-name code: the earliest start of a span of that name
     wait_union: Intervals
     nccl_union: Intervals
     sched: dict[int, Sched]
@@ -263,6 +264,7 @@ def build(inc: Incident, rk: int, origin_ns: int, wait_re: re.Pattern) -> RankEv
         span_depth=np.asarray(s["depth"].to_numpy(zero_copy_only=False), np.int64) if s.num_rows else np.zeros(0, np.int64),
         span_start=span_start, span_end=span_end, span_index=IntervalIndex(span_start, span_end), span_is_wait=is_wait, span_is_compile=span_name.matches(vocabulary.COMPILE_RE),
         span_starts_by_thread=_starts_by_thread(_i64(s["thread_id"]), span_start),
+        span_first_start=_first_start(span_name, span_start),
         wait_union=measures.union(span_start[is_wait], span_end[is_wait]),
         nccl_union=measures.union(k_start[k_nccl], k_end[k_nccl]),
         sched=_sched(_table_for_rank(inc.table("sched"), rk), origin_ns),
@@ -277,6 +279,13 @@ def _sorted(t: pa.Table) -> pa.Table:
     if t.num_rows == 0 or bool(np.all(np.diff(_i64(t["start_ns"])) >= 0)):
         return t
     return t.sort_by([("start_ns", "ascending")])
+
+
+def _first_start(names: Names, start: np.ndarray) -> np.ndarray:
+    first = np.full(len(names.dictionary), np.iinfo(np.int64).max, np.int64)
+    if start.size:
+        np.minimum.at(first, names.codes, start)
+    return first
 
 
 def _starts_by_thread(tid: np.ndarray, start: np.ndarray) -> dict[int, np.ndarray]:
