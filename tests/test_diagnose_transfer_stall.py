@@ -97,6 +97,7 @@ def test_dtoh_pack_on_the_training_stream_names_a_side_stream():
     f = finding(rec, "transfer_stall", 5)
     assert f["verdict"] == "attributed" and f["evidence"]["gpu_compute_waited_ns"] >= 4_900 * US
     assert f["evidence"]["dominant_kind"] == "dtoh_pack" and "side stream" in f["evidence"]["by_kind"]["dtoh_pack"]["fix"]
+    assert f["evidence"]["by_kind"]["dtoh_pack"]["streams"] == [7]  # the training stream
     assert f["evidence"]["host_blocked_idle_ns"] == 0
 
 

@@ -105,7 +105,10 @@ def check(ci: CheckInput) -> Finding:
         if blocking[k]:
             call = measures.clip(measures.as_intervals([ev.rt_start[crow[k]]], [ev.rt_end[crow[k]]]), lo, hi)
             crit += measures.subtract(measures.intersect(ci.base.idle, call), one).total_ns
-        b = by_kind.setdefault(kind, {"copies": 0, "bytes": 0, "copy_ns": 0, "critical_ns": 0, "direction": {}, "fix": FIXES[kind]})
+        b = by_kind.setdefault(kind, {"copies": 0, "bytes": 0, "copy_ns": 0, "critical_ns": 0, "direction": {}, "streams": [],
+                                      "fix": FIXES[kind]})
+        if int(c.stream[r]) not in b["streams"] and len(b["streams"]) < 8:
+            b["streams"].append(int(c.stream[r]))
         b["copies"] += 1
         b["copy_ns"] += dur
         b["critical_ns"] += int(crit)
