@@ -24,12 +24,14 @@ class _Trace:
         self.rows = {k: [] for k in ("steps", "kernels", "memcpy", "runtime_api", "spans", "clock_sync")}
         self.corr = 1
 
-    def launch(self, t: int, dur: int, name: str = "gemm") -> int:
-        """A kernel launched at host time t, running [t + 10 us, + dur); returns its end."""
+    def launch(self, t: int, dur: int, name: str = "gemm", not_before: int = 0) -> int:
+        """A kernel launched at host time t, running from t + 10 us (or, queued behind earlier
+        work on its stream, from `not_before`) for `dur`; returns its end."""
         self.rows["runtime_api"].append(api(t, t + 5 * US, corr=self.corr))
-        self.rows["kernels"].append(kernel(t + 10 * US, t + 10 * US + dur, corr=self.corr, name=name))
+        k0 = max(t + 10 * US, not_before)
+        self.rows["kernels"].append(kernel(k0, k0 + dur, corr=self.corr, name=name))
         self.corr += 1
-        return t + 10 * US + dur
+        return k0 + dur
 
     def copy(self, t: int, call_ns: int, start: int, end: int, **kw) -> None:
         self.rows["runtime_api"].append(api(t, t + call_ns, name="cudaMemcpyAsync", corr=self.corr))
@@ -71,12 +73,19 @@ def incident(case: str):
                 for _ in range(10):
                     t = tr.launch(t, 2 * MS, name="scale_add")
             rows["spans"].append(span("triton.autotune.benchmark", b0, t, depth=2))
+        gpu = t
         for k in range(20):
             if inj and case == "dtoh_pack" and k == 10:  # 512 MiB into pinned memory on the training stream
-                tr.copy(t, 8 * US, t + 10 * US, t + 6 * MS, kind="DtoH", nbytes=512 << 20, src_kind="device",
-                        dst_kind="pinned", is_async=True)
-                t += 6 * MS
-            t = tr.launch(t, 400 * US)
+                tr.copy(t, 8 * US, max(t, gpu) + 10 * US, max(t, gpu) + 6 * MS, kind="DtoH", nbytes=512 << 20,
+                        src_kind="device", dst_kind="pinned", is_async=True)
+                gpu = max(t, gpu) + 6 * MS
+                t += 10 * US  # non_blocking: the host goes on launching; the kernels queue behind the copy
+            if gpu > t:  # the host runs ahead while the stream drains the queue
+                gpu = tr.launch(t, 400 * US, not_before=gpu)
+                t += 20 * US
+            else:
+                t = gpu = tr.launch(t, 400 * US)
+        t = max(t, gpu)
         rows["spans"].append(span("forward", f0, t, depth=1))
         if inj and case == "item":  # 16 x loss_i.item(): DtoH into pageable memory, a sync, Python
             m0 = t

@@ -132,3 +132,21 @@ def test_copy_launched_by_a_graph_does_not_hold_the_host():
                                        dst_kind="device", is_async=True)])
     f = finding(run(inc), "transfer_stall", 0)
     assert f["evidence"]["host_blocked_idle_ns"] == 0 and f["evidence"]["gpu_compute_waited_ns"] == 500 * US
+
+
+def test_prefetch_copy_during_a_loader_wait_stays_the_waits():
+    # The pin-memory thread's HtoD of the next batch on a side stream while the main thread
+    # waits 6 ms in dataloader.next: nothing waited for the copy; the idle is the loader's.
+    from tests.builders import span
+
+    inc = make_incident(
+        steps=[step(0, 0, 10 * MS)],
+        kernels=[kernel(0, 2 * MS, corr=1), kernel(8_100 * US, 10 * MS, corr=3)],
+        runtime_api=[api(0, 5 * US, corr=1), api(3 * MS, 3_010 * US, name="cudaMemcpyAsync", corr=2, thread_id=2),
+                     api(8_090 * US, 8_095 * US, corr=3)],
+        memcpy=[memcpy(3_020 * US, 5 * MS, kind="HtoD", stream=11, corr=2, nbytes=64 << 20, src_kind="pinned",
+                       dst_kind="device", is_async=True)],
+        spans=[span("dataloader.next", 2 * MS, 8 * MS)])
+    rec = run(inc)
+    assert finding(rec, "transfer_stall", 0)["verdict"] == "not_applicable"
+    assert finding(rec, "input_starvation", 0)["explains_ns"] == 6 * MS

@@ -76,6 +76,7 @@ class RankEvidence:
     k_end: np.ndarray
     k_corr: np.ndarray  # -1 where unknown
     k_nccl: np.ndarray  # bool
+    k_stream: np.ndarray  # the stream each kernel ran on
     k_name: Names
     gpu_start_sorted: np.ndarray  # starts of all GPU activity (kernels+memcpy), ascending
     gpu_corr_sorted: np.ndarray  # their correlation ids in the same order
@@ -252,6 +253,7 @@ def build(inc: Incident, rk: int, origin_ns: int, wait_re: re.Pattern) -> RankEv
         busy=measures.union(g_start, np.concatenate([k_end, m_end])),
         kernel_busy=measures.union(k_start, k_end), copies=_copies(m, origin_ns),
         k_start=k_start, k_end=k_end, k_corr=np.asarray(k_corr, np.int64), k_nccl=k_nccl, k_name=k_name,
+        k_stream=_i64(k["stream"]) if k.num_rows else np.zeros(0, np.int64),
         gpu_start_sorted=g_start[order], gpu_corr_sorted=g_corr[order],
         rt_name=rt_names, rt_start=rt_start, rt_end=rt_end, rt_thread=_i64(r["thread_id"]),
         rt_corr=rt_corr,

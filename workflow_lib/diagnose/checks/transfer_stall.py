@@ -5,13 +5,15 @@ Evidence required: memcpy rows (GPU activity) and, for the host side, the runtim
 issued them (joined by correlation id). The memory kinds (pageable, pinned, device, managed)
 and async flag come from CUPTI's memcpy record or Kineto's event name
 ("Memcpy HtoD (Pageable -> Device)"); where they were not observed the kind is "copy".
-Explains, per step:
-  * copy time with no kernel running (copy-engine time is not compute: the GPU's kernels
-    waited on the copy, e.g. a pageable HtoD or a DtoH pack on the training stream);
-  * GPU idle while the host was blocked in the issuing call (a synchronous cudaMemcpy or
-    cudaMemset, or an async copy from pageable memory, which the driver stages through a
-    bounce buffer while the host waits), plus the idle after it returned only as far as the
-    call delayed the next launch (checks/base.call_windows).
+Explains, per step, time with no kernel running (copy-engine time is not compute):
+  * during a copy that held up the next kernel on its stream: that kernel was launched before
+    the copy ended and started after it (it waited in the queue, e.g. behind a DtoH pack on
+    the training stream); without correlation ids, a kernel starting within min_gap_ns of
+    the copy's end. A copy nothing waited for (a prefetch on a side stream) is not claimed;
+  * while the host was blocked in the issuing call (a synchronous cudaMemcpy or cudaMemset,
+    or an async copy from pageable memory, which the driver stages through a bounce buffer
+    while the host waits), plus the idle after it returned only as far as the call delayed
+    the next launch (checks/base.call_windows).
 Each copy gets one of the kinds below, the fix that kind needs, and its bandwidth against the
 link's nominal (LINK_NOMINAL_GBPS) and the best the trace shows for the same direction.
 """
@@ -63,6 +65,33 @@ def kind_of(kind: str, src: str, dst: str, is_async: int, host_blocked: bool) ->
 _COPY_CALL = re.compile(r"mem(cpy|set)", re.IGNORECASE)
 
 
+def _held_up_a_kernel(ci: CheckInput, rows: np.ndarray) -> np.ndarray:
+    """Per copy: did the next kernel on its stream wait for it (launched before the copy ended,
+    started at or after its end)? Without a launch to compare with, a kernel that starts
+    within min_gap_ns of the copy's end counts as waiting."""
+    ev, c = ci.ev, ci.ev.copies
+    out = np.zeros(rows.size, bool)
+    for k, r in enumerate(rows.tolist()):  # copies of one step: a handful
+        j = int(np.searchsorted(ev.k_start, c.end[r], side="left"))
+        same = np.flatnonzero(ev.k_stream[j:j + _LOOKAHEAD] == c.stream[r])
+        if same.size == 0:
+            continue
+        nk = j + int(same[0])
+        if ev.k_start[nk] >= ci.step.end_ns:
+            continue
+        row, ok = launch_rows(ev, ev.k_corr[nk:nk + 1])
+        if ok[0]:
+            out[k] = ev.rt_start[row[0]] < c.end[r]
+        else:
+            out[k] = ev.k_start[nk] - c.end[r] < ci.opts.min_gap_ns
+    return out
+
+
+# Kernels looked at after a copy's end for the next one on its stream (other streams' kernels
+# interleave; a stream's next kernel is among the next few hundred on a busy GPU).
+_LOOKAHEAD = 512
+
+
 def _host_blocking(ev, crow: np.ndarray, matched: np.ndarray, c, rows: np.ndarray) -> np.ndarray:
     """Per copy: did the issuing call hold the host (synchronous call, or pageable staging)?"""
     out = np.zeros(rows.size, bool)
@@ -86,13 +115,15 @@ def check(ci: CheckInput) -> Finding:
         return not_applicable(NAME, copies=0)
     lo, hi = step.start_ns, step.end_ns
     copy_iv = measures.clip(measures.union(c.start[rows], c.end[rows]), lo, hi)
-    gpu_waited = measures.subtract(copy_iv, measures.clip(ev.kernel_busy, lo, hi))
+    no_compute = measures.subtract(measures.as_intervals([lo], [hi]), measures.clip(ev.kernel_busy, lo, hi))
+    delaying = _held_up_a_kernel(ci, rows)
+    gpu_waited = measures.intersect(no_compute, measures.clip(measures.union(c.start[rows[delaying]], c.end[rows[delaying]]), lo, hi))
     crow, matched = launch_rows(ev, c.corr[rows]) if ci.src.runtime_api else (np.zeros(rows.size, np.int64), np.zeros(rows.size, bool))
     blocking = _host_blocking(ev, crow, matched, c, rows)
     host_side = measures.empty()
     if blocking.any():
         _, windows = call_windows(ci, np.unique(crow[blocking]))
-        host_side = measures.intersect(ci.base.idle, windows)
+        host_side = measures.intersect(no_compute, windows)
     claimed = measures.union_many(gpu_waited, host_side)
     # Per copy: its own critical time (compute-free copy time + host-blocked idle in its call).
     by_kind: dict[str, dict] = {}
@@ -101,10 +132,10 @@ def check(ci: CheckInput) -> Finding:
         kind = kind_of(str(c.kind[r]), str(c.src_kind[r]), str(c.dst_kind[r]), int(c.is_async[r]), bool(blocking[k]))
         dur = int(c.end[r] - c.start[r])
         one = measures.clip(measures.as_intervals([c.start[r]], [c.end[r]]), lo, hi)
-        crit = measures.intersect(gpu_waited, one).total_ns
+        crit = measures.intersect(gpu_waited, one).total_ns if delaying[k] else 0
         if blocking[k]:
             call = measures.clip(measures.as_intervals([ev.rt_start[crow[k]]], [ev.rt_end[crow[k]]]), lo, hi)
-            crit += measures.subtract(measures.intersect(ci.base.idle, call), one).total_ns
+            crit = max(crit, measures.intersect(no_compute, call).total_ns)
         b = by_kind.setdefault(kind, {"copies": 0, "bytes": 0, "copy_ns": 0, "critical_ns": 0, "direction": {}, "streams": [],
                                       "fix": FIXES[kind]})
         if int(c.stream[r]) not in b["streams"] and len(b["streams"]) < 8:
