@@ -22,6 +22,8 @@ def cold_steps(wall_ns: np.ndarray, opts) -> list[dict | None]:
     if later.size < opts.min_comparable_steps:
         return out
     typical = int(np.median(later))
+    if typical <= 0:  # zero-length steps: no scale to call a step cold against
+        return out
     for i in range(k):
         if wall_ns[i] >= opts.slow_step_factor * typical:
             out[i] = {"position": i, "typical_ns": typical,
