@@ -15,7 +15,8 @@ Explains, per step, time with no kernel running (copy-engine time is not compute
     while the host waits), plus the idle after it returned only as far as the call delayed
     the next launch (checks/base.call_windows).
 Each copy gets one of the kinds below, the fix that kind needs, and its bandwidth against the
-link's nominal (LINK_NOMINAL_GBPS) and the best the trace shows for the same direction.
+link's nominal (LINK_NOMINAL_GBPS) and against the best a non-pageable copy of the same
+direction reached in the step.
 """
 
 from __future__ import annotations
@@ -160,7 +161,7 @@ def check(ci: CheckInput) -> Finding:
                 # The bound: at the link's rate the copy itself would take this long.
                 b["at_link_ns"] = int(b["bytes"] / LINK_NOMINAL_GBPS[d])
         if d in best:
-            b["best_in_trace_gbps"] = round(best[d], 3)
+            b["best_in_step_gbps"] = round(best[d], 3)
     evidence = {
         "copies": int(rows.size), "copy_ns": copy_iv.total_ns, "gpu_compute_waited_ns": gpu_waited.total_ns,
         "host_blocked_idle_ns": host_side.total_ns, "by_kind": by_kind,
