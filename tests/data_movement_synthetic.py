@@ -87,10 +87,10 @@ def incident(case: str):
                 t = gpu = tr.launch(t, 400 * US)
         t = max(t, gpu)
         rows["spans"].append(span("forward", f0, t, depth=1))
-        if inj and case == "item":  # 16 x loss_i.item(): DtoH into pageable memory, a sync, Python
-            m0 = t
+        if inj and case == "item":  # 16 x loss_i.item(): an async DtoH into torch's pinned staging, a sync, Python
+            m0 = t  # (what the H200 shows: cudaMemcpyAsync device -> pinned, then cudaStreamSynchronize)
             for _ in range(16):
-                tr.copy(t, 60 * US, t + 50 * US, t + 55 * US, kind="DtoH", nbytes=4, src_kind="device", dst_kind="pageable",
+                tr.copy(t, 60 * US, t + 50 * US, t + 55 * US, kind="DtoH", nbytes=4, src_kind="device", dst_kind="pinned",
                         is_async=True)
                 rows["runtime_api"].append(api(t + 60 * US, t + 70 * US, name="cudaStreamSynchronize", is_sync=True))
                 t += 300 * US

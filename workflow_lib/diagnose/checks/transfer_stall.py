@@ -13,7 +13,13 @@ Explains, per step, time with no kernel running (copy-engine time is not compute
   * while the host was blocked in the issuing call (a synchronous cudaMemcpy or cudaMemset,
     or an async copy from pageable memory, which the driver stages through a bounce buffer
     while the host waits), plus the idle after it returned only as far as the call delayed
-    the next launch (checks/base.call_windows).
+    the next launch (checks/base.call_windows);
+  * for a device->host read the host waited for (`.item()`, `.cpu()`, `.tolist()`: torch
+    issues cudaMemcpyAsync into a pinned staging buffer, then cudaStreamSynchronize): the
+    issuing call and the synchronizing calls the same thread made after it before its next
+    launch, with the idle after them as above. The sync waited for this copy, so the read is
+    the cause and its fix is the read's (FIXES["sync_dtoh"]); sync_stall keeps the syncs that
+    waited for kernels only.
 Each copy gets one of the kinds below, the fix that kind needs, and its bandwidth against the
 link's nominal (LINK_NOMINAL_GBPS) and against the best a non-pageable copy of the same
 direction reached in the step.
@@ -106,6 +112,26 @@ def _host_blocking(ev, crow: np.ndarray, matched: np.ndarray, c, rows: np.ndarra
     return out
 
 
+def _waiting_syncs(ev, crow: np.ndarray, matched: np.ndarray, c, rows: np.ndarray, hi: int) -> list[np.ndarray]:
+    """Per copy: the synchronizing calls that waited for it, for a device->host copy: those
+    the issuing thread made after the issuing call returned and before its next launch (the
+    read's value was needed at once). Empty for other copies."""
+    out = [np.zeros(0, np.int64)] * rows.size
+    for k in np.flatnonzero(matched):  # copies of one step: a few hundred at most
+        if c.kind[rows[k]] != "DtoH":
+            continue
+        r = crow[k]
+        tid, after = ev.rt_thread[r], ev.rt_end[r]
+        near = ev.rt_index.overlapping(after, hi)
+        near = near[(ev.rt_thread[near] == tid) & (ev.rt_start[near] >= after)]
+        if near.size == 0:
+            continue
+        launches = near[ev.rt_launch[near]]
+        until = ev.rt_start[launches].min() if launches.size else hi
+        out[k] = near[ev.rt_sync[near] & (ev.rt_start[near] < until)]
+    return out
+
+
 def check(ci: CheckInput) -> Finding:
     if not ci.src.kernels:
         return unresolved(NAME, ["GPU activity (kernels/memcpy not observed)"])
@@ -121,9 +147,13 @@ def check(ci: CheckInput) -> Finding:
     gpu_waited = measures.intersect(no_compute, measures.clip(measures.union(c.start[rows[delaying]], c.end[rows[delaying]]), lo, hi))
     crow, matched = launch_rows(ev, c.corr[rows]) if ci.src.runtime_api else (np.zeros(rows.size, np.int64), np.zeros(rows.size, bool))
     blocking = _host_blocking(ev, crow, matched, c, rows)
+    waits = _waiting_syncs(ev, crow, matched, c, rows, hi) if ci.src.runtime_api else [np.zeros(0, np.int64)] * rows.size
+    read = np.array([w.size > 0 for w in waits], bool)
+    blocking |= read
     host_side = measures.empty()
     if blocking.any():
-        _, windows = call_windows(ci, np.unique(crow[blocking]))
+        calls = np.unique(np.concatenate([crow[blocking]] + [w for w in waits if w.size]))
+        _, windows = call_windows(ci, calls)
         host_side = measures.intersect(no_compute, windows)
     claimed = measures.union_many(gpu_waited, host_side)
     # Per copy: its own critical time (compute-free copy time + host-blocked idle in its call).
@@ -134,7 +164,10 @@ def check(ci: CheckInput) -> Finding:
         dur = int(c.end[r] - c.start[r])
         one = measures.clip(measures.as_intervals([c.start[r]], [c.end[r]]), lo, hi)
         crit = measures.intersect(gpu_waited, one).total_ns if delaying[k] else 0
-        if blocking[k]:
+        if read[k]:
+            _, own = call_windows(ci, np.concatenate([[crow[k]], waits[k]]))
+            crit = max(crit, measures.intersect(no_compute, own).total_ns)
+        elif blocking[k]:
             call = measures.clip(measures.as_intervals([ev.rt_start[crow[k]]], [ev.rt_end[crow[k]]]), lo, hi)
             crit = max(crit, measures.intersect(no_compute, call).total_ns)
         b = by_kind.setdefault(kind, {"copies": 0, "bytes": 0, "copy_ns": 0, "critical_ns": 0, "direction": {}, "streams": [],
