@@ -6,21 +6,28 @@ A small transformer (embedding, 2 encoder layers, d=512, bf16 autocast, AdamW) t
 real `torch.utils.data.DataLoader` (2 workers, pinned batches copied non_blocking), 20 steps
 per process, each process a cold start: the recorder or profiler is on before the first step,
 which creates the DataLoader's workers and pays lazy init, handles and (where compiled) the
-first compile. One cause per process, on known steps:
+first compile. Every step ends when its GPU work does (a stream synchronize, as a loop that
+times its steps has). One cause per process, on known steps:
 
   cold_start   nothing else: the first steps are the cause (warm_up, reported once)
   pageable     a 256 MiB batch extra from pageable host memory, .to(device)      -> transfer_stall
   item         per-sample metrics: 128 x loss_i.item() in span "metrics.per_sample" -> transfer_stall
+               (the per-sample means computed once before the reads)
   dtoh_pack    a 512 MiB activation pack into a pinned buffer on the training stream -> transfer_stall
   recompile    torch.compile'd loss with a changing sequence length (static shapes)   -> compilation
   autotune     a @triton.autotune kernel meeting a new size (4 configs benchmarked)   -> compilation
 
 Each case runs in two processes (torch.profiler and cupti-python both own CUPTI):
-  recorder  FlightRecorder with host, nvml, sched, cupti; torch._dynamo's compile callbacks and
-            Triton's autotuner benchmark open recorder spans ("dynamo.compile",
-            "triton.autotune.benchmark": hooks that name what the trace cannot)
+  recorder  FlightRecorder with host, nvml, sched, cupti; torch._dynamo's compile callbacks, the
+            compiler's entry points (COMPILE_ENTRY_POINTS, by code object: Python >= 3.12)
+            and Triton's autotuner benchmark open recorder spans ("dynamo.compile",
+            "dynamo.compile.frame", "inductor.*", "triton.autotune.benchmark": hooks that name
+            what the trace cannot)
   kineto    the same loop under torch.profiler (CPU + CUDA), imported with
-            `stallcase import kineto` (host spans thinned by nesting depth until <= 2 MB)
+            `stallcase import kineto` (host spans thinned by nesting depth until <= 2 MB,
+            compile, autotune and wait spans kept at every depth)
+A fixture still over 2 MB drops the benchmark's event bookkeeping calls inside compile spans
+(thin_fixture; `--thin INCIDENT_DIR` does it to one already written).
 Each capture becomes a fixture directory <case>-<form>/ with incident/, truth.json (which steps
 got which cause, the intended check, the accepted causes) and provenance.json (date, GPU,
 driver, torch, command), scored at once by tests/data_movement_scoring.py; everything is
@@ -116,9 +123,76 @@ def _triton_kernel():
     return run
 
 
+# Compiler entry points whose whole run is compilation, named in the recorder by their code
+# objects (sys.monitoring, Python >= 3.12): dynamo's per-frame compile (bytecode tracing, the
+# backend, guards: torch._dynamo's compile callbacks fire only around part of it, 1.2 of 2.6 s
+# on the H200's recompile step), inductor's graph compile (forward, and backward in the autograd
+# thread, compiled lazily on the first backward), and inductor's first-run autotune. A code
+# object, unlike a module attribute, is the same whichever name a caller imported it under.
+COMPILE_ENTRY_POINTS = (
+    ("torch._dynamo.convert_frame", "_compile", "dynamo.compile.frame"),
+    ("torch._inductor.compile_fx", "compile_fx_inner", "inductor.compile_fx_inner"),
+    ("torch._inductor.runtime.triton_heuristics", "CachingAutotuner.benchmark_all_configs",
+     "inductor.CachingAutotuner.benchmark_all_configs"),
+)
+
+
+def _monitor_spans(rec, entries) -> list[str]:
+    """Open a recorder span named `span` for every run of each (module, qualname, span) entry's
+    code, on the thread that runs it (PY_START/PY_RETURN on those code objects only, PY_UNWIND
+    for a compile that raises). Returns what was installed, one line each."""
+    import importlib
+    import inspect
+    import threading
+
+    mon = getattr(sys, "monitoring", None)
+    if rec is None or mon is None:
+        return [] if rec is None else ["no compile entry-point spans (sys.monitoring needs Python >= 3.12)"]
+    names, out = {}, []
+    for module, qual, span_name in entries:
+        try:
+            obj = importlib.import_module(module)
+            for part in qual.split("."):
+                obj = getattr(obj, part)
+            code = inspect.unwrap(obj).__code__
+        except (ImportError, AttributeError, RuntimeError) as exc:  # a module absent or failing to import here
+            out.append(f"no span for {module}.{qual} ({type(exc).__name__})")
+            continue
+        names[code] = span_name
+        out.append(f"{module}.{qual} -> span {span_name}")
+    if not names:
+        return out
+    tool = next((t for t in range(6) if mon.get_tool(t) is None), None)
+    if tool is None:
+        return out + ["no sys.monitoring tool id free"]
+    mon.use_tool_id(tool, "stallcase-compile-spans")
+    local = threading.local()
+
+    def start(code, _offset):
+        name = names.get(code)
+        if name is not None:
+            cm = rec.span(name)
+            cm.__enter__()
+            local.__dict__.setdefault("open", []).append((code, cm))
+
+    def stop(code, _offset, _value):
+        stack = local.__dict__.get("open")
+        if code in names and stack and stack[-1][0] is code:
+            stack.pop()[1].__exit__(None, None, None)
+
+    mon.register_callback(tool, mon.events.PY_START, start)
+    mon.register_callback(tool, mon.events.PY_RETURN, stop)
+    mon.register_callback(tool, mon.events.PY_UNWIND, stop)
+    for code in names:
+        mon.set_local_events(tool, code, mon.events.PY_START | mon.events.PY_RETURN)
+    mon.set_events(tool, mon.events.PY_UNWIND)  # not a local event; stop() ignores other code
+    return out
+
+
 def _hooks(rec, record_function):
     """Name compiles and autotune benchmarks in the recorder (and in Kineto for Triton, which
-    annotates nothing itself): torch._dynamo's compile callbacks, Triton's Autotuner._bench."""
+    annotates nothing itself): torch._dynamo's compile callbacks, the compiler's entry points
+    (_monitor_spans), Triton's Autotuner._bench."""
     installed = []
     try:
         from torch._dynamo.callback import callback_handler
@@ -142,6 +216,7 @@ def _hooks(rec, record_function):
         installed.append("torch._dynamo callback_handler start/end -> span dynamo.compile")
     except (ImportError, AttributeError) as exc:
         installed.append(f"no dynamo compile callbacks ({type(exc).__name__})")
+    installed += _monitor_spans(rec, COMPILE_ENTRY_POINTS)
     try:
         from triton.runtime import autotuner
 
@@ -225,6 +300,10 @@ def run_case(case: str, form: str, tiny: bool, work: Path) -> dict:
     scale_add = _triton_kernel() if case == "autotune" else None
     if case == "pageable":
         pageable = torch.randn(z["pageable_mb"] << 18)  # float32: MiB << 18 elements, not pinned
+        # The extra batch and its consumer (feats.sum() * 0) run once before the loop: their kernels'
+        # first launch (lazy module loading, 8.5 ms of host time at the first injected step of the
+        # first H200 run) is warm-up, not the copy's.
+        _ = pageable.to(device).sum() * 0  # the same sizes, so the same kernels
     if case == "dtoh_pack":
         pack_src = torch.empty(z["pack_mb"] << 19, dtype=torch.bfloat16, device=device)
         pack_dst = torch.empty(z["pack_mb"] << 19, dtype=torch.bfloat16, pin_memory=cuda)
@@ -273,7 +352,16 @@ def run_case(case: str, form: str, tiny: bool, work: Path) -> dict:
                 opt.zero_grad(set_to_none=True)
             if case == "item" and i in steps_at:
                 with span("metrics.per_sample"):
-                    out_metrics.append(max(per.reshape(batch, -1).mean(1)[k % batch].item() for k in range(z["items"])))
+                    # The means once, then one read per sample: the reads are the injection. (The
+                    # first H200 run recomputed the means per read; under the profiler their host
+                    # time, 36 us a read, was most of the step's excess and host_submission's.)
+                    means = per.detach().reshape(batch, -1).mean(1)
+                    out_metrics.append(max(means[k % batch].item() for k in range(z["items"])))
+            if cuda:
+                # The step ends when its GPU work does, as a loop that times its steps makes it. Without
+                # it the Kineto form's host ran ahead of the GPU (no per-step wait there) and absorbed
+                # the 9.7 ms DtoH pack in its lead: no injected step got slower in the first H200 run.
+                torch.cuda.current_stream().synchronize()
         if step_cm is not None:
             step_cm.__exit__(None, None, None)
         walls[i] = round((time.perf_counter() - t0) * 1e3, 3)
@@ -315,10 +403,16 @@ def _dir_bytes(p: Path) -> int:
 def _kineto_fixture(trace: Path, dest: Path, incident_id: str) -> dict:
     """`stallcase import kineto` the trace, then thin host spans by nesting depth until the
     incident fits FIXTURE_LIMIT (a gap inside a deep span lies inside its shallower ancestor,
-    so the host evidence keeps a coarser name)."""
+    so the host evidence keeps a coarser name). Spans that are evidence by their name alone
+    (compilation and autotune regions, declared waits) are kept at every depth: the H200's
+    late-autotune capture thinned to depth 0 lost its triton.autotune.benchmark spans (depth 2)
+    and with them the cause."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
+    from workflow_lib.diagnose import DiagnoseOptions
     from workflow_lib.incident import read_incident, write_incident
+    from workflow_lib.vocabulary import COMPILE_RE
 
     tmp = dest.parent / (dest.name + ".import")
     cmd = [sys.executable, "-m", "workflow_lib.cli", "import", "kineto", str(trace), "--incident", incident_id,
@@ -331,20 +425,74 @@ def _kineto_fixture(trace: Path, dest: Path, incident_id: str) -> dict:
         a["path"] = trace.name  # the run's file name, not the capturing machine's path
     kept = None
     sp = data["spans"]
+    wait_re = DiagnoseOptions().wait_regex()
+    named = pa.array([bool(COMPILE_RE.search(n) or wait_re.search(n)) for n in sp["name"].to_pylist()], pa.bool_())
     for depth in (None, 4, 3, 2, 1, 0):
         if dest.exists():
             shutil.rmtree(dest)
         d = dict(data)
         if depth is not None:
-            d["spans"] = sp.filter(pc.less_equal(sp["depth"], depth))
+            d["spans"] = sp.filter(pc.or_(pc.less_equal(sp["depth"], depth), named))
             manifest["sources"]["spans"].setdefault("detail", {})["thinned"] = (
-                f"host spans of nesting depth <= {depth} kept ({d['spans'].num_rows} of {sp.num_rows}) for the fixture's size")
+                f"host spans of nesting depth <= {depth}, and compile, autotune and wait spans at any depth, kept "
+                f"({d['spans'].num_rows} of {sp.num_rows}) for the fixture's size")
         write_incident(dest, manifest, d)
         kept = depth
         if _dir_bytes(dest) <= FIXTURE_LIMIT:
             break
     shutil.rmtree(tmp, ignore_errors=True)
     return {"span_depth_kept": kept, "bytes": _dir_bytes(dest), "spans_total": sp.num_rows}
+
+
+# Host CUDA calls a fixture keeps inside compile/autotune spans: launches (their correlation ids
+# place the kernels), synchronizing, copy and allocator calls. The rest there is the benchmark's
+# timing bookkeeping (cudaEventCreate/Record/Query/ElapsedTime/Destroy: 45 of the 61 thousand
+# calls of a late-autotune step on the H200), time the span claims for compilation whatever
+# call it is in.
+def _kept_call(name: str) -> bool:
+    from workflow_lib import vocabulary
+
+    return bool(vocabulary.LAUNCH_RE.search(name) or vocabulary.is_sync_call(name) or vocabulary.is_alloc_call(name)
+                or "mem" in vocabulary.base_name(name).lower())
+
+
+def thin_fixture(incident: Path, limit: int = FIXTURE_LIMIT) -> dict:
+    """Bring a fixture's incident within `limit` bytes, when it is over, by dropping the host CUDA
+    calls inside compile/autotune spans that _kept_call does not keep; the manifest's
+    runtime_api source says so. Returns {"bytes", "calls_dropped"}."""
+    import numpy as np
+    import pyarrow as pa
+
+    from workflow_lib.incident import read_incident, write_incident
+    from workflow_lib.vocabulary import COMPILE_RE
+
+    if _dir_bytes(incident) <= limit:
+        return {"bytes": _dir_bytes(incident), "calls_dropped": 0}
+    inc = read_incident(incident)
+    data = {name: inc.table(name) for name in inc.manifest["tables"]}
+    manifest = {k: v for k, v in inc.manifest.items() if k != "tables"}
+    sp, rt = data["spans"], data["runtime_api"]
+    comp = np.array([bool(COMPILE_RE.search(n)) for n in sp["name"].to_pylist()], bool)
+    s0 = sp["start_ns"].to_numpy()[comp]
+    e0 = sp["end_ns"].to_numpy()[comp]
+    st, en = rt["start_ns"].to_numpy(), rt["end_ns"].to_numpy()
+    inside = np.zeros(rt.num_rows, bool)
+    for a, b in zip(s0.tolist(), e0.tolist()):  # compile spans: a few dozen
+        inside |= (st >= a) & (en <= b)
+    keep_name = {n: _kept_call(n) for n in set(rt["name"].to_pylist())}
+    keep = ~inside | np.array([keep_name[n] for n in rt["name"].to_pylist()], bool)
+    data["runtime_api"] = rt.filter(pa.array(keep))
+    dropped = int((~keep).sum())
+    # The source that holds the host calls: runtime_api in an import, cupti in a recorder capture.
+    src = manifest["sources"].get("runtime_api") or manifest["sources"]["cupti"]
+    src.setdefault("detail", {})["thinned"] = (
+        f"{dropped} of {rt.num_rows} host CUDA calls dropped for the fixture's size: those inside compile/autotune "
+        "spans other than launch, synchronizing, copy/memset and allocator calls (the benchmark's event bookkeeping)")
+    tmp = incident.parent / (incident.name + ".thin")
+    write_incident(tmp, manifest, data)
+    shutil.rmtree(incident)
+    tmp.rename(incident)
+    return {"bytes": _dir_bytes(incident), "calls_dropped": dropped}
 
 
 def _provenance(args, case: str, form: str) -> dict:
@@ -398,6 +546,7 @@ def one(args) -> int:
     else:
         info = _kineto_fixture(Path(got["trace"]), dest / "incident", f"{args.case}-kineto")
         Path(got["trace"]).unlink()
+    info.update(thin_fixture(dest / "incident"))
     (dest / "truth.json").write_text(json.dumps(_truth(args.case, args.form, got), indent=2) + "\n")
     (dest / "provenance.json").write_text(json.dumps({**_provenance(args, args.case, args.form), "fixture": info,
                                                       "process_s": got["process_s"]}, indent=2) + "\n")
@@ -420,7 +569,11 @@ def main(argv=None) -> int:
     ap.add_argument("--case", choices=sorted(CASES), help=argparse.SUPPRESS)
     ap.add_argument("--form", choices=("recorder", "kineto"), help=argparse.SUPPRESS)
     ap.add_argument("--work", help=argparse.SUPPRESS)
+    ap.add_argument("--thin", metavar="INCIDENT_DIR", help="thin an already written fixture's incident to 2 MiB (thin_fixture)")
     args = ap.parse_args(argv)
+    if args.thin:
+        print(json.dumps(thin_fixture(Path(args.thin))))
+        return 0
     if args.case:
         return one(args)
     if not os.environ.get("OUT"):
