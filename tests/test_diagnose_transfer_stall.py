@@ -151,3 +151,62 @@ def test_prefetch_copy_during_a_loader_wait_stays_the_waits():
     assert finding(rec, "transfer_stall", 0)["verdict"] == "not_applicable"
     # The GPU idle of the wait (the copy's own 1.98 ms is GPU activity, gpu_work's).
     assert finding(rec, "input_starvation", 0)["explains_ns"] == 6 * MS - 1_980 * US
+
+
+def _reads_in_ops(n=20, op_name="aten::item"):
+    """One 9.5 ms kernel, then a user span `metrics` of n reads, each `aten::select` (20 us), 10 us
+    of Python, then the read's op `op_name` (100 us: 40 us of host before its cudaMemcpyAsync DtoH
+    of 4 B into pinned staging, the 10 us call, a 10 us cudaStreamSynchronize, 40 us after), then
+    30 us of Python. Returns (incident, [op start], [next select start or step end])."""
+    from tests.builders import span
+
+    rt, mc, spans = [api(0, 5 * US, corr=1)], [], []
+    t = 9_600 * US
+    start = t
+    ops, nxt = [], []
+    for k in range(n):
+        spans.append(span("aten::select", t, t + 20 * US, depth=1))
+        a = t + 30 * US
+        spans.append(span(op_name, a, a + 100 * US, depth=1))
+        rt.append(api(a + 40 * US, a + 50 * US, name="cudaMemcpyAsync", corr=10 + k))
+        mc.append(memcpy(a + 42 * US, a + 47 * US, kind="DtoH", corr=10 + k, nbytes=4, src_kind="device", dst_kind="pinned",
+                         is_async=True))
+        rt.append(api(a + 50 * US, a + 60 * US, name="cudaStreamSynchronize", is_sync=True))
+        ops.append(a)
+        t = a + 130 * US
+        nxt.append(t)
+    spans.append(span("metrics", start, t, depth=0))
+    inc = make_incident(steps=[step(0, 0, t)], kernels=[kernel(10 * US, 9_510 * US, corr=1)], runtime_api=rt,
+                        memcpy=mc, spans=spans)
+    return inc, ops, nxt
+
+
+def test_a_read_owns_its_op_span_not_the_loop_around_it():
+    # Under torch.profiler each .item() is an aten::item span around the copy and its sync: the
+    # op's host time before the copy call is the read's (it goes with the read). The select
+    # between reads and the user's span around them all stay named host work.
+    inc, ops, nxt = _reads_in_ops()
+    rec = run(inc)
+    f = finding(rec, "transfer_stall", 0)
+    assert f["evidence"]["dominant_kind"] == "sync_dtoh"
+    # Per read: op start to the next select (100 us op + 30 us Python after it): 130 us; the 20
+    # selects and the 10 us after each (30 us a read) are not the read's.
+    assert f["explains_ns"] == sum(b - a for a, b in zip(ops, nxt)) == 20 * 130 * US
+    assert f["evidence"]["by_kind"]["sync_dtoh"]["critical_ns"] == 20 * 130 * US
+
+
+def test_a_span_around_several_reads_or_a_launch_is_not_a_read_op():
+    # The same reads with the op spans each around two reads (a user's helper reading two values):
+    # no span holds one read alone, so only the calls and the idle after them are the reads'.
+    inc, ops, nxt = _reads_in_ops()
+    one = run(inc)
+    from tests.builders import span
+
+    spans = [s for s in inc.table("spans").to_pylist() if s["name"] != "aten::item"]
+    spans += [span("read_two", ops[k], ops[k + 1] + 100 * US, depth=1) for k in range(0, 20, 2)]
+    two = make_incident(steps=inc.table("steps").to_pylist(), kernels=inc.table("kernels").to_pylist(),
+                        runtime_api=inc.table("runtime_api").to_pylist(), memcpy=inc.table("memcpy").to_pylist(),
+                        spans=spans)
+    f = finding(run(two), "transfer_stall", 0)
+    # From each copy call to the next span start (90 us), for all 20 reads.
+    assert f["explains_ns"] == 20 * 90 * US < finding(one, "transfer_stall", 0)["explains_ns"]
