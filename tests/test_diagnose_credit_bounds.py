@@ -4,7 +4,7 @@ warm-up class, next_experiments over steady-state steps, compilation after warm-
 
 from tests.builders import api, clock, kernel, make_incident, span, step
 from workflow_lib.diagnose import DiagnoseOptions, diagnose
-from workflow_lib.records import validate
+from workflow_lib.core.records import validate
 
 DIGEST = "0" * 64
 MS = 1_000_000

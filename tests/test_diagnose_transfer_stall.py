@@ -5,7 +5,7 @@ only (issue 25)."""
 from tests.builders import api, kernel, make_incident, memcpy, step
 from workflow_lib.diagnose import DiagnoseOptions, diagnose
 from workflow_lib.diagnose.checks.transfer_stall import FIXES
-from workflow_lib.records import validate
+from workflow_lib.core.records import validate
 
 DIGEST = "0" * 64
 MS = 1_000_000

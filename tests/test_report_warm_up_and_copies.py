@@ -4,9 +4,9 @@ next experiment is the loader, the warm-up line appears once, apart from the ran
 experiments, and the timeline draws pageable copies on a marked track of their own."""
 
 import report_cases as RC
-from workflow_lib import records
+from workflow_lib.core import records
 from workflow_lib.report import load_records, summary_text, timeline, write_report_files
-from workflow_lib.snapshot import load_tables
+from workflow_lib.snapshot.build import load_tables
 
 
 def _results(tmp_path):

@@ -411,8 +411,8 @@ def _kineto_fixture(trace: Path, dest: Path, incident_id: str) -> dict:
     import pyarrow.compute as pc
 
     from workflow_lib.diagnose import DiagnoseOptions
-    from workflow_lib.incident import read_incident, write_incident
-    from workflow_lib.vocabulary import COMPILE_RE
+    from workflow_lib.core.incident import read_incident, write_incident
+    from workflow_lib.core.vocabulary import COMPILE_RE
 
     tmp = dest.parent / (dest.name + ".import")
     cmd = [sys.executable, "-m", "workflow_lib.cli", "import", "kineto", str(trace), "--incident", incident_id,
@@ -450,7 +450,7 @@ def _kineto_fixture(trace: Path, dest: Path, incident_id: str) -> dict:
 # calls of a late-autotune step on the H200), time the span claims for compilation whatever
 # call it is in.
 def _kept_call(name: str) -> bool:
-    from workflow_lib import vocabulary
+    from workflow_lib.core import vocabulary
 
     return bool(vocabulary.LAUNCH_RE.search(name) or vocabulary.is_sync_call(name) or vocabulary.is_alloc_call(name)
                 or "mem" in vocabulary.base_name(name).lower())
@@ -463,8 +463,8 @@ def thin_fixture(incident: Path, limit: int = FIXTURE_LIMIT) -> dict:
     import numpy as np
     import pyarrow as pa
 
-    from workflow_lib.incident import read_incident, write_incident
-    from workflow_lib.vocabulary import COMPILE_RE
+    from workflow_lib.core.incident import read_incident, write_incident
+    from workflow_lib.core.vocabulary import COMPILE_RE
 
     if _dir_bytes(incident) <= limit:
         return {"bytes": _dir_bytes(incident), "calls_dropped": 0}

@@ -25,9 +25,9 @@ from operator import attrgetter, itemgetter
 import numpy as np
 import pyarrow as pa
 
-from ... import arrow
+from ...core import arrow
 from ..clock import now_ns
-from ...incident import source
+from ...core.incident import source
 from ..ring import Ring
 
 try:  # the binding object; None when cupti-python is not installed
@@ -44,8 +44,8 @@ MEMCPY_KINDS = {0: "unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "At
 MEMORY_KINDS = {1: "pageable", 2: "pinned", 3: "device", 4: "array", 5: "managed", 6: "device", 7: "managed"}
 MEMCPY_ASYNC_FLAG = 0x1  # CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC (and _MEMSET_ASYNC): bit 0 of `flags`
 # Runtime calls that block the calling host thread until the GPU reaches a point: one
-# definition for every stage (workflow_lib/vocabulary.py; cudaFree yes, cudaMalloc no).
-from ...vocabulary import is_sync_call
+# definition for every stage (workflow_lib/core/vocabulary.py; cudaFree yes, cudaMalloc no).
+from ...core.vocabulary import is_sync_call
 # Runtime calls left out of runtime_api: queries that return at once, neither enqueue GPU
 # work nor wait for it. PyTorch issues some per kernel launch (cudaGetLastError after each
 # launch, cudaGetDevice in device guards), doubling the records of a launch-bound loop.

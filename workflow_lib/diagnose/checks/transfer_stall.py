@@ -33,7 +33,7 @@ import re
 
 import numpy as np
 
-from ...vocabulary import base_name
+from ...core.vocabulary import base_name
 from .. import measures
 from ..evidence import launch_rows
 from ..types import Finding, Intervals
