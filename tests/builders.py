@@ -32,9 +32,11 @@ def kernel(start_ns: int, end_ns: int, *, name: str = "gemm", stream: int = 7, d
 
 
 def memcpy(start_ns: int, end_ns: int, *, kind: str = "HtoD", stream: int = 7, device: int = 0,
-           corr: int | None = None, nbytes: int | None = None, rank: int | None = None) -> dict:
+           corr: int | None = None, nbytes: int | None = None, rank: int | None = None, src_kind: str | None = None,
+           dst_kind: str | None = None, is_async: bool | None = None) -> dict:
     return {"kind": kind, "device": device, "stream": stream, "bytes": nbytes, "correlation_id": corr,
-            "start_ns": start_ns, "end_ns": end_ns, "rank": rank}
+            "start_ns": start_ns, "end_ns": end_ns, "rank": rank, "src_kind": src_kind, "dst_kind": dst_kind,
+            "is_async": is_async}
 
 
 def api(start_ns: int, end_ns: int, *, name: str = "cudaLaunchKernel", thread_id: int = 1, corr: int | None = None,

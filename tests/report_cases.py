@@ -257,3 +257,33 @@ def with_attribution(diagnosis: dict, comparison: dict | None) -> tuple[dict, di
     ]
     c["sentence"] = "faster by 7.9% [6.4, 9.6]: input wait −1.23 ms/step [−1.29, −1.18]; sync −0.01 ms/step (within its floor)"
     return d, c
+
+
+def cold_loader_incident(path: Path, incident_id: str = "cold-loader", steps: int = 12) -> Path:
+    """A trainer starved by its loader (each 10 ms step waits 6 ms in dataloader.next with the
+    GPU idle) whose first step is cold (1.6 s: context, lazy init, worker start; 5 ms inside
+    cudaMalloc), with a pageable HtoD batch copy in steps 4 and 8 (2 ms, GPU idle)."""
+    rows: dict[str, list] = {k: [] for k in ("steps", "kernels", "memcpy", "runtime_api", "spans", "clock_sync")}
+    t, corr = 0, 1
+    for i in range(steps):
+        wall = 1600 * MS if i == 0 else 10 * MS + (2 * MS if i in (4, 8) else 0)
+        rows["steps"].append(step(i, t, t + wall))
+        rows["spans"].append(span("dataloader.next", t, t + 6 * MS, depth=1))
+        if i == 0:
+            for k in range(20):
+                a = t + 6 * MS + k * 60 * MS
+                rows["runtime_api"].append(api(a, a + 250_000, name="cudaMalloc"))
+        k0 = t + wall - 4 * MS
+        if i in (4, 8):
+            c0 = t + 6 * MS
+            rows["runtime_api"].append(api(c0, c0 + 2 * MS, name="cudaMemcpyAsync", corr=corr))
+            rows["memcpy"].append(memcpy(c0 + 5_000, c0 + 2 * MS, kind="HtoD", corr=corr, nbytes=8 << 20,
+                                         src_kind="pageable", dst_kind="device", is_async=True))
+            corr += 1
+        rows["runtime_api"].append(api(k0 - 10_000, k0 - 5_000, corr=corr))
+        rows["kernels"].append(kernel(k0, k0 + 4 * MS, corr=corr))
+        corr += 1
+        t += wall
+    rows["clock_sync"].append(clock(0, 1_000))
+    make_incident(incident_id=incident_id, write_to=path, **rows)
+    return path

@@ -124,10 +124,32 @@ def test_callback_records_become_tables_on_host_timeline(tmp_path, monkeypatch):
     assert (api["thread_id"] == 4242).all()
     mc = inc.table("memcpy").to_pandas()
     assert sorted(mc["kind"]) == ["HtoD", "memset"]
+    # Records without memory kinds or flags (older bindings): null, never a guessed kind.
+    assert mc["src_kind"].isna().all() and mc["dst_kind"].isna().all() and mc["is_async"].isna().all()
     cs = inc.table("clock_sync").to_pandas()
     assert len(cs) >= 2 and (cs["source"] == "cupti").all()
     assert (abs(cs["offset_ns"] + CUPTI_BASE_NS) < 1_000_000).all()
     assert (cs["uncertainty_ns"] >= 0).all()
+
+
+def test_memcpy_memory_kinds_and_async_flag(tmp_path, monkeypatch):
+    """CUPTI's memcpy record names the memory on each side and whether the copy was async:
+    a pageable HtoD issued async, a pinned DtoH issued sync, an async memset of device memory."""
+    fake = FakeCupti()
+    monkeypatch.setattr(cupti_mod, "cupti", fake)
+    rec = recorder(tmp_path, sources=("cupti",))
+    with rec:
+        t0 = time.monotonic_ns() + CUPTI_BASE_NS
+        cp = lambda kind, src, dst, flags, corr: SimpleNamespace(
+            kind=ActivityKind.MEMCPY, copy_kind=kind, device_id=0, stream_id=7, bytes=1 << 20, correlation_id=corr,
+            start=t0 + corr, end=t0 + corr + 100, src_kind=src, dst_kind=dst, flags=flags)
+        ms = SimpleNamespace(kind=ActivityKind.MEMSET, device_id=0, stream_id=7, bytes=64, correlation_id=9,
+                             start=t0 + 900, end=t0 + 910, memory_kind=3, flags=1)
+        fake.completed([cp(1, 1, 3, 1, 1), cp(2, 3, 2, 0, 2), ms])
+        path = rec.snapshot("manual")
+    mc = read_incident(path).table("memcpy").sort_by("correlation_id").to_pylist()
+    got = [(r["kind"], r["src_kind"], r["dst_kind"], r["is_async"]) for r in mc]
+    assert got == [("HtoD", "pageable", "device", True), ("DtoH", "device", "pinned", False), ("memset", None, "device", True)]
 
 
 def test_buffer_callback_bug_is_contained(tmp_path, monkeypatch):

@@ -291,7 +291,14 @@ def test_clock_throttle_from_violation_counters_covers_millisecond_steps():
     rows = [nvml(-500 * MS, "violation_thermal_ns", 0.0), nvml(500 * MS, "violation_thermal_ns", 1e6)]
     f = finding(run(make_incident(steps=[step(0, 0, 2 * MS)], kernels=ks[:1], nvml=rows)), "clock_throttle")
     assert f["verdict"] == "unresolved" and "bracket" in f["missing"][0]
-    # ... and inside a close bracket it is attributed, capped at busy time.
-    rows = [nvml(-100_000, "violation_thermal_ns", 0.0), nvml(2_100_000, "violation_thermal_ns", 500_000.0)]
+    # ... and inside a close bracket it is attributed with the time lost, not the time
+    # throttled: 0.5 ms held down at 80% of the max clock lost 0.1 ms.
+    rows = [nvml(-100_000, "violation_thermal_ns", 0.0), nvml(2_100_000, "violation_thermal_ns", 500_000.0),
+            nvml(1 * MS, "sm_clock_mhz", 1584.0), nvml(1 * MS, "max_sm_clock_mhz", 1980.0)]
     f = finding(run(make_incident(steps=[step(0, 0, 2 * MS)], kernels=ks[:1], nvml=rows)), "clock_throttle")
-    assert f["verdict"] == "attributed" and f["explains_ns"] == 500_000
+    assert f["verdict"] == "attributed" and f["evidence"]["throttled_busy_ns"] == 500_000
+    assert f["explains_ns"] == 100_000
+    # Without clock samples the time lost is not known: attributed, nothing credited, saying so.
+    rows = rows[:2]
+    f = finding(run(make_incident(steps=[step(0, 0, 2 * MS)], kernels=ks[:1], nvml=rows)), "clock_throttle")
+    assert f["verdict"] == "attributed" and f["explains_ns"] == 0 and "size the time lost" in f["evidence"]["note"]

@@ -40,6 +40,9 @@ def test_tables_and_sources(new_inc):
     assert k["start_ns"] >= 1_764_460_800_000_000_000
     kinds = sorted(inc.table("memcpy")["kind"].to_pylist())
     assert kinds == ["HtoD", "memset"]
+    # "Memcpy HtoD (Pageable -> Device)" issued by cudaMemcpyAsync; "Memset (Device)" with no call.
+    sides = {r["kind"]: (r["src_kind"], r["dst_kind"], r["is_async"]) for r in inc.table("memcpy").to_pylist()}
+    assert sides == {"HtoD": ("pageable", "device", True), "memset": (None, "device", None)}
     rt = inc.table("runtime_api")
     syncs = [r["name"] for r in rt.to_pylist() if r["is_sync"]]
     assert syncs == ["cudaStreamSynchronize"] * 2
@@ -57,10 +60,14 @@ def test_injected_causes_on_the_right_steps(new_inc):
     for sid, checks in v.items():
         kind = STEP_KINDS[sid % 4]
         assert (checks["gpu_bound"] == "attributed") == (kind == "compute"), sid
-        assert (checks["sync_stall"] == "attributed") == (kind == "sync"), sid
+        # The sync blocks while the GPU is busy, then the host logs for 3 ms in a named span:
+        # that refill is the span's (host_submission), not the sync's (issue 25).
+        assert checks["sync_stall"] != "attributed", sid
         assert (checks["input_starvation"] == "attributed") == (kind == "dataloader"), sid
         assert checks["collective_wait"] == "unresolved"
         assert checks["clock_throttle"] == "unresolved"
+        if kind == "sync":
+            assert checks["host_submission"] == "attributed", sid
         if kind == "host":
             # Kineto carries no scheduler samples, but nothing was queued and the host was in a
             # span: host work there (issue 14); only the host state stays open.

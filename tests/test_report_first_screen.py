@@ -168,3 +168,26 @@ def test_demo_workflow_first_screen(browser, demo_pipeline):
     got = first_screen(browser, report, _from_files(report.parent), _shot("report-first-screen-demo.png"))
     assert "Faster" in got["text"] or "Slower" in got["text"] or "No detectable change" in got["text"] or "Inconclusive" in got["text"]
     assert "These trials tested the candidate: --producers 4, --sync-every 0." in got["text"]
+
+
+def test_cold_loader_first_screen_ranks_the_loader_and_shows_warm_up_once(browser, tmp_path):
+    """Issue 25: a loader-starved trainer with a cold first step. The top next experiment is the
+    loader; the warm-up line is on the first screen once, apart from it (CPU twin without a
+    browser: tests/test_report_warm_up_and_copies.py)."""
+    inc = RC.cold_loader_incident(tmp_path / "incidents" / "cold-loader")
+    p = RC.results_for(inc, tmp_path / "results", trials=False)
+    out = write_report_files(p["snapshot"], p["diagnosis"], p["plan"], p["comparison"], tmp_path / "results",
+                             p["snapshot"].parent / "report.html", perfetto=False)
+    got = first_screen(browser, out, _from_files(out.parent), _shot("report-first-screen-cold-loader.png"))
+    diag = records.read_record(p["diagnosis"], "diagnosis")
+    assert diag["next_experiments"][0]["check"] == "input_starvation"
+    assert diag["next_experiments"][0]["candidate_change"] in got["text"]
+    assert got["text"].count("once per process") == 1
+    assert "diagnosis:/summary/warm_up/wall_ns" in {s for s, *_ in got["numbers"]}
+    page, _ = browser.open(out)
+    try:
+        box = page.eval("(function(){var r=document.querySelector('#glance-warmup').getBoundingClientRect();"
+                        "return [r.top, r.bottom];})()")
+        assert 0 <= box[0] and box[1] <= HEIGHT, box
+    finally:
+        browser.close_page(page)

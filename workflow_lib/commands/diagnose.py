@@ -61,4 +61,7 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     for e in rec["next_experiments"][:3]:
         print(f"  {e['rank']}. {e['check']}: up to {e['recoverable_upper_bound_ns'] / 1e6:.3f} ms ({e['risk']} risk) - {e['candidate_change']}")
+    w = s.get("warm_up")
+    if w:  # once, apart from the ranked experiments: a once-per-process cost is not a per-step fix
+        print(f"warm-up: {w['wall_ns'] / 1e9:.3f} s, once per process ({w['steps']} cold first step(s); not ranked)")
     return 0

@@ -56,6 +56,17 @@ LAUNCH_RE = re.compile(
     r"(LaunchKernel|cuLaunch|LaunchCooperative|cudaGraphLaunch|cuGraphLaunch|hipGraphLaunch|hipModuleLaunch"
     r"|hipExtLaunch|MemcpyAsync|MemsetAsync|MemcpyDtoHAsync|MemcpyHtoDAsync|MemcpyDtoDAsync)", re.IGNORECASE)
 
+# Host spans that name compilation or autotuning (diagnose/checks/compilation.py, warm_up.py):
+# torch's dynamo_timed regions in Kineto traces ("_compile.compile_inner (dynamo_timed)",
+# "CachingAutotuner.benchmark_all_configs (dynamo_timed)"), triton autotune/benchmark spans,
+# and spans a user or hook names around compiles. Not "Torch-Compiled Region" or
+# "CompiledFunction": those are compiled code running, every step.
+COMPILE_RE = re.compile(
+    r"dynamo_timed|compile_inner|convert_frame|compile_fx|fw_compiler|bw_compiler|inductor_compile|call_user_compiler"
+    r"|aot_compile|codegen_and_compile|recompil|autotun|benchmark_all_configs|triton[._ ]?(bench|tune|compile)"
+    r"|entire_frame_compile|backend_compile|dynamo[ _.]compile|torch\.compile",
+    re.IGNORECASE)
+
 # Collective-library kernels: NCCL (ncclKernel_..., ncclDevKernel_...) and RCCL (same names on ROCm),
 # not preceded by a letter. The one spelling for every stage (the collectives' kernel-only ranks,
 # the diagnosis's evidence and its HTA-like breakdown, which counts communication as HTA does:

@@ -19,7 +19,7 @@ from ..core import records
 from ..core.incident import MANIFEST, Incident, read_incident
 from . import evidence as evidence_mod
 from . import excess as excess_mod
-from . import measures, next_experiments, timeline
+from . import measures, next_experiments, timeline, warmup
 from .checks import CHECKS, NAMES
 from .checks.base import CheckInput, make_base
 from .steps import step_table
@@ -81,11 +81,12 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
         ids = steps["step_id"].to_numpy()[sel]
         tids = steps["thread_id"].to_numpy()[sel]
         m = _step_measures(ev, starts, ends, src)
+        cold = warmup.cold_steps(ends - starts, opts)
         windows.append(_window_record(ev, int(starts.min()), int(ends.max()), src, origin, opts))
         rank_recs = []
         for i in range(sel.size):  # steps, not events
             sw = StepWindow(int(ids[i]), ev.rank, int(tids[i]), int(starts[i]), int(ends[i]))
-            rank_recs.append(_step_record(sw, ev, src, opts, m, i, origin, coll.get((ev.rank, int(ids[i])))))
+            rank_recs.append(_step_record(sw, ev, src, opts, m, i, origin, coll.get((ev.rank, int(ids[i]))), cold[i]))
         ref = excess_mod.attach(rank_recs, opts)
         slow.extend(_slow_with_growth(rank_recs, ref, ev, starts, ends, opts))
         step_records.extend(rank_recs)
@@ -149,9 +150,10 @@ def _collective_claim(f: dict, sw: StepWindow, ev) -> Finding:
     return Finding("collective_wait", "attributed", Intervals(nccl.start_ns[keep], nccl.start_ns[keep] + take[keep]), evidence, ())
 
 
-def _step_record(sw: StepWindow, ev, src, opts, m: dict, i: int, origin: int, coll: dict | None = None) -> dict:
+def _step_record(sw: StepWindow, ev, src, opts, m: dict, i: int, origin: int, coll: dict | None = None,
+                 cold: dict | None = None) -> dict:
     base = make_base(sw, ev, opts.min_gap_ns)
-    ci = CheckInput(sw, base, ev, src, opts)
+    ci = CheckInput(sw, base, ev, src, opts, cold)
     found = [c.check(ci) for c in CHECKS]
     if coll is not None:
         # A wait matched across ranks by communicator and sequence number names the cause of
@@ -199,7 +201,7 @@ def _summary(steps: list[dict], windows: list[dict], slow: list[dict] | None = N
             b = by_check[f["check"]]
             b[f"{f['verdict']}_steps"] += 1
             b["explains_ns"] += f["explains_ns"]
-    return {
+    out = {
         "steps": len(steps),
         "wall_ns": sum(s["wall_ns"] for s in steps),
         "explained_ns": sum(s["explained_ns"] for s in steps),
@@ -208,6 +210,10 @@ def _summary(steps: list[dict], windows: list[dict], slow: list[dict] | None = N
         "windows": windows,
         "slow_steps": sorted(slow or [], key=lambda s: -s["excess_ns"])[:excess_mod.MAX_SLOW_LISTED],
     }
+    warm = warmup.summary(steps)
+    if warm is not None:
+        out["warm_up"] = warm
+    return out
 
 
 def manifest_digest(incident_dir: str | os.PathLike) -> str:

@@ -76,9 +76,12 @@ class RankEvidence:
     k_end: np.ndarray
     k_corr: np.ndarray  # -1 where unknown
     k_nccl: np.ndarray  # bool
+    k_stream: np.ndarray  # the stream each kernel ran on
     k_name: Names
     gpu_start_sorted: np.ndarray  # starts of all GPU activity (kernels+memcpy), ascending
     gpu_corr_sorted: np.ndarray  # their correlation ids in the same order
+    kernel_busy: Intervals  # union of kernels only: copy-engine time is not compute
+    copies: "Copies"
     rt_name: Names
     rt_start: np.ndarray
     rt_end: np.ndarray
@@ -99,11 +102,66 @@ class RankEvidence:
     span_start: np.ndarray
     span_end: np.ndarray
     span_index: IntervalIndex
+    span_is_wait: np.ndarray  # bool: the span is a declared wait
+    span_is_compile: np.ndarray  # bool: the span names compilation or autotuning (vocabulary.COMPILE_RE)
+    span_starts_by_thread: dict[int, np.ndarray]  # thread -> its span starts, ascending
+    span_first_start: np.ndarray  # per span-name code: the earliest start of a span of that name
     wait_union: Intervals
     nccl_union: Intervals
     sched: dict[int, Sched]
     nvml: dict[str, tuple[np.ndarray, np.ndarray]]  # metric -> (ts_ns, value), all devices of the rank
     clock_uncertainty_ns: int | None  # None: not measured
+
+
+@dataclass(frozen=True)
+class Copies:
+    """The rank's memcpy/memset rows, sorted by start (relative ns). Memory kinds are the
+    tables' words (pageable, pinned, device, managed, array) or "" where not observed;
+    is_async is 1, 0 or -1 (not observed)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    kind: np.ndarray  # object: HtoD, DtoH, DtoD, PtoP, memset, ...
+    src_kind: np.ndarray  # object
+    dst_kind: np.ndarray  # object
+    is_async: np.ndarray  # int8
+    nbytes: np.ndarray  # int64, -1 where unknown
+    stream: np.ndarray
+    corr: np.ndarray  # -1 where unknown
+
+    def in_window(self, lo: int, hi: int) -> np.ndarray:
+        """Rows overlapping [lo, hi) (copies are short: a start search with a generous margin)."""
+        i = int(np.searchsorted(self.start, lo - _COPY_MARGIN_NS, side="left"))
+        j = int(np.searchsorted(self.start, hi, side="left"))
+        rows = np.arange(i, j)
+        return rows[self.end[rows] > lo]
+
+
+# Longest copy looked back for when finding a window's copies (a 1 GiB pageable copy at 3 GB/s).
+_COPY_MARGIN_NS = 1_000_000_000
+
+
+def _copies(m: pa.Table, origin_ns: int) -> Copies:
+    m = _sorted(m)
+    n = m.num_rows
+
+    def strs(name):
+        if n == 0 or name not in m.column_names:
+            return np.full(n, "", object)
+        return np.asarray(pc.fill_null(m[name].cast(pa.string()), "").to_pylist(), object)
+
+    if n and "is_async" in m.column_names:
+        a = m["is_async"].to_pylist()
+        is_async = np.array([-1 if v is None else int(bool(v)) for v in a], np.int8)
+    else:
+        is_async = np.full(n, -1, np.int8)
+    return Copies(
+        start=_i64(m["start_ns"]) - origin_ns, end=_i64(m["end_ns"]) - origin_ns, kind=strs("kind"),
+        src_kind=strs("src_kind"), dst_kind=strs("dst_kind"), is_async=is_async,
+        nbytes=np.asarray(pc.fill_null(m["bytes"], -1).to_numpy(), np.int64) if n else np.zeros(0, np.int64),
+        stream=_i64(m["stream"]) if n else np.zeros(0, np.int64),
+        corr=np.asarray(pc.fill_null(m["correlation_id"], -1).to_numpy(), np.int64) if n else np.zeros(0, np.int64),
+    )
 
 
 @dataclass(frozen=True)
@@ -193,7 +251,9 @@ def build(inc: Incident, rk: int, origin_ns: int, wait_re: re.Pattern) -> RankEv
         rank=None if rk < 0 else int(rk),
         devices=tuple(int(d) for d in devices),
         busy=measures.union(g_start, np.concatenate([k_end, m_end])),
+        kernel_busy=measures.union(k_start, k_end), copies=_copies(m, origin_ns),
         k_start=k_start, k_end=k_end, k_corr=np.asarray(k_corr, np.int64), k_nccl=k_nccl, k_name=k_name,
+        k_stream=_i64(k["stream"]) if k.num_rows else np.zeros(0, np.int64),
         gpu_start_sorted=g_start[order], gpu_corr_sorted=g_corr[order],
         rt_name=rt_names, rt_start=rt_start, rt_end=rt_end, rt_thread=_i64(r["thread_id"]),
         rt_corr=rt_corr,
@@ -204,7 +264,9 @@ def build(inc: Incident, rk: int, origin_ns: int, wait_re: re.Pattern) -> RankEv
         alloc_union=measures.union(rt_start[rt_alloc], rt_end[rt_alloc]),
         span_name=span_name, span_thread=_i64(s["thread_id"]),
         span_depth=np.asarray(s["depth"].to_numpy(zero_copy_only=False), np.int64) if s.num_rows else np.zeros(0, np.int64),
-        span_start=span_start, span_end=span_end, span_index=IntervalIndex(span_start, span_end),
+        span_start=span_start, span_end=span_end, span_index=IntervalIndex(span_start, span_end), span_is_wait=is_wait, span_is_compile=span_name.matches(vocabulary.COMPILE_RE),
+        span_starts_by_thread=_starts_by_thread(_i64(s["thread_id"]), span_start),
+        span_first_start=_first_start(span_name, span_start),
         wait_union=measures.union(span_start[is_wait], span_end[is_wait]),
         nccl_union=measures.union(k_start[k_nccl], k_end[k_nccl]),
         sched=_sched(_table_for_rank(inc.table("sched"), rk), origin_ns),
@@ -219,6 +281,22 @@ def _sorted(t: pa.Table) -> pa.Table:
     if t.num_rows == 0 or bool(np.all(np.diff(_i64(t["start_ns"])) >= 0)):
         return t
     return t.sort_by([("start_ns", "ascending")])
+
+
+def _first_start(names: Names, start: np.ndarray) -> np.ndarray:
+    first = np.full(len(names.dictionary), np.iinfo(np.int64).max, np.int64)
+    if start.size:
+        np.minimum.at(first, names.codes, start)
+    return first
+
+
+def _starts_by_thread(tid: np.ndarray, start: np.ndarray) -> dict[int, np.ndarray]:
+    if tid.size == 0:
+        return {}
+    order = np.lexsort((start, tid))
+    t, st = tid[order], start[order]
+    cut = np.flatnonzero(np.diff(t)) + 1
+    return {int(t[lo]): st[lo:hi] for lo, hi in zip(np.concatenate([[0], cut]), np.concatenate([cut, [t.size]]))}
 
 
 def _sched(t: pa.Table, origin_ns: int) -> dict[int, Sched]:

@@ -2,7 +2,13 @@
 change and an upper bound on the time it could recover (the explained time: removing a cause
 cannot give back more than the time it occupied). Risky changes are flagged. gpu_work (busy time
 whatever the busy fraction) has no candidate of its own: "reduce GPU work" is gpu_bound's, for
-steps bounded by it."""
+steps bounded by it.
+
+Ranked over the steady-state steps only: cold first steps (warm_up's) are left out of the sums
+and of the per-step bound (trials/components.py recomputes that bound over its own measured
+steps, after `skip_steps`). warm_up has no candidate: a
+once-per-process cost is reported once (summary.warm_up), never ranked as a per-step fix.
+transfer_stall's change depends on the kind of copy: the kind that explains most time names it."""
 
 from __future__ import annotations
 
@@ -27,6 +33,11 @@ CANDIDATES = {
     "allocator_churn": ("stop releasing and re-allocating device memory each step: drop torch.cuda.empty_cache() from "
                         "the loop, keep tensor shapes stable, or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
                         "low", "memory use can grow; numerics unchanged"),
+    "transfer_stall": ("take the copy off the critical path (the change depends on the kind of copy)", "low",
+                       "pinned memory and async copies keep numerics; pinned host memory is a finite resource"),
+    "compilation": ("stop compiling inside the loop: mark the changing dimension dynamic (torch._dynamo.mark_dynamic, "
+                    "torch.compile(dynamic=True)), bucket/pad shapes, or warm the autotuner before the loop", "medium",
+                    "dynamic shapes can produce slower kernels than specialised ones"),
     "host_work": ("shorten the host work in the spans named in the evidence (host-only: no GPU was observed)",
                   "medium", "depends on what the host span does"),
     "gpu_bound": ("reduce GPU work: mixed precision, better kernels (torch.compile, cuDNN/cuBLAS settings), "
@@ -35,22 +46,45 @@ CANDIDATES = {
 }
 
 
+def steady_steps(steps: list[dict]) -> list[dict]:
+    """The steps that are not warm-up (no attributed warm_up finding: diagnose/warmup.py)."""
+    return [st for st in steps
+            if not any(f["check"] == "warm_up" and f["verdict"] == "attributed" for f in st["findings"])]
+
+
+def _transfer_change(kinds: dict[str, int]) -> str:
+    from .checks.transfer_stall import FIXES
+
+    if not kinds:
+        return FIXES["copy"]
+    top = max(sorted(kinds), key=kinds.get)
+    return FIXES[top]
+
+
 def rank(steps: list[dict]) -> list[dict]:
+    steady = steady_steps(steps)
     totals: dict[str, dict] = {}
-    for st in steps:
+    kinds: dict[str, int] = {}
+    for st in steady:
         for f in st["findings"]:
-            if f["verdict"] != "attributed" or f["check"] not in CANDIDATES:
+            if f["verdict"] != "attributed" or f["check"] not in CANDIDATES or f["explains_ns"] <= 0:
                 continue
             t = totals.setdefault(f["check"], {"ns": 0, "steps": 0})
             t["ns"] += f["explains_ns"]
             t["steps"] += 1
+            if f["check"] == "transfer_stall":
+                for k, b in f["evidence"].get("by_kind", {}).items():
+                    kinds[k] = kinds.get(k, 0) + int(b.get("critical_ns", 0))
     ordered = sorted(totals.items(), key=lambda kv: (-kv[1]["ns"], kv[0]))
     out = []
     for i, (check, t) in enumerate(ordered, 1):
         change, risk, why = CANDIDATES[check]
+        if check == "transfer_stall":
+            change = _transfer_change(kinds)
         out.append({
             "rank": i, "check": check, "candidate_change": change,
             "recoverable_upper_bound_ns": int(t["ns"]), "steps": t["steps"],
+            "per_step_upper_bound_ns": int(t["ns"] // max(len(steady), 1)),
             "risk": risk, "risk_note": why,
         })
     return out

@@ -40,6 +40,37 @@ FALLBACK_STEP_PATTERN = r"(?i)(?<![A-Za-z0-9])(?:train_step|training_step|step|i
 # stage (workflow_lib/core/vocabulary.py: CUDA runtime, driver and HIP; .item() shows up as
 # cudaMemcpyAsync + cudaStreamSynchronize, the second is the sync).
 _COPY_KIND = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|PtoP)\b")
+# Kineto names the memory on each side: "Memcpy HtoD (Pageable -> Device)", "Memset (Device)".
+_COPY_SIDES = re.compile(r"\((\w+)\s*->\s*(\w+)\)")
+_SET_SIDE = re.compile(r"^Memset \((\w+)\)")
+_MEMORY_WORDS = {"pageable": "pageable", "pinned": "pinned", "device": "device", "managed": "managed", "array": "array"}
+
+
+def _sides(name: str) -> tuple[str | None, str | None]:
+    """(src_kind, dst_kind) from a Kineto copy/memset name; None where it does not say."""
+    if (mm := _COPY_SIDES.search(name)) is not None:
+        return _MEMORY_WORDS.get(mm.group(1).lower()), _MEMORY_WORDS.get(mm.group(2).lower())
+    if (mm := _SET_SIDE.search(name)) is not None:
+        return None, _MEMORY_WORDS.get(mm.group(1).lower())
+    return None, None
+
+
+def _is_async(m: pa.Table, r: pa.Table) -> pa.Array:
+    """Per copy: was its issuing call asynchronous (cudaMemcpyAsync) or not (cudaMemcpy)?
+    Joined by correlation id; null where no call matched."""
+    out = np.full(m.num_rows, -1, np.int8)
+    if m.num_rows and r.num_rows:
+        enc = pc.dictionary_encode(r["name"]).combine_chunks()
+        flags = np.array([1 if "async" in n.lower() else (0 if re.search(r"mem(cpy|set)", n, re.I) else -1)
+                          for n in enc.dictionary.to_pylist()], np.int8)  # distinct names only
+        per_call = flags[enc.indices.to_numpy(zero_copy_only=False)]
+        r_corr = pc.fill_null(r["correlation_id"], -1).to_numpy().astype(np.int64)
+        order = np.argsort(r_corr, kind="stable")
+        m_corr = pc.fill_null(m["correlation_id"], -1).to_numpy().astype(np.int64)
+        pos = np.minimum(np.searchsorted(r_corr[order], m_corr), order.size - 1)
+        ok = (m_corr >= 0) & (r_corr[order][pos] == m_corr)
+        out[ok] = per_call[order][pos][ok]
+    return pa.array([None if v < 0 else bool(v) for v in out.tolist()], pa.bool_())
 
 
 def _hash_streaming(path: Path) -> str:
@@ -172,9 +203,13 @@ def _finish(parts: dict[str, list[pa.Table]], rank: int, base_ns: int, shift_us:
         kinds = [(mm.group(1) if (mm := _COPY_KIND.search(s)) else "unknown") for s in enc.dictionary.to_pylist()]
         kind = pc.take(pa.array(kinds, pa.string()), enc.indices)
         kind = pc.if_else(m["is_set"], "memset", kind)
+        sides = [_sides(n) for n in enc.dictionary.to_pylist()]  # distinct names only
+        src = pc.take(pa.array([a for a, _ in sides], pa.string()), enc.indices)
+        dst = pc.take(pa.array([b for _, b in sides], pa.string()), enc.indices)
     else:
-        kind = pa.array([], pa.string())
-    out["memcpy"] = m.drop_columns(["name", "is_set"]).append_column("kind", kind)
+        kind = src = dst = pa.array([], pa.string())
+    out["memcpy"] = (m.drop_columns(["name", "is_set"]).append_column("kind", kind).append_column("src_kind", src)
+                     .append_column("dst_kind", dst).append_column("is_async", _is_async(m, out["runtime_api"])))
     r = out["runtime_api"]
     out["runtime_api"] = r.append_column("is_sync", pa.array(vocabulary.per_name(r["name"], vocabulary.is_sync_call)))
     sp = out["spans"]

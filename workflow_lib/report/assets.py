@@ -82,7 +82,8 @@ JS = r"""
   var PAL = data.colors || { findings: {}, finding_other: "#334155", span_other: "#dee2e6" };
   var COLORS = { steps: ["#64748b", "#94a3b8"], intervals: "#7c3aed", busy: "#14b8a6", kernels: "#38bdf8",
                  api: "#64748b", sync: "#e11d48", collectives: "#60a5fa", wait: "rgba(225,29,72,0.45)",
-                 gaps: "rgba(225,29,72,0.30)", samples: "#9333ea", band: "rgba(147,51,234,0.35)" };
+                 gaps: "rgba(225,29,72,0.30)", samples: "#9333ea", band: "rgba(147,51,234,0.35)",
+                 pageable: "#f59e0b" };
   var CHECK_COLORS = PAL.findings, SPAN_COLORS = (tl && tl.span_colors) || {};
   var ROWH = 15;  // one nesting level of host spans
   var used = {};  // legend key -> [label, colour]: only what the last drawing showed
@@ -126,6 +127,7 @@ JS = r"""
     if (t.kind === "collectives" || t.kind === "enqueued") return COLORS.collectives;
     if (t.isSpans) return spanColor(t.names[t.name[i]]);
     if (t.sync) return t.sync[i] ? COLORS.sync : COLORS.api;
+    if (t.id.indexOf("memcpy-pageable:") === 0) return COLORS.pageable;
     if (t.id.indexOf("kernels:") === 0 || t.id.indexOf("memcpy:") === 0) return COLORS.kernels;
     if (t.id.indexOf("runtime_api:") === 0) return COLORS.api;
     return COLORS.intervals;
@@ -136,6 +138,7 @@ JS = r"""
     else if (t.isSpans) { var sn = t.names[t.name[i]]; use("s:" + (SPAN_COLORS[sn] ? sn : "(other)"), SPAN_COLORS[sn] ? "span " + sn : "other spans", c); }
     else if (t.kind === "gaps") use("gaps", "GPU idle gap (longest, where it was)", c);
     else if (t.sync && t.sync[i]) use("sync", "synchronizing CUDA call", c);
+    else if (t.id.indexOf("memcpy-pageable:") === 0) use("pageable", "copy from/to pageable (unpinned) host memory", c);
     else if (t.kind === "collectives" && t.wait[i] > 0) use("wait", "collective: waiting for the last rank", COLORS.wait);
   }
 
@@ -145,6 +148,7 @@ JS = r"""
     if (byKind[t.kind]) return byKind[t.kind];
     if (t.isSpans) return PAL.span_other;
     if (t.id.indexOf("runtime_api:") === 0) return COLORS.api;
+    if (t.id.indexOf("memcpy-pageable:") === 0) return COLORS.pageable;
     if (t.id.indexOf("kernels:") === 0 || t.id.indexOf("memcpy:") === 0) return COLORS.kernels;
     return COLORS.intervals;
   }

@@ -170,10 +170,23 @@ def next_experiment(diagnosis: dict | None, plan: dict | None) -> dict:
             "more": len(exps) - 1}
 
 
+def warm_up(diagnosis: dict | None) -> dict | None:
+    """The cold first steps' cost, said once and apart from the ranked experiments
+    ("warm-up: 1.6 s, once per process"); None when no step was cold (or an older record)."""
+    w = ((diagnosis or {}).get("summary") or {}).get("warm_up")
+    if not w:
+        return None
+    return {"wall": Num(w["wall_ns"], "ns", "diagnosis:/summary/warm_up/wall_ns"),
+            "steps": Num(w["steps"], "count", "diagnosis:/summary/warm_up/steps"),
+            "over": Num(w["over_typical_ns"], "ns", "diagnosis:/summary/warm_up/over_typical_ns"),
+            "step_ids": list(w["step_ids"])}
+
+
 def build(m: dict) -> dict:
     """The first screen from the view model (model.build)."""
     return {"verdict": verdict(m["comparison"]), "components": components(m["comparison"]),
-            "excess": excess(m["diagnosis"], m["slow_steps"]), "next": next_experiment(m["diagnosis"], m["plan"])}
+            "excess": excess(m["diagnosis"], m["slow_steps"]), "next": next_experiment(m["diagnosis"], m["plan"]),
+            "warm_up": warm_up(m["diagnosis"])}
 
 
 def verdict_text(v: dict) -> str:

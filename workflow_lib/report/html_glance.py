@@ -126,6 +126,15 @@ def _next(x: dict) -> str:
             f'{n(x["recovers"])} over {n(x["steps"])} steps; risk {esc(x["risk"])}.{more}</p>' + tried + "</div>")
 
 
+def _warm_up(w: dict | None) -> str:
+    if w is None:
+        return ""
+    ids = ", ".join(str(i) for i in w["step_ids"])
+    return (f'<p id="glance-warmup"><b>Warm-up: {n(w["wall"])}, once per process</b> <span class="muted">'
+            f'({n(w["steps"])} cold first step(s): {esc(ids)}; {n(w["over"])} over the typical step). Context creation, '
+            f'lazy init, handles, compilation and worker start are paid once: not a per-step fix, not ranked.</span></p>')
+
+
 def section(g: dict) -> str:
     return (f'<section id="glance">{_verdict(g["verdict"])}<div class="cards">{_excess(g["excess"])}'
-            f'{_components(g["components"], g["verdict"])}</div>{_next(g["next"])}</section>')
+            f'{_components(g["components"], g["verdict"])}</div>{_next(g["next"])}{_warm_up(g.get("warm_up"))}</section>')

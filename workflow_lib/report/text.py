@@ -139,6 +139,10 @@ def _glance(m: dict) -> list[str]:
         out.append(f"next experiment: {nx['change']} ({nx['check']}; recovers at most {nx['recovers'].text()}, risk {nx['risk']})")
     elif nx["kind"] == "none":
         out.append("next experiment: none ranked; capture first: " + ("; ".join(nx["missing"]) or "more of the incident"))
+    w = g.get("warm_up")
+    if w is not None:
+        out.append(f"warm-up: {w['wall'].text()}, once per process ({w['steps'].text()} cold first step(s), "
+                   f"{w['over'].text()} over the typical step; not ranked)")
     return out
 
 

@@ -403,7 +403,7 @@ def _gpu_tracks(inc: Incident, origin: int, lo: int, hi: int, add) -> None:
     ks, ke = _rel(k, "start_ns", origin), _rel(k, "end_ns", origin)
     ms, me = _rel(m, "start_ns", origin), _rel(m, "end_ns", origin)
     k_names = k["name"].to_numpy(zero_copy_only=False)
-    m_names = m["kind"].to_numpy(zero_copy_only=False)
+    m_names, m_pageable = copy_labels(m)
     devs = sorted(set(zip(k_rk.tolist(), k_dev.tolist())) | set(zip(m_rk.tolist(), m_dev.tolist())))
     for r, d in devs:  # devices are few
         ksel = (k_rk == r) & (k_dev == d)
@@ -416,10 +416,33 @@ def _gpu_tracks(inc: Incident, origin: int, lo: int, hi: int, add) -> None:
             add(int(sel.sum()), lambda raw, sel=sel, r=r, d=d, st=st: _interval_track(
                 f"kernels:{r}:{d}:{st}", "gpu", f"{_rank_label(r)}GPU {d} stream {st} kernels", ks[sel], ke[sel],
                 k_names[sel], None, lo, hi, raw))
-        if msel.any():
-            add(int(msel.sum()), lambda raw, msel=msel, r=r, d=d: _interval_track(
-                f"memcpy:{r}:{d}", "gpu", f"{_rank_label(r)}GPU {d} copies/memsets", ms[msel], me[msel], m_names[msel],
-                None, lo, hi, raw))
+        # Copies by kind; those from/to pageable memory on a track of their own, marked: the
+        # driver stages them through a bounce buffer while the host waits (pin_memory fixes it).
+        for pageable, tid, what in ((False, "memcpy", "copies/memsets"),
+                                    (True, "memcpy-pageable", "PAGEABLE copies (unpinned host memory: pin_memory=True)")):
+            sel = msel & (m_pageable == pageable)
+            if sel.any():
+                add(int(sel.sum()), lambda raw, sel=sel, r=r, d=d, tid=tid, what=what: _interval_track(
+                    f"{tid}:{r}:{d}", "gpu", f"{_rank_label(r)}GPU {d} {what}", ms[sel], me[sel], m_names[sel],
+                    None, lo, hi, raw))
+
+
+def copy_labels(m: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """Per memcpy row: its name on the timeline ("HtoD pageable->device async", "memset device
+    sync"; memory kinds and the async flag where observed) and whether pageable memory is a side."""
+    kind = m["kind"].to_numpy(zero_copy_only=False).astype(object)
+    cols = [pc.fill_null(m[c].cast(pa.string()), "").to_numpy(zero_copy_only=False).astype(object)
+            if c in m.column_names else np.full(m.num_rows, "", object) for c in ("src_kind", "dst_kind")]
+    src, dst = cols
+    asy = m["is_async"].to_pylist() if "is_async" in m.column_names else [None] * m.num_rows
+    labels, seen = [], {}
+    for key in zip(kind.tolist(), src.tolist(), dst.tolist(), asy):  # one label per distinct (kind, sides, async)
+        if key not in seen:
+            k, a, b, y = key
+            sides = f"{a}->{b}" if a and b else (b or a)
+            seen[key] = " ".join(x for x in (k, sides, None if y is None else ("async" if y else "sync")) if x)
+        labels.append(seen[key])
+    return np.asarray(labels, object), (src == "pageable") | (dst == "pageable")
 
 
 def _nvml_tracks(inc: Incident, origin: int, lo: int, hi: int, add) -> None:

@@ -146,6 +146,12 @@ def _spans(steps: list[dict], spans) -> tuple[dict[str, float], str | None]:
     return out, None
 
 
+def _explained_per_step(steps: list[dict], check: str) -> float:
+    total = sum(f["explains_ns"] for st in steps for f in st["findings"]
+                if f["check"] == check and f["verdict"] == "attributed")
+    return total / len(steps)
+
+
 def run_components(diagnosis: dict, skip_steps: int, spans=None) -> dict:
     """The execution record's `capture.components` for one run's diagnosis (and, when given,
     the run's spans table, to split the host thread's step time by span)."""
@@ -174,9 +180,10 @@ def run_components(diagnosis: dict, skip_steps: int, spans=None) -> dict:
     values.update(excess)
     if why:
         unobserved[EXCESS_PREFIX + "*"] = why
-    total_steps = max(1, int(diagnosis["summary"]["steps"]))
-    # The diagnosis's own bound, per step of the whole diagnosed run.
-    bounds = [{"check": e["check"], "bound_ns_per_step": e["recoverable_upper_bound_ns"] / total_steps}
+    # The diagnosis's bound per step, over the same measured steps as the values above (the
+    # first skip_steps left out): a sum over every step, warm-up included, divided by all
+    # steps would compare a once-per-process cost with steady-state components.
+    bounds = [{"check": e["check"], "bound_ns_per_step": _explained_per_step(steps, e["check"])}
               for e in diagnosis.get("next_experiments", [])]
     return {"statistic": "mean", "steps": len(steps), "values_ns": values, "unobserved": unobserved,
             "excess_available": why is None, "spans_available": span_why is None, "next_experiments": bounds}

@@ -32,7 +32,9 @@ from ..clock import now_ns
 from ...core.incident import source
 from ..ring import Ring
 from . import cupti_raw
-from .cupti_parse import MEMCPY_KINDS, _lookup_into, _sync_type  # one definition, shared with the raw parser
+# One definition of CUPTI's codes, shared with the raw parser. The async flag is bit 0 of
+# `flags` (CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC, and _MEMSET_ASYNC).
+from .cupti_parse import MEMCPY_FLAG_ASYNC, MEMCPY_KINDS, MEMORY_KINDS, _lookup_into, _sync_type
 
 try:  # the binding object; None when cupti-python is not installed
     from cupti import cupti  # type: ignore
@@ -117,7 +119,7 @@ class CuptiSource:
         self.api = Ring("runtime_api", {"name": "q", "tid": "q", "corr": "q", "start": "q", "end": "q", "sync": "q"}, api_cap)
         self.thread_ids = "not set"
         self.memcpy = Ring("memcpy", {"kind": "q", "device": "q", "stream": "q", "bytes": "q", "corr": "q",
-                                      "start": "q", "end": "q"}, memcpy_cap)
+                                      "start": "q", "end": "q", "src": "q", "dst": "q", "flags": "q"}, memcpy_cap)
         self.names: dict[str, int] = {}
         self.name_list: list[str] = []
         self.calibrations: list[tuple[int, int, int, int]] = []  # (host_ns, cupti_ns, offset, uncertainty)
@@ -406,7 +408,7 @@ class CuptiSource:
             added += len(cols["corr"])
         if mem:
             arr = np.concatenate(mem) if len(mem) > 1 else mem[0]
-            self.memcpy.extend(**dict(zip(("kind", "device", "stream", "bytes", "corr", "start", "end"), arr.T)))
+            self.memcpy.extend(**dict(zip(_MEMCPY_COLUMNS, arr.T)))
             added += len(arr)
         if api is not None and api[0].size:
             self.api.extend(**dict(zip(("name", "tid", "corr", "start", "end", "sync"), api)))
@@ -438,13 +440,15 @@ class CuptiSource:
         return cols
 
     def _memcpy_rows(self, recs, memset: bool) -> np.ndarray:
+        """Rows of _MEMCPY_COLUMNS; memory kinds and flags are -1 where a record lacks them."""
         if memset:
             rows = _rows(_MEMSET_FIELDS, recs, 6)
-            return np.column_stack([np.full(len(rows), -1, np.int64), rows])
+            extra = _optional_rows(_MEMSET_EXTRA, recs)
+            return np.column_stack([np.full(len(rows), -1, np.int64), rows, np.full(len(rows), -1, np.int64), extra])
         rows = _rows(_MEMCPY_FIELDS, recs, 7)
         # Copy kinds this table does not name are "unknown", never another kind's label.
         rows[:, 0] = np.where((rows[:, 0] >= 0) & (rows[:, 0] < len(MEMCPY_KINDS)), rows[:, 0], 0)
-        return rows
+        return np.column_stack([rows, _optional_rows(_MEMCPY_EXTRA, recs)])
 
     def _runtime_rows(self, cu, recs) -> tuple[np.ndarray, ...]:
         """(name id, tid, corr, start, end, sync) of the runtime calls the diagnosis reads;
@@ -552,6 +556,8 @@ class CuptiSource:
                 "stream": arrow.numbers(c["stream"][m]), "bytes": arrow.numbers(c["bytes"][m]),
                 "correlation_id": arrow.numbers(c["corr"][m]), "start_ns": arrow.numbers(s[m]),
                 "end_ns": arrow.numbers(e[m]),
+                "src_kind": _memory_words(c["src"][m]), "dst_kind": _memory_words(c["dst"][m]),
+                "is_async": pa.array([None if f < 0 else bool(f & MEMCPY_FLAG_ASYNC) for f in c["flags"][m].tolist()], pa.bool_()),
             })
         with self._lock:
             cal = list(self.calibrations)
@@ -622,6 +628,21 @@ _KERNEL_FIELDS = attrgetter("device_id", "stream_id", "correlation_id", "start",
 _GEOMETRY_FIELDS = attrgetter(*_GEOMETRY)
 _MEMCPY_FIELDS = attrgetter("copy_kind", "device_id", "stream_id", "bytes", "correlation_id", "start", "end")
 _MEMSET_FIELDS = attrgetter("device_id", "stream_id", "bytes", "correlation_id", "start", "end")
+_MEMCPY_EXTRA = ("src_kind", "dst_kind", "flags")
+_MEMSET_EXTRA = ("memory_kind", "flags")
+_MEMCPY_COLUMNS = ("kind", "device", "stream", "bytes", "corr", "start", "end", "src", "dst", "flags")
+
+
+def _optional_rows(names: tuple[str, ...], recs) -> np.ndarray:
+    """(len(recs), len(names)) int64 of fields a record may lack (older bindings): -1 there."""
+    try:
+        return _rows(attrgetter(*names), recs, len(names))
+    except AttributeError:
+        return np.array([[int(getattr(a, f, -1)) for f in names] for a in recs], np.int64).reshape(-1, len(names))
+
+
+def _memory_words(codes: np.ndarray) -> pa.Array:
+    return pa.array([MEMORY_KINDS.get(int(k)) for k in codes.tolist()], pa.string())
 _API_FIELDS = attrgetter("cbid", "thread_id", "correlation_id", "start", "end")
 _SYNC_FIELDS = attrgetter("correlation_id", "start", "end")
 

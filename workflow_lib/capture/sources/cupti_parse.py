@@ -57,8 +57,9 @@ def _sync_type(cu, t) -> str:
 KIND_MEMCPY, KIND_MEMSET, KIND_RUNTIME, KIND_CONCURRENT_KERNEL, KIND_SYNCHRONIZATION = 1, 2, 5, 10, 38
 KIND_KERNEL = 3  # the serialized-kernel record has the same layout as CONCURRENT_KERNEL
 MEMCPY_FLAG_ASYNC = 1  # CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC
-MEMORY_KINDS = {0: "unknown", 1: "pageable", 2: "pinned", 3: "device", 4: "array", 5: "managed",
-                6: "device_static", 7: "managed_static"}  # CUpti_ActivityMemoryKind
+# CUpti_ActivityMemoryKind -> the memcpy table's words (static device/managed memory is still
+# device/managed memory); 0 (unknown) and kinds not listed are null in the table.
+MEMORY_KINDS = {1: "pageable", 2: "pinned", 3: "device", 4: "array", 5: "managed", 6: "device", 7: "managed"}
 
 
 class ActivityKernel10(ctypes.Structure):
@@ -357,17 +358,17 @@ def ingest(source, buf, valid: int, names: NameCache, cu, sizes: dict[int, int] 
     if c is not None:
         kind = np.where((c["copy_kind"] >= 0) & (c["copy_kind"] < len(MEMCPY_KINDS)), c["copy_kind"], 0)
         mem.append({"kind": kind, "device": c["device"], "stream": c["stream"], "bytes": c["bytes"], "corr": c["corr"],
-                    "start": c["start"], "end": c["end"], "src_kind": c["src_kind"], "dst_kind": c["dst_kind"],
-                    "is_async": c["flags"] & MEMCPY_FLAG_ASYNC})
+                    "start": c["start"], "end": c["end"], "src": c["src_kind"], "dst": c["dst_kind"],
+                    "flags": c["flags"]})
     z = by.get(KIND_MEMSET)
     if z is not None:
         none = np.full(len(z["corr"]), -1, np.int64)
         mem.append({"kind": none, "device": z["device"], "stream": z["stream"], "bytes": z["bytes"], "corr": z["corr"],
-                    "start": z["start"], "end": z["end"], "src_kind": none, "dst_kind": z["memory_kind"],
-                    "is_async": z["flags"] & MEMCPY_FLAG_ASYNC})
+                    "start": z["start"], "end": z["end"], "src": none, "dst": z["memory_kind"],
+                    "flags": z["flags"]})
     if mem:
         cols = {n: np.concatenate([m[n] for m in mem]) for n in mem[0]}
-        # The ring's own columns (the memory kinds and async flag where the ring keeps them).
+        # The ring's columns: raw CUPTI codes, named when the table is built (cupti.py).
         source.memcpy.extend(**{n: v for n, v in cols.items() if n in source.memcpy.cols})
         added += len(cols["corr"])
     source.records += added

@@ -6,15 +6,19 @@ Evidence required: host API calls (runtime_api) and GPU activity. cudaFree waits
 device before it releases memory, so the queue drains during it; cudaMalloc is slow host time
 in the driver. Resolved before sync_stall, so a cudaFree of a churning allocator is credited
 here and not to a generic synchronization.
-Explains: GPU idle from the start of each allocator call until the next GPU activity after it
-returns.
+Explains (checks/base.call_windows, the rule for every call-shaped cause): GPU idle during
+each allocator call, plus the idle after it returns only as far as the call delayed the next
+launch: until the GPU starts again or the calling thread begins a named host span. Declared
+waits (also another thread's) are never the allocator's, so a 100 us cudaHostAlloc on a
+pin-memory thread cannot take a 19 ms dataloader wait, and 5 ms inside the allocator on a
+cold step cannot explain 1.5 s of context creation.
 """
 
 from __future__ import annotations
 
 from .. import measures
 from ..types import Finding
-from .base import CheckInput, attributed, calls_in_step, needs_calls_and_kernels, next_gpu_start, not_applicable, top_names
+from .base import CheckInput, attributed, call_windows, calls_in_step, needs_calls_and_kernels, not_applicable, top_names
 
 NAME = "allocator_churn"
 
@@ -23,16 +27,17 @@ def check(ci: CheckInput) -> Finding:
     gate = needs_calls_and_kernels(ci, NAME)
     if gate is not None:
         return gate
-    ev, step = ci.ev, ci.step
+    ev = ci.ev
     sel = calls_in_step(ci, ev.rt_alloc)
     if sel.size == 0:
         return not_applicable(NAME, allocator_calls=0)
     s, e = ev.rt_start[sel], ev.rt_end[sel]
-    nxt = next_gpu_start(ev, e, step.end_ns)
-    claimed = measures.intersect(ci.base.idle, measures.clip(measures.union(s, nxt), step.start_ns, step.end_ns))
+    blocked, windows = call_windows(ci, sel)
+    claimed = measures.intersect(ci.base.idle, windows)
     evidence = {
         "allocator_calls": int(sel.size),
-        "in_allocator_ns": measures.clip(measures.union(s, e), step.start_ns, step.end_ns).total_ns,
+        "in_allocator_ns": blocked.total_ns,
+        "gpu_idle_in_allocator_ns": measures.intersect(ci.base.idle, blocked).total_ns,
         "gpu_idle_during_and_after_ns": claimed.total_ns,
         "calls": top_names(ev.rt_name[sel], e - s),
     }

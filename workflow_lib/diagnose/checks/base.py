@@ -28,6 +28,8 @@ class CheckInput:
     ev: RankEvidence
     src: Sources
     opts: DiagnoseOptions
+    warm_up: dict | None = None
+    """Set on a cold first step of the process ({position, typical_ns, basis}); None otherwise."""
 
 
 def make_base(step: StepWindow, ev: RankEvidence, min_gap_ns: int) -> StepBase:
@@ -75,6 +77,42 @@ def next_gpu_start(ev: RankEvidence, after_ns: np.ndarray, step_end_ns: int) -> 
     j = np.searchsorted(g, after_ns, side="left")
     nxt = np.where(j < g.size, g[np.minimum(j, g.size - 1)], step_end_ns)
     return np.minimum(np.maximum(nxt, after_ns), step_end_ns)
+
+
+def next_host_start(ev: RankEvidence, thread_id: np.ndarray, after_ns: np.ndarray, step_end_ns: int) -> np.ndarray:
+    """For each (thread, time): the first host span of that thread starting at or after the
+    time (the host went on to run named work), bounded by the step end."""
+    out = np.full(after_ns.size, step_end_ns, np.int64)
+    for tid in np.unique(thread_id).tolist():  # threads are few
+        starts = ev.span_starts_by_thread.get(int(tid))
+        if starts is None or starts.size == 0:
+            continue
+        m = thread_id == tid
+        j = np.searchsorted(starts, after_ns[m], side="left")
+        out[m] = np.where(j < starts.size, starts[np.minimum(j, starts.size - 1)], step_end_ns)
+    return np.minimum(np.maximum(out, after_ns), step_end_ns)
+
+
+def call_windows(ci: "CheckInput", rows: np.ndarray) -> tuple[Intervals, Intervals]:
+    """(blocked, windows) for host calls `rows`: the calls' own time, and that time plus the
+    GPU idle after each return only as far as the call delayed the next launch: until the
+    GPU starts again or, sooner, the calling thread begins a named host span (that host time
+    is the span's: host_submission names it). Declared waits after a return are
+    input_starvation's, and waits of other threads are never a call's."""
+    ev, step = ci.ev, ci.step
+    lo, hi = step.start_ns, step.end_ns
+    s, e, tid = ev.rt_start[rows], ev.rt_end[rows], ev.rt_thread[rows]
+    blocked = measures.clip(measures.union(s, e), lo, hi)
+    stop = np.minimum(next_gpu_start(ev, e, hi), next_host_start(ev, tid, e, hi))
+    windows = measures.clip(measures.union(s, np.maximum(stop, e)), lo, hi)
+    if len(ev.wait_union):
+        after = measures.subtract(windows, blocked)
+        windows = measures.union_many(blocked, measures.subtract(after, measures.clip(ev.wait_union, lo, hi)))
+        near = ev.span_index.overlapping(lo, hi)
+        other = near[ev.span_is_wait[near] & ~np.isin(ev.span_thread[near], np.unique(tid))]
+        if other.size:
+            windows = measures.subtract(windows, measures.clip(measures.union(ev.span_start[other], ev.span_end[other]), lo, hi))
+    return blocked, windows
 
 
 def unresolved(check: str, missing: list[str], **evidence) -> Finding:

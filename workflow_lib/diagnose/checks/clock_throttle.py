@@ -5,7 +5,8 @@ Evidence, first choice: NVML violation counters (nvmlDeviceGetViolationStatus: c
 held below clocks for power, thermal, board limit, reliability), polled as deltas. The two
 polls around the step bracket it: an unchanged counter rules throttling out for the whole
 bracket however long it is, so millisecond steps are covered by a 1 s poll; a change inside a
-bracket at most 2x the step is attributed (the delta, capped at busy time); a change in a
+bracket at most 2x the step is attributed (the throttled time, capped at busy time, times
+1 - busy SM clock / max SM clock: the time lost, not the time throttled); a change in a
 longer bracket cannot be placed and is unresolved, saying so.
 Otherwise: NVML clock samples covering the step (one inside it, or two bracketing it at
 most 2x the step apart). Unresolved without them.
@@ -87,8 +88,44 @@ def _violations(ci: CheckInput) -> Finding | None:
     if span > 2 * max(step.wall_ns, 1):
         return unresolved(NAME, [f"violation counters changed by {int(total)} ns within a {span} ns bracket around the "
                                  f"{step.wall_ns} ns step: a poll closer to the step's boundaries"], **evidence)
+    # The counters say how long the clocks were held down, not how much work that cost: a
+    # throttled busy ns loses (1 - clock ratio) of a ns. Sized by the clock samples; without
+    # them the time lost is not known and nothing is credited.
     busy = ci.base.busy
-    return attributed(NAME, _take_tail(busy, int(min(total, busy.total_ns))), **evidence)
+    throttled = int(min(total, busy.total_ns))
+    evidence["throttled_busy_ns"] = throttled
+    reasons = ev.nvml.get("clock_event_reasons")
+    ratio = _busy_clock_ratio(ci, _clock_window(ci), reasons, evidence)
+    if ratio is None:
+        evidence["note"] = "clocks held down, but no busy SM clock samples to size the time lost"
+        return attributed(NAME, _take_tail(busy, 0), **evidence)
+    return attributed(NAME, _take_tail(busy, int(round(throttled * max(0.0, 1.0 - ratio)))), **evidence)
+
+
+def _busy_clock_ratio(ci: CheckInput, cwin, reasons, evidence: dict) -> float | None:
+    """Mean busy SM clock / max SM clock over the clock samples `cwin` (idle samples dropped)."""
+    ev = ci.ev
+    clocks = ev.nvml.get("sm_clock_mhz")
+    max_clock = ev.nvml.get("max_sm_clock_mhz")
+    if cwin is None or clocks is None or max_clock is None or not max_clock[1].size:
+        return None
+    vals = clocks[1][cwin]
+    if reasons is not None:
+        # Drop samples taken while the GPU was idle: idle clocks are low by design.
+        k = np.clip(np.searchsorted(reasons[0], clocks[0][cwin], side="right") - 1, 0, reasons[0].size - 1)
+        busy_mask = (reasons[1][k].astype(np.int64) & GPU_IDLE_BIT) == 0
+        vals = vals[busy_mask] if busy_mask.any() else vals[:0]
+    mx = float(np.max(max_clock[1]))
+    if not vals.size or mx <= 0:
+        return None
+    ratio = float(np.mean(vals)) / mx
+    evidence.update(sm_clock_mean_mhz=round(float(np.mean(vals)), 1), sm_clock_max_mhz=mx, clock_ratio=round(ratio, 4))
+    return ratio
+
+
+def _clock_window(ci: CheckInput):
+    clocks = ci.ev.nvml.get("sm_clock_mhz")
+    return _window(clocks[0], ci.step.start_ns, ci.step.end_ns) if clocks is not None else None
 
 
 def check(ci: CheckInput) -> Finding:
@@ -99,32 +136,18 @@ def check(ci: CheckInput) -> Finding:
     if by_counters is not None:
         return by_counters
     reasons = ev.nvml.get("clock_event_reasons")
-    clocks = ev.nvml.get("sm_clock_mhz")
     rwin = _window(reasons[0], step.start_ns, step.end_ns) if reasons is not None else None
-    cwin = _window(clocks[0], step.start_ns, step.end_ns) if clocks is not None else None
+    cwin = _clock_window(ci)
     if rwin is None and cwin is None:
         return unresolved(NAME, ["NVML clock-event reasons or SM clock samples covering the step"])
     evidence: dict = {}
     throttled_reasons: list[str] = []
-    busy_mask = None
     if rwin is not None:
         bits = reasons[1][rwin].astype(np.int64)
         evidence["reason_samples"] = int(bits.size)
         throttled_reasons = [name for name, bit in REASON_BITS.items() if (bits & bit).any()]
         evidence["reasons"] = throttled_reasons
-    ratio = None
-    max_clock = ev.nvml.get("max_sm_clock_mhz")
-    if cwin is not None and max_clock is not None and max_clock[1].size:
-        vals = clocks[1][cwin]
-        if reasons is not None:
-            # Drop samples taken while the GPU was idle: idle clocks are low by design.
-            k = np.clip(np.searchsorted(reasons[0], clocks[0][cwin], side="right") - 1, 0, reasons[0].size - 1)
-            busy_mask = (reasons[1][k].astype(np.int64) & GPU_IDLE_BIT) == 0
-            vals = vals[busy_mask] if busy_mask.any() else vals[:0]
-        mx = float(np.max(max_clock[1]))
-        if vals.size and mx > 0:
-            ratio = float(np.mean(vals)) / mx
-            evidence.update(sm_clock_mean_mhz=round(float(np.mean(vals)), 1), sm_clock_max_mhz=mx, clock_ratio=round(ratio, 4))
+    ratio = _busy_clock_ratio(ci, cwin, reasons, evidence)
     slowed = ratio is not None and ratio < opts.throttle_clock_fraction
     if not throttled_reasons and not slowed:
         return not_applicable(NAME, **evidence)

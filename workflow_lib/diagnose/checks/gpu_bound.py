@@ -1,10 +1,14 @@
-"""gpu_bound: the GPU was busy for most of the step, so the step is bounded by GPU work.
+"""gpu_bound: the GPU's kernels were running for most of the step, so the step is bounded by
+GPU compute.
 
-Evidence required: GPU activity (kernels/memcpy). Explains: the step's busy time.
+Evidence required: GPU kernels. Copy-engine time is not compute: a step whose GPU was busy
+with copies is transfer_stall's question, so busy here means kernels only.
+Explains: the step's kernel-busy time.
 """
 
 from __future__ import annotations
 
+from .. import measures
 from ..types import Finding
 from .base import CheckInput, attributed, not_applicable, unresolved
 
@@ -15,9 +19,11 @@ def check(ci: CheckInput) -> Finding:
     if not ci.src.kernels:
         return unresolved(NAME, ["GPU activity (kernels table not observed)"])
     wall = ci.step.wall_ns
-    busy = ci.base.busy.total_ns
+    kbusy = measures.clip(ci.ev.kernel_busy, ci.step.start_ns, ci.step.end_ns)
+    busy = kbusy.total_ns
     frac = busy / wall if wall > 0 else 0.0
-    ev = {"busy_fraction": round(frac, 6), "threshold": ci.opts.gpu_bound_min_busy_fraction, "busy_ns": busy}
+    ev = {"busy_fraction": round(frac, 6), "threshold": ci.opts.gpu_bound_min_busy_fraction, "busy_ns": busy,
+          "basis": "kernels only (copies and memsets are transfer_stall's)"}
     if wall > 0 and frac >= ci.opts.gpu_bound_min_busy_fraction:
-        return attributed(NAME, ci.base.busy, **ev)
+        return attributed(NAME, kbusy, **ev)
     return not_applicable(NAME, **ev)

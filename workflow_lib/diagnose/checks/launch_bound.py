@@ -1,8 +1,10 @@
 """launch_bound: many kernels shorter than their own launch call, the host continuously launching.
 
 Evidence required: kernels and runtime API calls joined by correlation id.
-Explains: GPU idle while the submitting thread was between its first and last launch of the
-step (the GPU drains each kernel faster than the host can enqueue the next).
+Explains: GPU idle while the submitting thread was in its launch calls or in the short host
+time between two consecutive ones (the GPU drains each kernel faster than the host can
+enqueue the next). A pause between launches longer than HOST_GAP_LAUNCHES x the median launch
+call is host work of its own (a data transform, a Python loop): host_submission names it.
 """
 
 from __future__ import annotations
@@ -11,10 +13,14 @@ import numpy as np
 
 from .. import measures
 from ..evidence import launch_rows
-from ..types import Finding, Intervals
+from ..types import Finding
 from .base import CheckInput, attributed, not_applicable, unresolved
 
 NAME = "launch_bound"
+# Between two launches of a launch-bound loop the host runs the Python of one op: a few launch
+# calls' worth (PyTorch's dispatcher ~2-3x a cudaLaunchKernel). Ten launches' worth is work of
+# another kind.
+HOST_GAP_LAUNCHES = 10
 
 
 def check(ci: CheckInput) -> Finding:
@@ -56,6 +62,12 @@ def check(ci: CheckInput) -> Finding:
     }
     if short_frac < opts.launch_bound_min_short_fraction or launch_frac < opts.launch_bound_min_host_launch_fraction:
         return not_applicable(NAME, **evidence)
-    hull = Intervals(np.array([ev.rt_start[rt].min()]), np.array([ev.rt_end[rt].max()]))
-    claimed = measures.intersect(ci.base.idle, measures.clip(hull, step.start_ns, step.end_ns))
+    ls, le = ev.rt_start[near], ev.rt_end[near]
+    order = np.argsort(ls, kind="stable")
+    ls, le = ls[order], np.maximum.accumulate(le[order])
+    pause = ls[1:] - le[:-1]
+    short = (pause > 0) & (pause <= HOST_GAP_LAUNCHES * max(int(np.median(ldur)), 1))
+    launching = measures.union(np.concatenate([ls, le[:-1][short]]), np.concatenate([le, ls[1:][short]]))
+    claimed = measures.intersect(ci.base.idle, measures.clip(launching, step.start_ns, step.end_ns))
+    evidence["host_pauses_left_to_host_ns"] = int(pause[(pause > 0) & ~short].sum())
     return attributed(NAME, claimed, **evidence)

@@ -1,18 +1,20 @@
 """sync_stall: the host blocked in a synchronizing call and the GPU queue drained behind it.
 
 Evidence required: host CUDA API calls with is_sync (runtime_api) and GPU activity.
-Explains: GPU idle from the start of each synchronizing call until the next GPU activity
-after it returns (the queue is empty when a sync returns, so the GPU waits for the host to
-submit again; host work before the next launch is the refill the sync forced), except time
-after the return that the host spent in a declared wait or an allocator call: overlapping
-causes are split by time, each credited with its own interval.
+Explains (checks/base.call_windows, the rule for every call-shaped cause): GPU idle during
+each synchronizing call, plus the idle after it returns only as far as the call delayed the
+next launch: until the GPU starts again or the calling thread begins a named host span. The
+host's refill after the sync (its forward pass, its Python) is that span's time and is
+credited to host_submission, which names it; the evidence reports it as `refill_in_spans_ns`.
+Declared waits and allocator calls after the return are their own causes.
 """
 
 from __future__ import annotations
 
 from .. import measures
 from ..types import Finding
-from .base import CheckInput, attributed, calls_in_step, needs_calls_and_kernels, next_gpu_start, not_applicable, top_names
+from .base import (CheckInput, attributed, call_windows, calls_in_step, needs_calls_and_kernels, next_gpu_start,
+                   not_applicable, top_names)
 
 NAME = "sync_stall"
 
@@ -26,22 +28,19 @@ def check(ci: CheckInput) -> Finding:
     if sel.size == 0:
         return not_applicable(NAME, sync_calls=0)
     s, e = ev.rt_start[sel], ev.rt_end[sel]
-    blocked = measures.clip(measures.union(s, e), step.start_ns, step.end_ns)
-    # Next GPU activity starting at or after each sync returns; the step end bounds the drain.
-    nxt = next_gpu_start(ev, e, step.end_ns)
-    windows = measures.clip(measures.union(s, nxt), step.start_ns, step.end_ns)
-    # Each cause gets its own interval: after the call returns, time the host spends in a
-    # declared wait or an allocator call is that cause's, not the sync's refill.
-    for other in (ev.wait_union, ev.alloc_union):
-        if len(other):
-            windows = measures.subtract(windows, measures.subtract(measures.clip(other, step.start_ns, step.end_ns), blocked))
+    blocked, windows = call_windows(ci, sel)
+    if len(ev.alloc_union):
+        windows = measures.subtract(windows, measures.subtract(measures.clip(ev.alloc_union, step.start_ns, step.end_ns), blocked))
     claimed = measures.intersect(ci.base.idle, windows)
-    after = measures.intersect(ci.base.idle, measures.clip(measures.union(e, nxt), step.start_ns, step.end_ns))
+    # The whole drain (return to next GPU start), to show how much of it the host spent in spans.
+    drain = measures.intersect(ci.base.idle, measures.clip(measures.union(e, next_gpu_start(ev, e, step.end_ns)),
+                                                           step.start_ns, step.end_ns))
     evidence = {
         "sync_calls": int(sel.size),
         "blocked_ns": blocked.total_ns,
-        "gpu_idle_after_sync_ns": after.total_ns,
+        "gpu_idle_after_sync_ns": drain.total_ns,
         "gpu_idle_during_and_after_sync_ns": claimed.total_ns,
+        "refill_in_spans_ns": measures.subtract(drain, claimed).total_ns,
         "calls": top_names(ev.rt_name[sel], e - s),
     }
     if claimed.total_ns < ci.opts.min_gap_ns:
