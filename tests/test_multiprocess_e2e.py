@@ -40,7 +40,6 @@ TRIALS = textwrap.dedent("""
       max_failed_fraction: 0.34
       confidence: 0.95
       run_timeout_s: 120
-      record_runs: false
       metric: {name: consumer_step, source: auto, per: step, statistic: median, skip_steps: 5, unit: ns, role: consumer}
 """)
 
@@ -90,9 +89,13 @@ def world(tmp_path_factory):
     smk = [".venv/bin/snakemake", "--cores", "2", "--profile", "profiles/local", "--configfile", "my.yaml", "--config"]
     end = _sh([*smk, "incident=pc-0412"], checkout, env)
     ab = _keep(checkout, "pc-0412", root / "kept" / "ab")
-    _sh([*smk, "incident=pc-0412", "candidate=baseline"], checkout, env)
+    # The A/A only has to be neither faster nor slower: without per-run captures (half the cost).
+    (checkout / "aa.yaml").write_text((checkout / "my.yaml").read_text() + "  record_runs: false\n")
+    _sh([*smk[:6], "aa.yaml", "--config", "incident=pc-0412", "candidate=baseline"], checkout, env)
     aa = _keep(checkout, "pc-0412", root / "kept" / "aa")
-    return SimpleNamespace(repo=repo, ab=ab, aa=aa, expected=own["3"] / own["1"], end=end.stdout + end.stderr)
+    diagnosis = records.read_record(checkout / "results" / "pc-0412" / "diagnosis.json", "diagnosis")
+    return SimpleNamespace(repo=repo, ab=ab, aa=aa, expected=own["3"] / own["1"], end=end.stdout + end.stderr,
+                           diagnosis=diagnosis)
 
 
 @pytest.mark.slow
@@ -127,3 +130,24 @@ def test_no_failed_runs_every_module_pinned_and_each_run_names_its_consumers(wor
 @pytest.mark.slow
 def test_the_aa_is_neither_faster_nor_slower(world):
     assert world.aa.comparison["verdict"] not in ("faster", "slower"), world.aa.comparison["reasons"]
+
+
+@pytest.mark.slow
+def test_the_diagnosis_links_the_consumers_wait_to_the_producer_and_names_the_lever(world):
+    job = world.diagnosis["summary"]["job"]
+    waits = {w["rank"]: w for w in job["queue_waits"]}
+    assert set(waits) == {0, 1}
+    for w in waits.values():  # the consumers waited while the producer (rank 2) packed
+        assert "pack" in w["overlapped_producer_spans"]["2"]
+        assert w["overlapped_producer_spans"]["2"]["pack"] >= 0.5 * w["wait_ns"]
+    top = world.diagnosis["next_experiments"][0]
+    assert top["check"] == "input_starvation" and top["candidate_change"].startswith("more producers")
+
+
+@pytest.mark.slow
+def test_the_comparison_says_which_role_moved(world):
+    rows = {r["name"]: r for r in world.ab.comparison["components"]}
+    wait = rows["role:consumer:check:input_starvation"]
+    assert wait["clears_floor"] and wait["delta_ns_per_step"] < 0, wait
+    assert "role:producer:span:pack" in rows
+    assert "by role: consumer input wait \u2212" in world.ab.comparison["sentence"], world.ab.comparison["sentence"]
