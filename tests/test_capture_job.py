@@ -79,8 +79,8 @@ def test_a_rerun_with_another_world_size_never_mixes_runs(tmp_path):
     first, second = read_incident(tmp_path / "inc" / "job"), read_incident(tmp_path / "inc" / "job.2")
     assert first.manifest["ranks"] == [0, 1]
     assert second.manifest["ranks"] == [0, 1, 2]
-    assert first.manifest["run"]["id"] != second.manifest["run"]["id"]
-    assert second.manifest["run"]["world_size"] == 3
+    assert first.manifest["job"]["id"] != second.manifest["job"]["id"]
+    assert second.manifest["job"]["world_size"] == 3
     for inc, n in ((first, 2), (second, 3)):
         steps = inc.table("steps").to_pandas()
         assert sorted(steps["rank"].unique()) == list(range(n))
@@ -90,12 +90,12 @@ def test_a_rerun_with_another_world_size_never_mixes_runs(tmp_path):
 def test_roles_are_kept_in_the_manifest_and_every_ranked_table(tmp_path):
     _launch(tmp_path, 3, "roles")
     inc = read_incident(tmp_path / "inc" / "roles")
-    assert inc.manifest["run"]["roles"] == {"0": "producer", "1": "consumer", "2": "consumer"}
+    assert inc.manifest["job"]["roles"] == {"0": "producer", "1": "consumer", "2": "consumer"}
     for name in ("steps", "spans"):
         t = inc.table(name).to_pandas()
         assert dict(zip(t["rank"], t["role"])) == {0: "producer", 1: "consumer", 2: "consumer"}
     snap = snapshot.ingest(tmp_path / "inc" / "roles", tmp_path / "res", tmp_path / "res" / "roles.json")
-    assert snap["run"]["roles"]["0"] == "producer"
+    assert snap["job"]["roles"]["0"] == "producer"
 
 
 def test_multiprocessing_spawn_gives_one_incident_per_run(tmp_path):
@@ -105,7 +105,7 @@ def test_multiprocessing_spawn_gives_one_incident_per_run(tmp_path):
                        env=_env(), check=True, timeout=120, capture_output=True)
     runs = [read_incident(tmp_path / "inc" / name).manifest for name in ("mp", "mp.2")]
     assert [m["ranks"] for m in runs] == [[0, 1, 2], [0, 1, 2]]
-    assert runs[0]["run"]["id"] != runs[1]["run"]["id"]
+    assert runs[0]["job"]["id"] != runs[1]["job"]["id"]
     # The workload is the main program (spawn gives children the parent's sys.argv).
     assert runs[0]["workload"]["argv"][1:] == [str(tmp_path / "spawn.py"), "3", "mp", str(tmp_path / "inc")]
 

@@ -63,7 +63,7 @@ def test_a_consumers_queue_wait_names_the_producers_and_the_lever():
         sp += [span("queue_get", t, t + 8 * MS, rank=0), span("forward", t + 8 * MS, t + 10 * MS, rank=0),
                span("pack", t, t + 10 * MS, rank=1)]
     inc = make_incident(steps=st, spans=sp)
-    inc.manifest["run"] = {"id": "x", "id_from": "derived", "roles": {"0": "consumer", "1": "producer"}}
+    inc.manifest["job"] = {"id": "x", "id_from": "derived", "roles": {"0": "consumer", "1": "producer"}}
     d = diagnose(inc, incident_id="pc", snapshot_digest="0" * 64, options=DiagnoseOptions())
     (w,) = d["summary"]["job"]["queue_waits"]
     assert (w["rank"], w["wait_ns"], w["overlapped_producer_spans"]) == (0, 40 * MS, {"1": {"pack": 40 * MS}})

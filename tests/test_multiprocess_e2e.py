@@ -102,7 +102,7 @@ def world(tmp_path_factory):
 def test_one_incident_holds_every_rank_with_its_role(world):
     inc = read_incident(world.repo / "incidents" / "pc-0412")
     assert inc.manifest["ranks"] == [0, 1, 2]
-    assert inc.manifest["run"]["roles"] == {"0": "consumer", "1": "consumer", "2": "producer"}
+    assert inc.manifest["job"]["roles"] == {"0": "consumer", "1": "consumer", "2": "producer"}
     assert not (world.repo / "incidents" / "pc-0412.2").exists()
     spans = inc.table("spans").to_pandas()
     assert set(spans[spans["role"] == "producer"]["name"]) >= {"pack"}

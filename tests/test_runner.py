@@ -37,7 +37,7 @@ def _req(tmp_path, argv, design=DESIGN, **env):
 
 def _job_design(**kw):
     m = job_metric.resolve(dict(DESIGN["metric"], **kw), {"incident_id": "j", "ranks": [0, 1, 2],
-                                                         "run": {"roles": {"0": "producer", "1": "consumer", "2": "consumer"}}})
+                                                         "job": {"roles": {"0": "producer", "1": "consumer", "2": "consumer"}}})
     return dict(DESIGN, metric=m)
 
 
@@ -92,7 +92,7 @@ def test_failure_reason(stderr, want):
 
 
 def test_the_job_metric_is_resolved_into_the_plan_and_checked():
-    snap = {"incident_id": "j", "ranks": [0, 1], "run": {"roles": {"0": "producer", "1": "consumer"}}}
+    snap = {"incident_id": "j", "ranks": [0, 1], "job": {"roles": {"0": "producer", "1": "consumer"}}}
     m = metric.resolve(dict(DESIGN["metric"], role="consumer"), snap)
     assert (m["job"], m["ranks"], m["expect_ranks"]) == ("slowest_rank", [1], [0, 1])
     assert "consumer ranks" in metric.describe(m)

@@ -86,7 +86,7 @@ def world(tmp_path_factory):
 def test_one_incident_of_one_run_with_the_launcher_as_workload(world):
     inc = read_incident(world["repo"] / "incidents" / "ddp-0412")
     assert inc.manifest["ranks"] == [0, 1, 2]
-    run = inc.manifest["run"]
+    run = inc.manifest["job"]
     assert run["launcher"]["kind"] == "torchrun" and run["launcher"]["nproc_per_node"] == 3
     argv = inc.manifest["workload"]["argv"]
     assert any(Path(a).name == "torchrun" for a in argv) and argv[-1] == "train.py" and "--nproc_per_node" in argv

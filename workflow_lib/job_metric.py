@@ -34,7 +34,7 @@ def resolve(metric: dict, snapshot: dict) -> dict:
     """The plan's job metric fields for this incident: which ranks are expected, which count."""
     out = dict(metric)
     ranks = sorted(int(r) for r in snapshot.get("ranks") or [])
-    roles = {int(r): str(v) for r, v in ((snapshot.get("run") or {}).get("roles") or {}).items()}
+    roles = {int(r): str(v) for r, v in ((snapshot.get("job") or {}).get("roles") or {}).items()}
     out.setdefault("job", "slowest_rank")
     if out["job"] not in JOBS:
         raise RecordError("trials.metric.job", f"{out['job']!r}: use one of {', '.join(JOBS)}")

@@ -8,7 +8,7 @@ lists every rank, and each source's and the recorder's per-rank entries are kept
 reader sees the old complete incident or the new one. A rank that is already in the
 directory (a later run, or a second snapshot) goes to the first of `<id>.2`, `<id>.3`, ...
 that does not hold it, so the ranks of one run land together. A directory holding ranks of
-another run (the manifest's `run.id`, capture/job.py) is never merged into: a rerun under
+another run (the manifest's `job.id`, capture/job.py) is never merged into: a rerun under
 the same incident id with another world size finds or makes its own `<id>.k`. Ranks on different hosts
 never merge: their monotonic clocks are different timelines; such a rank's snapshot goes
 to `<id>.rank<r>` and the recorder's errors say so, naming the rank. Nothing is
@@ -52,7 +52,7 @@ def _slots(root_id: str, first: str):
 
 
 def _run_id(manifest: dict) -> str | None:
-    return (manifest.get("run") or {}).get("id")
+    return (manifest.get("job") or {}).get("id")
 
 
 def _host(manifest: dict) -> str | None:
@@ -145,13 +145,13 @@ def merge(old_m: dict, old_t: dict[str, pa.Table], new_m: dict, new_t: dict[str,
         sources[src] = {"status": "observed" if observed else "not_observed",
                         "reason": None if observed else first["reason"], "detail": detail}
     m["sources"] = sources
-    orun, nrun = old_m.get("run"), new_m.get("run")
+    orun, nrun = old_m.get("job"), new_m.get("job")
     if orun is not None or nrun is not None:
         run = dict(orun or nrun)
         for key in ("roles", "rank_argv"):
             run[key] = {**((orun or {}).get(key) or {}), **((nrun or {}).get(key) or {})}
         run["launcher"] = run.get("launcher") or (nrun or {}).get("launcher")
-        m["run"] = run
+        m["job"] = run
     seen = {(a["role"], a["path"], a["digest"]) for a in old_m.get("artifacts") or []}
     m["artifacts"] = list(old_m.get("artifacts") or []) + [a for a in new_m.get("artifacts") or []
                                                             if (a["role"], a["path"], a["digest"]) not in seen]

@@ -518,7 +518,7 @@ class FlightRecorder:
             "artifacts": artifacts,
             "workload": workload,
             "recorder": self.report(),
-            "run": self._run_section(),
+            "job": self._run_section(),
         }
         if self.launcher is not None:
             # The job is the launcher's command: the plan rebuilds it whole, never one rank.
@@ -535,7 +535,7 @@ class FlightRecorder:
         return os.getpid()
 
     def _run_section(self) -> dict:
-        """The manifest's `run`: which run of the job, its world size, launcher and roles."""
+        """The manifest's `job`: which run of the job this is, its world size, launcher and roles."""
         world = os.environ.get("WORLD_SIZE", "")
         rank = None if self.rank is None else str(self.rank)
         return {"id": self.run.run_id, "id_from": self.run.source,

@@ -51,7 +51,7 @@ def _steps(incident: Incident):
 
 
 def roles(incident: Incident) -> dict[int, str]:
-    return {int(r): str(v) for r, v in ((incident.manifest.get("run") or {}).get("roles") or {}).items()}
+    return {int(r): str(v) for r, v in ((incident.manifest.get("job") or {}).get("roles") or {}).items()}
 
 
 def collective_span_findings(incident: Incident, origin_ns: int) -> dict:
