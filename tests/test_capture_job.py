@@ -148,3 +148,31 @@ def test_a_bad_role_is_refused_naming_it():
         job.role_of("pro ducer", {})
     assert job.role_of(None, {"STALLCASE_ROLE": "consumer"}) == "consumer"
     assert job.role_of(None, {}) is None
+
+
+GLOO_JOB = textwrap.dedent("""
+    import time
+    import torch
+    import torch.distributed as dist
+    dist.init_process_group("gloo")
+    for i in range(5):
+        t = torch.ones(4)
+        dist.all_reduce(t)
+        print(f"step {i} took 2.0 ms", flush=True)
+    dist.destroy_process_group()
+""")
+
+
+def test_stallcase_record_around_torchrun_gives_one_incident_per_run(tmp_path):
+    pytest.importorskip("torch", reason="torch (CPU) is not installed: pip install torch==2.13.0")
+    torchrun = Path(sys.executable).parent / "torchrun"
+    stallcase = Path(sys.executable).parent / "stallcase"
+    (tmp_path / "job.py").write_text(GLOO_JOB)
+    argv = [str(stallcase), "record", "--incident", "tr", "--incidents-dir", str(tmp_path / "inc"), "--",
+            str(torchrun), "--standalone", "--nproc_per_node", "2", "job.py"]
+    for _ in range(2):
+        subprocess.run(argv, cwd=tmp_path, env=_env(), check=True, timeout=180, capture_output=True)
+    names = sorted(p.name for p in (tmp_path / "inc").iterdir() if not p.name.startswith("."))
+    assert len(names) == 2 and names[0] == "tr", names  # one incident per run: the rerun goes beside it
+    m = read_incident(tmp_path / "inc" / "tr").manifest
+    assert Path(m["workload"]["argv"][0]).name == "torchrun" and m["workload"]["argv"][-1] == "job.py"
