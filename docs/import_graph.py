@@ -40,6 +40,7 @@ TOP_LEVEL = {
     "environment": "foundation", "verify": "entry", "snapshot": "snapshot", "plan": "plan",
     "schedule": "plan", "preflight": "preflight", "trials": "trials", "stats": "compare", "verdict": "compare",
     "compare": "compare", "compare_components": "compare", "components": "trials",
+    "runner": "trials", "job_components": "trials",
     "perfetto": "report", "demo": "entry", "cli": "entry",
 }
 
