@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from workflow_lib import snapshot
+from workflow_lib.snapshot import build as snapshot
 from workflow_lib.capture import job
-from workflow_lib.incident import read_incident
+from workflow_lib.core.incident import read_incident
 
 ROOT = Path(__file__).resolve().parent.parent
 # A launcher of the user's own: starts N ranks (RANK/WORLD_SIZE as torchrun would) and waits.

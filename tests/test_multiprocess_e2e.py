@@ -22,8 +22,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from workflow_lib import records
-from workflow_lib.incident import read_incident
+from workflow_lib.core import records
+from workflow_lib.core.incident import read_incident
 
 from producer_consumer import MODULES, make_project
 

@@ -10,8 +10,9 @@ import textwrap
 
 import pytest
 
-from workflow_lib import job_metric, metric, records
-from workflow_lib.runner import FakeRunner, LocalRunner, RetryPolicy, RunRequest, failure_reason
+from workflow_lib.plan import job_metric, metric
+from workflow_lib.core import records
+from workflow_lib.trials.runner import FakeRunner, LocalRunner, RetryPolicy, RunRequest, failure_reason
 
 DESIGN = {"max_retries": 1, "run_timeout_s": 60,
           "metric": {"name": "t", "source": "auto", "statistic": "median", "unit": "ns", "skip_steps": 0}}
@@ -96,7 +97,7 @@ def test_the_job_metric_is_resolved_into_the_plan_and_checked():
     m = metric.resolve(dict(DESIGN["metric"], role="consumer"), snap)
     assert (m["job"], m["ranks"], m["expect_ranks"]) == ("slowest_rank", [1], [0, 1])
     assert "consumer ranks" in metric.describe(m)
-    from workflow_lib.errors import RecordError
+    from workflow_lib.core.errors import RecordError
 
     with pytest.raises(RecordError, match="trials.metric.role"):
         metric.resolve(dict(DESIGN["metric"], role="trainer"), snap)
@@ -122,7 +123,7 @@ def test_a_single_process_in_the_directory_reads_as_before(tmp_path):
 
 
 def test_the_end_of_run_line_says_why_runs_failed():
-    from workflow_lib.compare import failure_summary
+    from workflow_lib.compare.build import failure_summary
     from workflow_lib.report.glance import verdict_line
 
     why = "exit status 1: rank 0 exited: ValueError: MASTER_ADDR expected"
@@ -132,7 +133,7 @@ def test_the_end_of_run_line_says_why_runs_failed():
     assert failure_summary(executions, 2) == f"1 of 2 blocks had failed runs: {why}"
     assert failure_summary({"b001": {"runs": runs[2:]}}, 1) is None
     import compare_builders as CB
-    from workflow_lib.compare import compare
+    from workflow_lib.compare.build import compare
 
     pl = CB.plan(CB.design(blocks=6))
     ex, digests, pd = CB.executions(pl, lambda k, arm, i: 1.0, failed=frozenset(

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workflow_lib.errors import InputError
-from workflow_lib.safe_pickle import RestrictedUnpickler, loads_restricted
+from workflow_lib.core.errors import InputError
+from workflow_lib.core.safe_pickle import RestrictedUnpickler, loads_restricted
 
 PLAIN = {
     "version": "2.10",

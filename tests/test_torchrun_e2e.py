@@ -22,8 +22,8 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch (CPU) is not installed: pip install torch==2.13.0")
 
-from workflow_lib import records  # noqa: E402
-from workflow_lib.incident import read_incident  # noqa: E402
+from workflow_lib.core import records  # noqa: E402
+from workflow_lib.core.incident import read_incident  # noqa: E402
 
 from ddp_job import MODULES, make_project  # noqa: E402
 

@@ -1,7 +1,11 @@
 import json
 import os
 
-from workflow_lib import plan as P, preflight as PF, records, snapshot, trials
+from workflow_lib.plan import build as P
+from workflow_lib.preflight import check as PF
+from workflow_lib.core import records
+from workflow_lib.snapshot import build as snapshot
+from workflow_lib.trials import block as trials
 
 from incident_factory import make_incident
 from test_plan import DESIGN
@@ -86,7 +90,7 @@ def test_environment_outside_allow_list_not_passed(tmp_path, monkeypatch):
 def test_no_shell_in_runner():
     import inspect
 
-    from workflow_lib import runner
+    from workflow_lib.trials import runner
 
     src = inspect.getsource(trials) + inspect.getsource(P) + inspect.getsource(runner)
     assert "shell=True" not in src and "os.system" not in src

@@ -23,8 +23,8 @@ import re
 
 import numpy as np
 
-from ..arrow import values
-from ..incident import Incident
+from ..core.arrow import values
+from ..core.incident import Incident
 
 # Host span names of a collective (segments, case-insensitive): torch.distributed op names,
 # the spellings people give their own spans, and gloo/NCCL prefixes.

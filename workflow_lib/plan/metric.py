@@ -31,8 +31,9 @@ from __future__ import annotations
 from pathlib import Path
 from statistics import median
 
-from . import job_metric, records
-from .errors import RecordError
+from . import job_metric
+from ..core import records
+from ..core.errors import RecordError
 
 SOURCES = ("auto", "recorder_steps", "stdout_regex", "stdout_steps", "process_wall")
 PER = ("step", "item", "token")
@@ -107,8 +108,8 @@ def _work(data: dict, skip: int) -> dict | None:
 
 def _pattern(pattern, what: str, **kw):
     """The user's pattern on the linear-time engine (the workload's output is not ours)."""
-    from .errors import InputError
-    from .patterns import compile_pattern
+    from ..core.errors import InputError
+    from ..core.patterns import compile_pattern
 
     try:
         return compile_pattern(pattern, what, **kw)

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import records
-from .errors import RecordError
+from ..core import records
+from ..core.errors import RecordError
 
 JOBS = ("slowest_rank", "wall", "throughput")
 

@@ -24,8 +24,8 @@ import math
 
 import numpy as np
 
-from . import components as K
-from . import job_components
+from ..trials import components as K
+from ..trials import job_components
 from . import verdict as V
 
 MEASURED_ARMS = ("A", "B", "A'")
@@ -367,7 +367,7 @@ def describe(record: dict) -> str:
 if __name__ == "__main__":
     import sys
 
-    from . import records
+    from ..core import records
 
     for path in sys.argv[1:]:
         print(path)

@@ -27,8 +27,8 @@ from pathlib import Path
 from statistics import mean, median
 from typing import Callable, Protocol
 
-from . import metric as metric_mod
-from .errors import StallcaseError
+from ..plan import metric as metric_mod
+from ..core.errors import StallcaseError
 
 STATISTICS = {"median": median, "mean": mean, "min": min}
 METRIC_UNREADABLE = "metric unreadable"
@@ -147,13 +147,13 @@ class LocalRunner:
     """A fresh process on this node, its argv list (never a shell), the plan's environment."""
 
     def __init__(self, watch=None, diagnose=None):
-        from . import trials
+        from . import block as trials
 
         self._watch = watch or trials.GpuWatch
         self._diagnose = diagnose or trials._diagnose_capture
 
     def run(self, req: RunRequest, log=None) -> RunResult:
-        from .trials import run_env
+        from .block import run_env
 
         design, entry, policy = req.design, req.entry, RetryPolicy.of(req.design)
         metric = design["metric"]
