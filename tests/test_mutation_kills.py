@@ -5,36 +5,32 @@ from __future__ import annotations
 
 from workflow_lib.core import records
 from workflow_lib.trials import block as trials
+from workflow_lib.trials.runner import FakeRunner
 
 from test_trials_runner import _setup
 
 
-def _fake_runs(monkeypatch, decide):
-    """Replace one_run: decide(entry, attempt) -> 'ok' | 'failed'; no process is started."""
-    def one_run(spec, design, entry, attempt, log, cap):
-        status = decide(entry, attempt)
-        return {"index": entry["index"], "arm": entry["arm"], "attempt": attempt, "status": status,
-                "exit_code": 0 if status == "ok" else 3, "metric_ns": 1.0 if status == "ok" else None,
-                "error": None if status == "ok" else "exit status 3", "metric_source": "recorder_steps"}
-    monkeypatch.setattr(trials, "one_run", one_run)
+def _fake_runs(decide):
+    """A FakeRunner: decide(entry, attempt) -> 'ok' | 'failed'; no process is started."""
+    return FakeRunner(lambda req: ([1.0], None) if decide(req.entry, req.attempt) == "ok" else ([], "exit status 3"))
 
 
-def _block(tmp_path, monkeypatch, decide):
+def _block(tmp_path, decide):
     plan, pd, pre = _setup(tmp_path)
-    _fake_runs(monkeypatch, decide)
-    return plan, trials.run_block(plan, pd, pre, records.digest_of(pre), "b000", tmp_path / "results", tmp_path / "work")
+    return plan, trials.run_block(plan, pd, pre, records.digest_of(pre), "b000", tmp_path / "results", tmp_path / "work",
+                                  runner=_fake_runs(decide))
 
 
 def test_the_last_retry_decides_a_runs_status(tmp_path, monkeypatch):
     """Every run fails its first attempt and passes its retry: the block is complete.
     (Mutant: the first attempt decides -> too_many_failures.)"""
-    plan, rec = _block(tmp_path, monkeypatch, lambda e, a: "failed" if a == 0 else "ok")
+    plan, rec = _block(tmp_path, lambda e, a: "failed" if a == 0 else "ok")
     assert rec["status"] == "complete"
     assert len(rec["runs"]) == 2 * len(plan["schedule"]["b000"])  # every attempt is kept
 
 
 def test_failures_after_retries_decide_too_many_failures(tmp_path, monkeypatch):
-    plan, rec = _block(tmp_path, monkeypatch, lambda e, a: "failed" if e["arm"] == "B" else "ok")
+    plan, rec = _block(tmp_path, lambda e, a: "failed" if e["arm"] == "B" else "ok")
     counted = [e for e in plan["schedule"]["b000"] if e["arm"] != "warmup"]
     failed = [e for e in counted if e["arm"] == "B"]
     assert len(failed) / len(counted) > 0.34
@@ -51,9 +47,9 @@ def test_warmup_failures_are_not_counted(tmp_path, monkeypatch):
     warm = [e for e in sched if e["arm"] == "warmup"]
     assert warm
     plan = dict(plan, schedule={"b000": [e for e in sched if e["arm"] != "warmup"] + warm})
-    _fake_runs(monkeypatch, lambda e, a: "failed" if e["arm"] == "warmup" else "ok")
+    fake = _fake_runs(lambda e, a: "failed" if e["arm"] == "warmup" else "ok")
     plan = dict(plan, design=dict(plan["design"], max_failed_fraction=0.0))
-    rec = trials.run_block(plan, pd, pre, records.digest_of(pre), "b000", tmp_path / "results", tmp_path / "work")
+    rec = trials.run_block(plan, pd, pre, records.digest_of(pre), "b000", tmp_path / "results", tmp_path / "work", runner=fake)
     assert rec["status"] == "complete"
 
 
@@ -62,12 +58,12 @@ def test_failed_fraction_at_the_limit_is_not_too_many(tmp_path, monkeypatch):
     plan, pd, pre = _setup(tmp_path)
     counted = [e for e in plan["schedule"]["b000"] if e["arm"] != "warmup"]
     first = counted[0]["index"]
-    _fake_runs(monkeypatch, lambda e, a: "failed" if e["index"] == first else "ok")
+    fake = _fake_runs(lambda e, a: "failed" if e["index"] == first else "ok")
     plan = dict(plan, design=dict(plan["design"], max_failed_fraction=1 / len(counted)))
-    rec = trials.run_block(plan, pd, pre, records.digest_of(pre), "b000", tmp_path / "results", tmp_path / "work")
+    rec = trials.run_block(plan, pd, pre, records.digest_of(pre), "b000", tmp_path / "results", tmp_path / "work", runner=fake)
     assert rec["status"] == "complete"
     plan = dict(plan, design=dict(plan["design"], max_failed_fraction=1 / len(counted) - 1e-9))
-    rec = trials.run_block(plan, pd, pre, records.digest_of(pre), "b000", tmp_path / "results", tmp_path / "work2")
+    rec = trials.run_block(plan, pd, pre, records.digest_of(pre), "b000", tmp_path / "results", tmp_path / "work2", runner=fake)
     assert rec["status"] == "too_many_failures"
 
 

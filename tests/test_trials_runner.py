@@ -84,13 +84,15 @@ def test_environment_outside_allow_list_not_passed(tmp_path, monkeypatch):
     assert run["status"] == "ok"
     names = set(json.loads(dump.read_text()))
     assert "SECRET_TOKEN" not in names
-    assert "STALLCASE_STEPS_OUT" in names and names <= set(trials.NODE_ENV) | {"STALLCASE_STEPS_OUT", "STALLCASE_TRIAL_ARM", "STALLCASE_RECORDER", "PWD", "LC_CTYPE"}
+    assert "STALLCASE_STEPS_OUT" in names and names <= set(trials.NODE_ENV) | {"STALLCASE_STEPS_OUT", "STALLCASE_STEPS_OUT_DIR", "STALLCASE_TRIAL_ARM", "STALLCASE_RECORDER", "PWD", "LC_CTYPE"}
 
 
 def test_no_shell_in_runner():
     import inspect
 
-    src = inspect.getsource(trials) + inspect.getsource(P)
+    from workflow_lib.trials import runner
+
+    src = inspect.getsource(trials) + inspect.getsource(P) + inspect.getsource(runner)
     assert "shell=True" not in src and "os.system" not in src
 
 

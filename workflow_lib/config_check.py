@@ -9,8 +9,9 @@ elsewhere, so it must fail in one line rather than hang or write somewhere unexp
     `stallcase check-config FILE` on a config you did not write. `check_config` catches the
     alias expansions that do reach the workflow (lists, which snakemake does not walk);
   - every text value is valid Unicode without NUL, naming its key;
-  - results_dir and incidents_dir lie inside the working directory or a declared root
-    (`allow_roots`, $STALLCASE_ALLOW_ROOTS): `--config incidents_dir=/etc` is refused;
+  - results_dir and incidents_dir are the user's own choice (trusted input, like a path on
+    the command line) and need no `allow_roots`: only paths that come *from an incident*
+    (its artifacts, sources and inputs) are confined to declared roots (snapshot.py);
   - a candidate env name is a plain variable name and its value holds no NUL;
   - a stdout metric regex is given, compiles on the linear-time engine and has the group it reads;
   - every numeric key is finite and in range, and the design fits the memory budget and can
@@ -32,18 +33,11 @@ from .core.patterns import compile_pattern
 _ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
-def check_config(config: dict, *, workdir: str | os.PathLike | None = None) -> dict:
+def check_config(config: dict) -> dict:
     """Raise StallcaseError naming the config key; returns `config` unchanged."""
     try:
         bounds.expanded_size(config, "config", bounds.MAX_CONFIG_NODES, "the configuration")
         _texts(config, "config")
-        roots = safe_io.declared_roots([r for r in config.get("allow_roots", []) if isinstance(r, str)], cwd=workdir)
-        # The workflow writes into results_dir always, and into incidents_dir only to capture
-        # the built-in demo; a user's incident is only read from there (their recorder wrote it).
-        written = ("results_dir", "incidents_dir") if config.get("incident") == "demo" else ("results_dir",)
-        for key in written:
-            if isinstance(config.get(key), str):
-                safe_io.check_output_dir(config[key], roots, f"config {key}")
         env = (config.get("candidate") or {}).get("env") if isinstance(config.get("candidate"), dict) else None
         for name, value in (env or {}).items() if isinstance(env, dict) else ():
             if not isinstance(name, str) or not _ENV_NAME.match(name):

@@ -172,8 +172,6 @@ def text() -> None:
         ("env-key-equals", b'candidate: {env: {"A=B": "1"}}\n', "not an environment variable name"),
         ("env-key-empty", b'candidate: {env: {"": "1"}}\n', "not an environment variable name"),
         ("env-value-nul", b'candidate: {env: {"A": "x\\0y"}}\n', "NUL"),
-        ("incidents-dir-etc", b"incident: demo\nincidents_dir: /etc\n", "outside the working directory"),
-        ("results-dir-up", b"results_dir: ../../elsewhere\n", "outside the working directory"),
         ("metric-no-group", b'trials: {metric: {source: stdout_regex, regex: "step_time=[0-9.]+"}}\n', "has no group"),
         ("metric-backref", b'trials: {metric: {source: stdout_regex, regex: "(a)\\\\1"}}\n', "trials.metric.regex"),
         ("not-yaml", b"a: [unclosed\n", "not valid YAML"),

@@ -7,7 +7,9 @@ lists every rank, and each source's and the recorder's per-rank entries are kept
 `by_rank`. The merged incident is written to a temporary sibling and swapped in, so a
 reader sees the old complete incident or the new one. A rank that is already in the
 directory (a later run, or a second snapshot) goes to the first of `<id>.2`, `<id>.3`, ...
-that does not hold it, so the ranks of one run land together. Ranks on different hosts
+that does not hold it, so the ranks of one run land together. A directory holding ranks of
+another run (the manifest's `job.id`, capture/job.py) is never merged into: a rerun under
+the same incident id with another world size finds or makes its own `<id>.k`. Ranks on different hosts
 never merge: their monotonic clocks are different timelines; such a rank's snapshot goes
 to `<id>.rank<r>` and the recorder's errors say so, naming the rank. Nothing is
 overwritten silently.
@@ -49,6 +51,10 @@ def _slots(root_id: str, first: str):
         yield root_id if k == 1 else f"{root_id}.{k}"
 
 
+def _run_id(manifest: dict) -> str | None:
+    return (manifest.get("job") or {}).get("id")
+
+
 def _host(manifest: dict) -> str | None:
     return (manifest.get("provenance") or {}).get("hostname")
 
@@ -69,6 +75,8 @@ def write_rank(path: Path, manifest: dict, table_data: dict[str, pa.Table], *, r
             old_ranks = old.manifest.get("ranks") or []
             if rank in old_ranks or not old_ranks:
                 continue  # this rank (or a single-process incident) is there: never overwrite it
+            if _run_id(old.manifest) != _run_id(manifest):
+                continue  # another run's ranks: never mixed with this run's
             if _host(old.manifest) != _host(manifest):
                 target = base / f"{root_id}.rank{rank}"
                 if (target / MANIFEST).exists():
@@ -137,6 +145,13 @@ def merge(old_m: dict, old_t: dict[str, pa.Table], new_m: dict, new_t: dict[str,
         sources[src] = {"status": "observed" if observed else "not_observed",
                         "reason": None if observed else first["reason"], "detail": detail}
     m["sources"] = sources
+    orun, nrun = old_m.get("job"), new_m.get("job")
+    if orun is not None or nrun is not None:
+        run = dict(orun or nrun)
+        for key in ("roles", "rank_argv"):
+            run[key] = {**((orun or {}).get(key) or {}), **((nrun or {}).get(key) or {})}
+        run["launcher"] = run.get("launcher") or (nrun or {}).get("launcher")
+        m["job"] = run
     seen = {(a["role"], a["path"], a["digest"]) for a in old_m.get("artifacts") or []}
     m["artifacts"] = list(old_m.get("artifacts") or []) + [a for a in new_m.get("artifacts") or []
                                                             if (a["role"], a["path"], a["digest"]) not in seen]

@@ -71,12 +71,15 @@ from .sources.host import HostSource
 from .sources.nvml import NvmlSampler
 from .sources.sched import SchedSampler
 from .trigger import LatencyTrigger
-from . import ranks
+from . import job, ranks
 from . import writer as writer_module
 from .writer import Job, SnapshotWriter
 
 KNOWN_SOURCES = ("host", "nvml", "sched", "cupti", "collectives")
 STEPS_OUT_ENV = "STALLCASE_STEPS_OUT"
+# A directory: each process of a multi-process run writes its own steps-out file there
+# (steps_out_name), so the trial runner reads every rank and role of the job.
+STEPS_OUT_DIR_ENV = "STALLCASE_STEPS_OUT_DIR"
 RECORDER_ENV = "STALLCASE_RECORDER"
 INCIDENTS_DIR_ENV = "STALLCASE_INCIDENTS_DIR"
 MODE_ENV = "STALLCASE_RECORDER_MODE"
@@ -192,7 +195,7 @@ class FlightRecorder:
                  sources: tuple[str, ...] = ("host", "nvml", "sched", "collectives"), trigger: LatencyTrigger | None = None,
                  cupti_mode: str = "always", gpu_window_steps: int = 32, mode: str | None = None,
                  cupti_kinds: str | tuple[str, ...] | None = None, cupti_buffer_bytes: int = 0,
-                 cupti_parser: str = "raw"):
+                 cupti_parser: str = "raw", role: str | None = None):
         if incident_id is not None:
             check_incident_id(incident_id, "FlightRecorder(incident_id)")
         unknown = [s for s in sources if s not in KNOWN_SOURCES]
@@ -230,6 +233,12 @@ class FlightRecorder:
         # torchrun and most launchers export RANK; every row then carries it.
         rank = os.environ.get("RANK", "")
         self.rank = int(rank) if rank.isascii() and rank.isdigit() else None
+        # Which run of the job this is (ranks merge only within a run) and what this rank does
+        # in it (capture/job.py); children this process starts inherit the run id.
+        self.role = job.role_of(role)
+        self.run = job.run_identity(is_rank=self.rank is not None)
+        os.environ.update(job.child_env(self.run))
+        self.launcher = job.launcher() if self.rank is not None else None
         self.unix_minus_host_ns, self.unix_uncertainty_ns = unix_minus_host_ns()
         self.errors: list[str] = []
         self.unusual: list[str] = []
@@ -639,6 +648,9 @@ class FlightRecorder:
             tables = {n: t if "rank" in t.column_names else
                       t.append_column("rank", arrow.numbers(np.full(t.num_rows, self.rank, np.int32), pa.int32()))
                       for n, t in tables.items()}
+        if self.role is not None:
+            tables = {n: t.append_column("role", pa.array([self.role] * t.num_rows, pa.string()))
+                      if "role" not in t.column_names else t for n, t in tables.items()}
         prov, artifacts, workload = self._provenance()
         manifest = {
             "incident_id": path.name,
@@ -653,7 +665,11 @@ class FlightRecorder:
             "artifacts": artifacts,
             "workload": workload,
             "recorder": self.report(),
+            "job": self._run_section(),
         }
+        if self.launcher is not None:
+            # The job is the launcher's command: the plan rebuilds it whole, never one rank.
+            manifest["workload"] = dict(workload, argv=list(self.launcher["argv"]), cwd=os.getcwd())
         if self.producer != "recorder":
             manifest["producer"] = self.producer
         return path, manifest, tables
@@ -664,6 +680,17 @@ class FlightRecorder:
 
     def _target_pid(self) -> int:
         return os.getpid()
+
+    def _run_section(self) -> dict:
+        """The manifest's `job`: which run of the job this is, its world size, launcher and roles."""
+        world = os.environ.get("WORLD_SIZE", "")
+        rank = None if self.rank is None else str(self.rank)
+        return {"id": self.run.run_id, "id_from": self.run.source,
+                "world_size": int(world) if world.isdigit() else None,
+                "launcher": self.launcher,
+                "roles": {rank: self.role} if rank is not None and self.role is not None else {},
+                "rank_argv": {rank: [sys.executable, *sys.argv]} if rank is not None and self.launcher else {},
+                "role": self.role}
 
     def _provenance(self) -> tuple[dict, list[dict], dict]:
         """(provenance, artifacts, workload) of this process; runs on the writer thread."""
@@ -780,10 +807,12 @@ class FlightRecorder:
 
         return {"schema_version": STEPS_OUT_VERSION, "kind": "steps_out", "covers": "iteration",
                 "steps_ns": np.frombuffer(self._durations, dtype=np.int64)[:n].tolist(),
-                "items": work(self._items), "tokens": work(self._tokens), "unusual": self.unusual_events()}
+                "items": work(self._items), "tokens": work(self._tokens), "unusual": self.unusual_events(),
+                "rank": self.rank, "role": self.role, "pid": os.getpid()}
 
     def _write_steps_out(self) -> None:
-        dest = os.environ.get(STEPS_OUT_ENV)
+        out_dir = os.environ.get(STEPS_OUT_DIR_ENV)
+        dest = os.path.join(out_dir, steps_out_name(self.rank, os.getpid())) if out_dir else os.environ.get(STEPS_OUT_ENV)
         if not dest:
             return
         try:
@@ -809,6 +838,11 @@ def _drop_paused(table: pa.Table, intervals: list[list[int]]) -> pa.Table:
     pos = np.searchsorted(edges[:, 0], start, side="right") - 1
     inside = (pos >= 0) & (start < edges[np.maximum(pos, 0), 1])
     return table.filter(pa.array(~inside)) if inside.any() else table
+
+
+def steps_out_name(rank: int | None, pid: int) -> str:
+    """One process's file in STALLCASE_STEPS_OUT_DIR (metric.py reads them all)."""
+    return f"steps-rank{rank}-{pid}.json" if rank is not None else f"steps-pid{pid}.json"
 
 
 def _native_thread_ids(table: pa.Table) -> tuple[pa.Table, dict]:

@@ -273,10 +273,33 @@ def compare(plan: dict, executions: dict[str, dict], execution_digests: dict[str
     if plan["arms"]["candidate"].get("same_as_baseline", False):
         reasons.append(_aa_note(V.VERDICTS[code]))
     record = _record(plan, plan_digest, execution_digests, blocks, dec, code, reasons, len(used), c.size, excluded)
+    summary = failure_summary(executions, len(blocks))
+    if summary:
+        record["failure_summary"] = summary
+        record["reasons"] = [summary] + record["reasons"]
     # Why it changed: the same statistics per component, from each used block's run diagnoses.
     per_block = [compare_components.runs_by_arm(executions[b.block]) for b in used]
     record.update(compare_components.explain(record, per_block, confidence))
     return record
+
+
+def failure_summary(executions: dict[str, dict], planned: int) -> str | None:
+    """'6 of 6 blocks failed: exit status 1: rank 0 exited: ValueError: ...': how many blocks
+    had a failed run (its last attempt) and the most common reason, so the end of a run says why."""
+    failed_blocks, reasons = 0, {}
+    for execution in executions.values():
+        final = {}
+        for run in execution["runs"]:
+            final[run["index"]] = run
+        errors = [r["error"] or "failed" for r in final.values() if r["status"] == "failed"]
+        if errors:
+            failed_blocks += 1
+            for e in errors:
+                reasons[e] = reasons.get(e, 0) + 1
+    if not failed_blocks:
+        return None
+    top = max(sorted(reasons), key=reasons.get)
+    return f"{failed_blocks} of {planned} blocks had failed runs: {top}"
 
 
 # Arms whose declared work per step differs by more than this do different work per step.

@@ -25,6 +25,7 @@ import math
 import numpy as np
 
 from ..trials import components as K
+from ..trials import job_components
 from . import verdict as V
 
 MEASURED_ARMS = ("A", "B", "A'")
@@ -45,6 +46,8 @@ MAX_PREDICTIONS = 3
 
 
 def group(name: str) -> str:
+    if job_components.is_job(name):  # one role's or rank's part of the job (job_components.py)
+        return "job"
     if name == "wall":
         return "wall"
     if name in ("gpu_busy", "host_api"):
@@ -56,7 +59,7 @@ def group(name: str) -> str:
     return "excess"
 
 
-_ORDER = {"wall": 0, "measure": 1, "attribution": 2, "span": 3, "excess": 4}
+_ORDER = {"wall": 0, "measure": 1, "attribution": 2, "span": 3, "excess": 4, "job": 5}
 
 
 def runs_by_arm(execution: dict) -> dict[str, list[dict | None]]:
@@ -303,8 +306,34 @@ def explain(record: dict, per_block: list[dict[str, list]], confidence: float) -
     """The comparison record's explanation fields, from the used blocks' runs."""
     rows = estimate(per_block, confidence)
     preds = predictions(per_block, rows)
+    by_part = job_sentence(rows)
     return {"components": rows, "change_explained": change_explained(rows), "predictions": preds,
-            "sentence": sentence(record, rows, preds)}
+            "sentence": sentence(record, rows, preds) + (f"; by {by_part}" if by_part else "")}
+
+
+def job_sentence(rows: list[dict]) -> str | None:
+    """'role: consumer input wait -11.2 ms/step [...]; producer span pack did not move': per role
+    (or rank), the attribution or span part that moved most beyond its own floor, else the
+    role's largest part at baseline, which did not move."""
+    parts: dict[str, list[dict]] = {}
+    for r in rows:
+        if r["group"] == "job" and r["status"] == "resolved":
+            kind, who, rest = job_components.split(r["name"])
+            if rest != "wall" and not rest.endswith(("unexplained", "(none)")):
+                parts.setdefault(f"{kind}:{who}", []).append(r)
+    if not parts:
+        return None
+    out = []
+    for key, rs in sorted(parts.items()):
+        moved = [r for r in rs if r["clears_floor"]]
+        if moved:
+            r = max(moved, key=lambda r: abs(r["delta_ns_per_step"]))
+            out.append(_part(r, "ms", 1e6, 2))
+        else:
+            r = max(rs, key=lambda r: r["baseline_ns_per_step"] or 0.0)
+            out.append(f"{r['label']} did not move (within its floor)")
+    kind = "role" if all(k.startswith("role:") for k in parts) else "rank"
+    return f"{kind}: " + "; ".join(out)
 
 
 # --- printing (examples/gpu/h200_demo_pipeline.sh; anyone with a comparison.json) ------------

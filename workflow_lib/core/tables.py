@@ -9,7 +9,7 @@ GPU timestamps are already mapped onto that timeline; the mapping's uncertainty 
 Version history (bump TABLES_VERSION when a column changes meaning or type):
   1 - first version. (Additive, same version: nullable collectives.gpu_duration_ns; nullable
       steps.items and steps.tokens, the work a step declared; nullable memcpy.src_kind,
-      memcpy.dst_kind and memcpy.is_async.)
+      memcpy.dst_kind and memcpy.is_async; nullable role on every table with a rank.)
 """
 
 from __future__ import annotations
@@ -108,6 +108,11 @@ TABLES: dict[str, pa.Schema] = {
         ("gpu_duration_ns", _i64, True),
     ),
 }
+
+# Every table with a rank also carries the rank's role (FlightRecorder(role=...), capture/job.py):
+# nullable, added to each, so a job's producers and consumers stay apart in every analysis.
+TABLES = {name: (s.append(pa.field("role", _str, nullable=True)) if "rank" in s.names else s)
+          for name, s in TABLES.items()}
 
 
 def empty(name: str) -> pa.Table:

@@ -43,3 +43,4 @@ class IncidentManifest:
     artifacts: list = doc("sources, inputs, binaries and libraries by role and digest", optional=True)
     workload: dict | None = doc("argv, cwd and env of the workload (null: not recorded)", optional=True)
     recorder: dict | None = doc("budgets, usage, dropped counts, targets and errors of the recorder", optional=True)
+    job: dict | None = doc("the run of the job this incident is, its launcher, ranks and roles (null: one process, or not recorded)", optional=True)

@@ -19,6 +19,7 @@ from ..core import records
 from ..core.incident import MANIFEST, Incident, read_incident
 from . import evidence as evidence_mod
 from . import excess as excess_mod
+from . import job as job_mod
 from . import measures, next_experiments, timeline, warmup
 from .checks import CHECKS, NAMES
 from .checks.base import CheckInput, make_base
@@ -72,7 +73,9 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
     wait_re = opts.wait_regex()
     rank_keys = steps["rank_key"].to_numpy()
     step_records, windows, slow = [], [], []
-    coll = _collective_findings(incident, collectives)
+    # Collective waits: the flight recorder's matched ops when there are any, else the
+    # collectives' host spans matched across ranks (job.py).
+    coll = _collective_findings(incident, collectives) or job_mod.collective_span_findings(incident, origin)
     for rk in np.unique(rank_keys):  # ranks are few
         sel = np.flatnonzero(rank_keys == rk)
         ev = evidence_mod.build(incident, int(rk), origin, wait_re)
@@ -90,15 +93,19 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
         ref = excess_mod.attach(rank_recs, opts)
         slow.extend(_slow_with_growth(rank_recs, ref, ev, starts, ends, opts))
         step_records.extend(rank_recs)
-    record = diagnosis_record(incident, incident_id, snapshot_digest, opts, step_records, windows, slow)
+    record = diagnosis_record(incident, incident_id, snapshot_digest, opts, step_records, windows, slow, coll)
     if validate:
         records.validate(record, "diagnosis")
     return record
 
 
 def diagnosis_record(incident: Incident, incident_id: str, snapshot_digest: str, opts: DiagnoseOptions,
-                     steps: list[dict], windows: list[dict], slow: list[dict] | None) -> dict:
+                     steps: list[dict], windows: list[dict], slow: list[dict] | None, coll: dict | None = None) -> dict:
     """The diagnosis record around its steps: the one shape of it, also for dump-only incidents."""
+    summary = _summary(steps, windows, slow)
+    job = job_mod.summary(incident, steps, opts.wait_regex(), coll)
+    if job is not None:
+        summary["job"] = job
     return {
         "schema_version": DIAGNOSIS_VERSION,
         "kind": "diagnosis",
@@ -109,8 +116,8 @@ def diagnosis_record(incident: Incident, incident_id: str, snapshot_digest: str,
                     for name, s in sorted(incident.manifest.get("sources", {}).items())},
         "checks": list(NAMES),
         "steps": steps,
-        "summary": _summary(steps, windows, slow),
-        "next_experiments": next_experiments.rank(steps),
+        "summary": summary,
+        "next_experiments": job_mod.experiments(job, next_experiments.rank(steps)),
     }
 
 
@@ -137,8 +144,13 @@ def _collective_claim(f: dict, sw: StepWindow, ev) -> Finding:
     if f["verdict"] != "attributed":
         return Finding("collective_wait", f["verdict"], measures.empty(), {"ops": f["evidence"]}, tuple(f["missing"]))
     wait = int(f["explains_ns"])
-    nccl = measures.clip(ev.nccl_union, sw.start_ns, sw.end_ns)
     evidence = {"wait_ns": wait, "ops": f["evidence"]}
+    if f.get("placed"):  # matched from the collectives' host spans: the wait is on those spans
+        lo, hi = (np.array(x, np.int64) for x in zip(*f["placed"]))
+        evidence["placement"] = "the collective's host span, from this rank's arrival to the last rank's"
+        evidence["waited_for_ranks"] = sorted({e["waited_for_rank"] for e in f["evidence"]})
+        return Finding("collective_wait", "attributed", measures.union(lo, hi), evidence, ())
+    nccl = measures.clip(ev.nccl_union, sw.start_ns, sw.end_ns)
     if nccl.total_ns == 0:
         evidence["placement"] = "not placed: no NCCL kernels observed; credited only with time no other check explained"
         return Finding("collective_wait", "attributed", measures.empty(), evidence, ())

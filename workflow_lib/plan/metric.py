@@ -20,6 +20,10 @@ work they are per (`per`):
 step's time by the items or tokens the step declared (`rec.step(i, items=...)`), so arms
 that do different work per step are compared per unit. Throughput is the reciprocal
 (1e9 / value units per second): a verdict on time per unit is the verdict on throughput.
+
+A run of several processes (ranks, roles) writes one steps-out per process; how they
+become the run's values (the slowest rank per step by default, a role, ranks, the job's
+wall time or throughput) is job_metric.py, resolved into the plan when the incident has ranks.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 from pathlib import Path
 from statistics import median
 
+from . import job_metric
 from ..core import records
 from ..core.errors import RecordError
 
@@ -49,6 +54,8 @@ def resolve(metric: dict, snapshot: dict) -> dict:
         steps = (snapshot.get("recorder") or {}).get("steps") or {}
         if steps.get("from") == "step_pattern" and steps.get("step_pattern"):
             out["step_pattern"] = steps["step_pattern"]
+    if snapshot.get("ranks") or any(out.get(k) is not None for k in ("job", "role", "ranks")):
+        out = job_metric.resolve(out, snapshot)
     if out["per"] != "step" and out["source"] in ("stdout_regex", "stdout_steps", "process_wall"):
         raise RecordError("trials.metric.per", f"per: {out['per']} needs each step's declared work, which "
                           f"source {out['source']} does not carry; use source recorder_steps or auto")
@@ -63,7 +70,8 @@ def describe(metric: dict) -> str:
             "stdout_steps": "the step-time lines the run prints", "process_wall": "the run's process wall time",
             "auto": "the recorder's iteration times when the run reports them, else "
                     + ("its step-time lines" if metric.get("step_pattern") else "its process wall time")}[src]
-    return f"{metric.get('statistic', 'median')} of {what}, ns per {per}"
+    job = f" ({job_metric.describe(metric)})" if "expect_ranks" in metric else ""
+    return f"{metric.get('statistic', 'median')} of {what}{job}, ns per {per}"
 
 
 def _steps_file(path: Path) -> dict:
@@ -125,14 +133,26 @@ def _stdout_steps(pattern: str, text: str) -> list[float]:
     return vals
 
 
-def read(metric: dict, steps_file: Path, output: str, wall_ns: int) -> dict:
-    """One finished run's values: {"values_ns", "unusual", "source", "work"}.
+def read(metric: dict, steps_file: Path, output: str, wall_ns: int, steps_dir: Path | None = None) -> dict:
+    """One finished run's values: {"values_ns", "unusual", "source", "work"} (and "ranks", each
+    counted rank's own median, when the run had several processes).
 
     Raises MetricUnreadable when the run's metric cannot be read (deterministic: retrying
     the run reads nothing more)."""
     src = metric.get("source", "auto")
     per = metric.get("per", "step")
     skip = int(metric.get("skip_steps", 0))
+    procs = job_metric.read_dir(steps_dir) if steps_dir is not None and Path(steps_dir).is_dir() else []
+    if procs and src in ("auto", "recorder_steps") and (len(procs) > 1 or "expect_ranks" in metric):
+        try:
+            got = job_metric.reduce(metric, procs, wall_ns)
+        except job_metric.JobMetricUnreadable as exc:
+            raise MetricUnreadable(str(exc)) from None
+        work = _work(procs[0], skip) if len(procs) == 1 else None
+        return {"values_ns": got["values_ns"], "unusual": got["unusual"], "source": "recorder_steps",
+                "work": work, "ranks": got["ranks"]}
+    if len(procs) == 1:  # one process: its file is the run's steps-out
+        steps_file = sorted(Path(steps_dir).glob("steps-*.json"))[0]
     if src == "auto":
         if Path(steps_file).exists():
             src = "recorder_steps"

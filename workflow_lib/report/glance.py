@@ -208,4 +208,5 @@ def verdict_line(comparison: dict | None, incident: str) -> str:
     if comparison is None:
         return f"{incident}: no comparison yet (comparison.json absent)"
     v = verdict(comparison)
-    return f"{incident}: {verdict_text(v)}" + (" (A/A experiment)" if v["aa"] else "")
+    why = f"; {comparison['failure_summary']}" if comparison.get("failure_summary") else ""
+    return f"{incident}: {verdict_text(v)}" + (" (A/A experiment)" if v["aa"] else "") + why

@@ -120,6 +120,7 @@ def ingest(incident_path: str | os.PathLike, store_root: str | os.PathLike, out_
         provenance=m.get("provenance", {}),
         workload=m.get("workload"),
         recorder=m.get("recorder"),
+        job=m.get("job"),
     ).to_json()
     records.validate(record, "snapshot", where=out_path)
     # What could fail after objects are stored is checked before any is: the record's path

@@ -30,3 +30,4 @@ class Snapshot:
     provenance: dict = doc("how the workload was built and run (the manifest's provenance)", optional=True)
     workload: dict | None = doc("argv, cwd and env of the workload (null: not recorded)", optional=True)
     recorder: dict | None = doc("the recorder's budgets, usage and errors (null: not a recorder incident)", optional=True)
+    job: dict | None = doc("the run of the job this incident is, its launcher, ranks and roles (null: one process, or not recorded)", optional=True)

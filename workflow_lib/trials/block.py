@@ -2,9 +2,12 @@
 
 Each run is a fresh process started from the arm's rebuilt work directory with an argv
 list (never a shell) and only the plan's allow-listed environment plus what the node
-must provide. The recorder inside the workload writes its per-step times to the file
-named by STALLCASE_STEPS_OUT; what a run's value is, and every other way to read it, is
-in metric.py. A failed run is retried up to `max_retries` and recorded as failed (never
+must provide; runs go through a `Runner` (runner.py: local, SLURM node-local, fake), which
+owns the retry and timeout policy. The recorder inside each process of the workload writes
+its per-step times into STALLCASE_STEPS_OUT_DIR (one file per process: ranks and roles);
+what a run's value is, and every other way to read it, is in metric.py and job_metric.py.
+A failed run keeps its last stderr lines and says why (the rank and exception when the
+output names them). A failed run is retried up to `max_retries` and recorded as failed (never
 dropped); a run whose metric cannot be read is not retried (the same program reads the
 same nothing). A block whose arm fails its first run, with no run of that arm ever
 succeeding, stops there: a program that cannot start or report is not run dozens of
@@ -18,21 +21,16 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
-from statistics import mean, median
 
 from ..core import environment, records
 from ..plan import metric as metric_mod
 from ..plan.build import NODE_ENV, materialize_arm, trial_env  # noqa: F401  (NODE_ENV: read by callers)
+from .runner import METRIC_UNREADABLE, STATISTICS, LocalRunner, RetryPolicy, Runner, RunRequest  # noqa: F401
 
 EXECUTION_VERSION = 2
-
-STATISTICS = {"median": median, "mean": mean, "min": min}
-METRIC_UNREADABLE = "metric unreadable"
 
 
 class GpuWatch:
@@ -123,55 +121,13 @@ def _diagnose_capture(capture_dir: Path, skip_steps: int = 0) -> dict | None:
             "components": run_components(d, skip_steps, _spans_of(inc))}
 
 
-def one_run(spec: dict, design: dict, entry: dict, attempt: int, log, capture_dir: Path | None = None) -> dict:
-    """One fresh process of one arm. With `capture_dir` the workload's recorder is on and its
-    snapshots land there (never in the original incident); the run then carries its own diagnosis."""
-    metric = design["metric"]
-    with tempfile.TemporaryDirectory(prefix="stallcase-run-") as tmp:
-        steps_file = Path(tmp) / "steps.json"
-        extra = {"STALLCASE_STEPS_OUT": str(steps_file), "STALLCASE_TRIAL_ARM": entry["arm"],
-                 "STALLCASE_RECORDER": "off"}
-        if capture_dir is not None:
-            capture_dir.mkdir(parents=True, exist_ok=True)
-            # Absolute: the run's cwd is the program's (its rebuilt tree, or the recorded cwd),
-            # not Snakemake's, so a relative results_dir would put the capture elsewhere and
-            # the diagnosis below would not find it.
-            extra.update(STALLCASE_RECORDER="on", STALLCASE_INCIDENTS_DIR=str(capture_dir.resolve()))
-        env = run_env(spec["env"], extra)
-        start = time.time_ns()
-        err = None
-        code = None
-        stdout = stderr = ""
-        with GpuWatch() as watch:
-            try:
-                proc = subprocess.run(spec["argv"], cwd=spec["cwd"], env=env, capture_output=True, text=True,
-                                      timeout=design.get("run_timeout_s", 600), check=False)
-                code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
-                if log:
-                    log.write(f"--- run {entry['index']} arm {entry['arm']} attempt {attempt} exit {code}\n{proc.stderr[-4000:]}")
-            except subprocess.TimeoutExpired:
-                err = f"timed out after {design.get('run_timeout_s', 600)} s"
-            except OSError as exc:
-                err = f"could not start: {exc}"
-        end = time.time_ns()
-        values, unusual, source, work = [], [], None, None
-        if err is None and code != 0:
-            err = f"exit status {code}"
-        if err is None:
-            try:
-                got = metric_mod.read(metric, steps_file, stdout + "\n" + stderr, end - start)
-                values, unusual, source, work = got["values_ns"], got["unusual"], got["source"], got["work"]
-            except metric_mod.MetricUnreadable as exc:
-                err = f"{METRIC_UNREADABLE}: {exc}"
-    ok = err is None
-    run = {"index": entry["index"], "arm": entry["arm"], "attempt": attempt, "status": "ok" if ok else "failed",
-           "exit_code": code, "start_unix_ns": start, "end_unix_ns": end,
-           "metric_ns": STATISTICS[metric["statistic"]](values) if ok else None,
-           "values_ns": values if ok else [], "gpu": watch.summary(), "unusual": unusual, "error": err,
-           "metric_source": source, "work": work}
-    if capture_dir is not None:
-        run["capture"] = _diagnose_capture(capture_dir, int(metric.get("skip_steps", 0)))
-    return run
+def one_run(spec: dict, design: dict, entry: dict, attempt: int, log, capture_dir: Path | None = None,
+            fingerprint: dict | None = None) -> dict:
+    """One fresh process of one arm (LocalRunner), as the execution record's run. With
+    `capture_dir` the workload's recorder is on and its snapshots land there (never in the
+    original incident); the run then carries its own diagnosis."""
+    req = RunRequest(spec, design, entry, attempt, fingerprint or {}, capture_dir)
+    return LocalRunner().run(req, log).record()
 
 
 def _open_log(log_path):
@@ -185,9 +141,14 @@ def _open_log(log_path):
 
 
 def run_block(plan: dict, plan_digest: str, preflight_record: dict, preflight_digest: str, block: str,
-              store_root, work_root, *, log_path=None, progress=None) -> dict:
-    """Run one block's schedule; returns the execution record."""
+              store_root, work_root, *, log_path=None, progress=None, runner: Runner | None = None) -> dict:
+    """Run one block's schedule through `runner` (default: runner.runner_for this node);
+    returns the execution record."""
+    from .runner import runner_for
+
+    runner = runner or runner_for()
     design = plan["design"]
+    policy = RetryPolicy.of(design)
     work_root = Path(work_root)
     specs = {arm: materialize_arm(plan, arm, store_root, work_root / arm) for arm in ("A", "B")}
     env_before = environment.fingerprint(with_nvcc=False)
@@ -201,20 +162,20 @@ def run_block(plan: dict, plan_digest: str, preflight_record: dict, preflight_di
         for n, entry in enumerate(schedule):
             family = "B" if "B" in (entry["arm"], entry.get("warms")) else "A"  # warm-ups warm their own arm
             spec = specs[family]
-            for attempt in range(design["max_retries"] + 1):
+            for attempt in policy.attempts():
                 cap = work_root / "captures" / f"{entry['index']:03d}-{attempt}" if design.get("record_runs") else None
-                run = one_run(spec, design, entry, attempt, log, cap)
-                if run["status"] == "ok" and block_source not in (None, run["metric_source"]):
-                    run.update(status="failed", metric_ns=None, values_ns=[],
-                               error=f"metric source {run['metric_source']} differs from this block's "
-                                     f"{block_source}: runs measured differently are never compared")
+                result = runner.run(RunRequest(spec, design, entry, attempt, env_before, cap), log)
+                if result.status == "ok" and block_source not in (None, result.metric_source):
+                    result = result.failed(f"metric source {result.metric_source} differs from this block's "
+                                           f"{block_source}: runs measured differently are never compared")
+                run = result.record()
                 runs.append(run)
                 if run["status"] == "ok":
                     block_source = block_source or run["metric_source"]
                     ever_ok.add(family)
                     break
-                if (run["error"] or "").startswith(METRIC_UNREADABLE):
-                    break  # the same program reads the same nothing
+                if not policy.retry(result):
+                    break
             if progress:
                 progress(f"{block}: run {n + 1}/{len(schedule)} ({entry['arm']}) {run['status']}")
             if run["status"] == "failed" and family not in ever_ok:

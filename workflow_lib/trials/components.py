@@ -20,6 +20,8 @@ Components (ns per step, mean over the run's measured steps, i.e. after the metr
   the most time are kept.
 - `excess:<cause>` and `excess:unexplained`: the step's excess over its rank's typical step,
   credited to causes (`steps[i].excess` from the diagnosis, when it has one).
+- `role:<role>:...` / `rank:<r>:...`: the same per role (or per rank) of a multi-process
+  run (job_components.py).
 
 Means, not medians: the partition must add up, so that each component's share of the
 wall-time change is meaningful; medians of parts do not add to the median of the whole.
@@ -33,6 +35,8 @@ from collections import defaultdict
 
 import numpy as np
 import pyarrow.compute as pc
+
+from . import job_components
 
 MEASURES = {"wall": "wall_ns", "gpu_busy": "busy_ns", "host_api": "host_api_ns"}
 UNEXPLAINED = "unexplained"
@@ -53,7 +57,11 @@ LABELS = {
 
 
 def label(name: str) -> str:
-    """Words for a component name: 'check:sync_stall' -> 'sync', 'excess:host_work' -> 'excess host work'."""
+    """Words for a component name: 'check:sync_stall' -> 'sync', 'excess:host_work' -> 'excess host work',
+    'role:consumer:check:input_starvation' -> 'consumer input wait', 'rank:2:wall' -> 'rank 2 wall time'."""
+    if job_components.is_job(name):
+        kind, who, rest = job_components.split(name)
+        return (f"{who} " if kind == "role" else f"rank {who} ") + label(rest)
     if name.startswith(CHECK_PREFIX):
         key = name[len(CHECK_PREFIX):]
         return LABELS.get(key, key.replace("_", " "))
@@ -176,6 +184,7 @@ def run_components(diagnosis: dict, skip_steps: int, spans=None) -> dict:
     values.update(by_span)
     if span_why:
         unobserved[SPAN_PREFIX + "*"] = span_why
+    values.update(job_components.components(diagnosis, steps, spans, _measure, _check, _spans))
     excess, why = _excess(steps)
     values.update(excess)
     if why:
@@ -198,8 +207,9 @@ def value_of(components: dict | None, name: str) -> tuple[float | None, str | No
     if name in vals:
         v = vals[name]
         return (v, None) if v is not None else (None, components.get("unobserved", {}).get(name, "not observed"))
+    part = job_components.split(name)[2] if job_components.is_job(name) else name
     for prefix, flag in ((EXCESS_PREFIX, "excess_available"), (SPAN_PREFIX, "spans_available")):
-        if name.startswith(prefix):
+        if part.startswith(prefix):
             if components.get(flag):
                 return 0.0, None
             return None, components.get("unobserved", {}).get(prefix + "*", f"{prefix[:-1]} components not available")

@@ -1,0 +1,153 @@
+"""A multi-process job through the README's pipeline, as one unit.
+
+A producer/consumer program of the user's own (tests/producer_consumer.py: three modules in
+its own git repository, processes and a multiprocessing queue, each process recording
+itself the README's way) is recorded once, then the README's commands run with the fix
+(three producers instead of one) as the candidate and the consumers' step as the metric
+(`trials: {metric: {role: consumer}}`). The verdict must be `faster` by about the change in
+consumer step time the program itself prints, with no failed run; an A/A must be neither
+faster nor slower. The incident must hold every rank with its role.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from workflow_lib.core import records
+from workflow_lib.core.incident import read_incident
+
+from producer_consumer import MODULES, make_project
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+TRIALS = textwrap.dedent("""
+    trials:
+      blocks: 6
+      runs_per_arm: 1
+      control_runs: 1
+      warmup_runs: 0
+      seed: 20261201
+      max_retries: 1
+      max_failed_fraction: 0.34
+      confidence: 0.95
+      run_timeout_s: 120
+      metric: {name: consumer_step, source: auto, per: step, statistic: median, skip_steps: 5, unit: ns, role: consumer}
+""")
+
+
+def _sh(argv, cwd, env, timeout=600):
+    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    assert proc.returncode == 0, f"{' '.join(map(str, argv))}\n{(proc.stdout + proc.stderr)[-5000:]}"
+    return proc
+
+
+def _keep(checkout: Path, incident: str, dest: Path) -> SimpleNamespace:
+    src = (checkout / "results" / incident).resolve()
+    shutil.copytree(src, dest, symlinks=False, ignore=shutil.ignore_patterns("work", "cas"))
+    runs = [r for p in sorted((dest / "execution").glob("*.json")) for r in records.read_record(p, "execution")["runs"]]
+    return SimpleNamespace(plan=records.read_record(dest / "plan.json", "plan"), runs=runs, dir=dest,
+                           comparison=records.read_record(dest / "comparison.json", "comparison"))
+
+
+def _consumer_ms(out: str) -> float:
+    vals = [float(v) for v in re.findall(r"consumer \d+: median step ([\d.]+) ms", out)]
+    assert len(vals) == 2, out
+    return max(vals)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("multiprocess")
+    checkout = root / "stallcase"
+    checkout.mkdir()
+    for name in ("Snakefile", "rules", "profiles", "config", "schemas", "workflow_lib", "docs", "examples"):
+        (checkout / name).symlink_to(ROOT / name)
+    (checkout / ".venv").symlink_to(Path(sys.prefix))
+    repo = make_project(root)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STALLCASE_", "TORCHELASTIC_", "SLURM_"))}
+    env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    off = dict(env, STALLCASE_RECORDER="off")
+    # What the program itself says about one producer and three (its own clock).
+    own = {p: _consumer_ms(_sh([PY, "pipeline.py", "--producers", p, "--steps", "40"], repo, off).stdout) for p in ("1", "3")}
+    # 1. Record it: every process records itself (the README's loop).
+    _sh([PY, "pipeline.py", "--producers", "1", "--steps", "30"], repo, env)
+    (checkout / "my.yaml").write_text(textwrap.dedent(f"""
+        incidents_dir: {repo / 'incidents'}
+        allow_roots: [{repo}]
+        candidate:
+          set_args: {{"--producers": "3"}}
+    """) + TRIALS)
+    smk = [".venv/bin/snakemake", "--cores", "2", "--profile", "profiles/local", "--configfile", "my.yaml", "--config"]
+    end = _sh([*smk, "incident=pc-0412"], checkout, env)
+    ab = _keep(checkout, "pc-0412", root / "kept" / "ab")
+    # The A/A only has to be neither faster nor slower: without per-run captures (half the cost).
+    (checkout / "aa.yaml").write_text((checkout / "my.yaml").read_text() + "  record_runs: false\n")
+    _sh([*smk[:6], "aa.yaml", "--config", "incident=pc-0412", "candidate=baseline"], checkout, env)
+    aa = _keep(checkout, "pc-0412", root / "kept" / "aa")
+    diagnosis = records.read_record(checkout / "results" / "pc-0412" / "diagnosis.json", "diagnosis")
+    return SimpleNamespace(repo=repo, ab=ab, aa=aa, expected=own["3"] / own["1"], end=end.stdout + end.stderr,
+                           diagnosis=diagnosis)
+
+
+@pytest.mark.slow
+def test_one_incident_holds_every_rank_with_its_role(world):
+    inc = read_incident(world.repo / "incidents" / "pc-0412")
+    assert inc.manifest["ranks"] == [0, 1, 2]
+    assert inc.manifest["job"]["roles"] == {"0": "consumer", "1": "consumer", "2": "producer"}
+    assert not (world.repo / "incidents" / "pc-0412.2").exists()
+    spans = inc.table("spans").to_pandas()
+    assert set(spans[spans["role"] == "producer"]["name"]) >= {"pack"}
+    assert set(spans[spans["role"] == "consumer"]["name"]) >= {"queue_get", "forward"}
+
+
+@pytest.mark.slow
+def test_more_producers_make_the_consumers_faster_by_the_programs_own_change(world):
+    c = world.ab.comparison
+    assert c["verdict"] == "faster", c["reasons"]
+    assert world.expected < 0.7, world.expected
+    assert 0.6 * world.expected <= c["estimate"]["ratio"] <= world.expected / 0.6, (c["estimate"]["ratio"], world.expected)
+    m = world.ab.plan["design"]["metric"]
+    assert (m["job"], m["role"], m["ranks"], m["expect_ranks"]) == ("slowest_rank", "consumer", [0, 1], [0, 1, 2])
+
+
+@pytest.mark.slow
+def test_no_failed_runs_every_module_pinned_and_each_run_names_its_consumers(world):
+    failed = [(r["index"], r["arm"], r["error"]) for r in world.ab.runs if r["status"] != "ok"]
+    assert not failed, failed[:3]
+    assert set(MODULES) <= {s["relpath"] for s in world.ab.plan["arms"]["baseline"]["sources"]}
+    assert all([(x["rank"], x["role"]) for x in r["ranks"]] == [(0, "consumer"), (1, "consumer")] for r in world.ab.runs)
+
+
+@pytest.mark.slow
+def test_the_aa_is_neither_faster_nor_slower(world):
+    assert world.aa.comparison["verdict"] not in ("faster", "slower"), world.aa.comparison["reasons"]
+
+
+@pytest.mark.slow
+def test_the_diagnosis_links_the_consumers_wait_to_the_producer_and_names_the_lever(world):
+    job = world.diagnosis["summary"]["job"]
+    waits = {w["rank"]: w for w in job["queue_waits"]}
+    assert set(waits) == {0, 1}
+    for w in waits.values():  # the consumers waited while the producer (rank 2) packed
+        assert "pack" in w["overlapped_producer_spans"]["2"]
+        assert w["overlapped_producer_spans"]["2"]["pack"] >= 0.5 * w["wait_ns"]
+    top = world.diagnosis["next_experiments"][0]
+    assert top["check"] == "input_starvation" and top["candidate_change"].startswith("more producers")
+
+
+@pytest.mark.slow
+def test_the_comparison_says_which_role_moved(world):
+    rows = {r["name"]: r for r in world.ab.comparison["components"]}
+    wait = rows["role:consumer:check:input_starvation"]
+    assert wait["clears_floor"] and wait["delta_ns_per_step"] < 0, wait
+    assert "role:producer:span:pack" in rows
+    assert "by role: consumer input wait \u2212" in world.ab.comparison["sentence"], world.ab.comparison["sentence"]

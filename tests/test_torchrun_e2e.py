@@ -1,0 +1,124 @@
+"""A torchrun job (torch on CPU, gloo, 3 ranks, an all-reduce each step) through the README's
+pipeline as one job.
+
+The user's own program (tests/ddp_job.py) is recorded under `torchrun --standalone
+--nproc_per_node 3`; one rank does 40 ms of extra augmentation per step. The incident must
+hold the three ranks of one run and the launcher's command as the workload; the diagnosis
+must name the slow rank and its cause and credit the others with collective wait; the plan
+must rebuild the job under torchrun with the slowest rank's step as the metric; the trials
+on the fix (no extra augmentation) must say `faster`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch (CPU) is not installed: pip install torch==2.13.0")
+
+from workflow_lib.core import records  # noqa: E402
+from workflow_lib.core.incident import read_incident  # noqa: E402
+
+from ddp_job import MODULES, make_project  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+TORCHRUN = Path(sys.executable).parent / "torchrun"
+TRIALS = textwrap.dedent("""
+    trials:
+      blocks: 6
+      runs_per_arm: 1
+      control_runs: 1
+      warmup_runs: 0
+      seed: 20261201
+      max_retries: 1
+      max_failed_fraction: 0.34
+      confidence: 0.95
+      run_timeout_s: 120
+      record_runs: false
+      metric: {name: step_time, source: auto, per: step, statistic: median, skip_steps: 3, unit: ns}
+""")
+
+
+def _sh(argv, cwd, env, timeout=900):
+    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    assert proc.returncode == 0, f"{' '.join(map(str, argv))}\n{(proc.stdout + proc.stderr)[-5000:]}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    if not TORCHRUN.exists():
+        pytest.fail(f"{TORCHRUN} missing though torch is installed")
+    root = tmp_path_factory.mktemp("torchrun")
+    checkout = root / "stallcase"
+    checkout.mkdir()
+    for name in ("Snakefile", "rules", "profiles", "config", "schemas", "workflow_lib", "docs", "examples"):
+        (checkout / name).symlink_to(ROOT / name)
+    (checkout / ".venv").symlink_to(Path(sys.prefix))
+    repo = make_project(root)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STALLCASE_", "TORCHELASTIC_", "SLURM_"))}
+    env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    _sh([str(TORCHRUN), "--standalone", "--nproc_per_node", "3", "train.py"], repo, env)
+    (checkout / "my.yaml").write_text(textwrap.dedent(f"""
+        incidents_dir: {repo / 'incidents'}
+        allow_roots: [{repo}]
+        candidate:
+          set_args: {{"--extra-ms": "0"}}
+    """) + TRIALS)
+    _sh([".venv/bin/snakemake", "--cores", "2", "--profile", "profiles/local", "--configfile", "my.yaml",
+         "--config", "incident=ddp-0412"], checkout, env)
+    res = (checkout / "results" / "ddp-0412").resolve()
+    kept = root / "kept"
+    shutil.copytree(res, kept, ignore=shutil.ignore_patterns("work", "cas"))
+    runs = [r for p in sorted((kept / "execution").glob("*.json")) for r in records.read_record(p, "execution")["runs"]]
+    diag = records.read_record(checkout / "results" / "ddp-0412" / "diagnosis.json", "diagnosis")
+    return {"repo": repo, "plan": records.read_record(kept / "plan.json", "plan"), "runs": runs, "diagnosis": diag,
+            "comparison": records.read_record(kept / "comparison.json", "comparison")}
+
+
+@pytest.mark.slow
+def test_one_incident_of_one_run_with_the_launcher_as_workload(world):
+    inc = read_incident(world["repo"] / "incidents" / "ddp-0412")
+    assert inc.manifest["ranks"] == [0, 1, 2]
+    run = inc.manifest["job"]
+    assert run["launcher"]["kind"] == "torchrun" and run["launcher"]["nproc_per_node"] == 3
+    argv = inc.manifest["workload"]["argv"]
+    assert any(Path(a).name == "torchrun" for a in argv) and argv[-1] == "train.py" and "--nproc_per_node" in argv
+
+
+@pytest.mark.slow
+def test_the_diagnosis_names_the_slow_rank_and_the_others_wait_in_the_collective(world):
+    job = world["diagnosis"]["summary"]["job"]
+    assert job["slowest_rank"] == 2, job
+    assert job["slowest_rank_cause"]["check"] == "host_work" and job["slowest_rank_cause"]["spans"][0] == "augment"
+    assert job["waited_for_slowest"] == [0, 1]
+    steps = job["common_steps"]
+    for r in ("0", "1"):  # about 40 ms per step each, waited inside the all-reduce
+        assert job["collective_wait_ns_by_rank"][r] >= 0.6 * steps * 40e6, job
+    assert "on rank 2" in world["diagnosis"]["next_experiments"][0]["candidate_change"]
+
+
+@pytest.mark.slow
+def test_the_plan_rebuilds_the_job_under_torchrun_and_the_fix_is_faster(world):
+    plan = world["plan"]
+    for arm in ("baseline", "candidate"):
+        assert any(Path(a).name == "torchrun" for a in plan["arms"][arm]["argv"])
+    assert plan["arms"]["candidate"]["argv"][-2:] == ["--extra-ms", "0"]
+    assert set(MODULES) <= {s["relpath"] for s in plan["arms"]["baseline"]["sources"]}
+    m = plan["design"]["metric"]
+    assert (m["job"], m["expect_ranks"], m["ranks"]) == ("slowest_rank", [0, 1, 2], None)
+    failed = [(r["index"], r["arm"], r["error"]) for r in world["runs"] if r["status"] != "ok"]
+    assert not failed, failed[:3]
+    # The metric is the slowest rank's step: never below any rank's own median.
+    for r in world["runs"]:
+        assert [x["rank"] for x in r["ranks"]] == [0, 1, 2]
+        assert r["metric_ns"] >= 0.95 * max(x["median_ns"] for x in r["ranks"])
+    c = world["comparison"]
+    assert c["verdict"] == "faster", c["reasons"]
+    assert c["estimate"]["ratio"] < 0.6, c["estimate"]

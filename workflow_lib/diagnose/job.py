@@ -1,0 +1,216 @@
+"""The diagnosis of a job: what one rank's time is, read against the other ranks.
+
+Two readings, both from the incident's own host timeline (ranks of one incident share one
+host clock: capture/ranks.py never merges ranks of two hosts):
+
+* **Collective wait from host spans.** Where no collective was recorded by a flight recorder
+  (the `collectives` table: then the cross-rank analysis decides), a rank's host span named
+  like a collective (`all_reduce`, `allreduce`, `barrier`, a gloo/nccl op: COLLECTIVE_SPAN) is
+  matched across ranks: the k-th such span of step s on each rank is one collective. It
+  cannot finish on any rank before the last rank arrives, so the time from a rank's arrival
+  to the last arrival (clipped to its span) is that rank's collective wait, credited to the
+  late rank; the late rank's own time stays what its own checks say (its host work, its
+  wait). `collective_span_findings` returns these as findings the step records place first.
+* **The job summary.** Per step index reached by every rank, the slowest rank; the slowest
+  rank overall with its own top cause; the ranks that waited for it; and for ranks with roles,
+  each consumer's input wait linked to what the producers were doing during it (overlap with
+  their spans by name). The next experiments then name the lever on the other side.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..core.arrow import values
+from ..core.incident import Incident
+
+# Host span names of a collective (segments, case-insensitive): torch.distributed op names,
+# the spellings people give their own spans, and gloo/NCCL prefixes.
+COLLECTIVE_SPAN = re.compile(
+    r"(^|[^a-z0-9])(all_?reduce|all_?gather|reduce_?scatter|broadcast|barrier|all_?to_?all|gloo|nccl)([^a-z0-9]|$)",
+    re.IGNORECASE)
+MIN_WAIT_NS = 100_000  # a wait under 0.1 ms is arrival jitter, not a peer to wait for
+MAX_LINKED_SPANS = 5
+
+
+def _spans(incident: Incident):
+    t = incident.table("spans")
+    if t.num_rows == 0 or "rank" not in t.column_names:
+        return None
+    rank = values(t["rank"], null=-1)
+    return {"name": np.asarray(t["name"].to_pylist(), dtype=object), "rank": rank,
+            "thread": values(t["thread_id"]), "start": values(t["start_ns"]), "end": values(t["end_ns"])}
+
+
+def _steps(incident: Incident):
+    t = incident.table("steps")
+    return {"rank": values(t["rank"], null=-1), "step": values(t["step_id"]), "thread": values(t["thread_id"]),
+            "start": values(t["start_ns"]), "end": values(t["end_ns"])}
+
+
+def roles(incident: Incident) -> dict[int, str]:
+    return {int(r): str(v) for r, v in ((incident.manifest.get("job") or {}).get("roles") or {}).items()}
+
+
+def collective_span_findings(incident: Incident, origin_ns: int) -> dict:
+    """(rank, step_id) -> a collective_wait finding placed on the rank's collective spans."""
+    sp, st = _spans(incident), _steps(incident)
+    ranks = sorted(set(st["rank"].tolist()) - {-1})
+    if sp is None or len(ranks) < 2:
+        return {}
+    is_coll = np.array([bool(COLLECTIVE_SPAN.search(str(n))) for n in sp["name"]], bool)
+    if not is_coll.any():
+        return {}
+    # Each rank's collective spans per step, in start order.
+    per: dict[tuple[int, int], list[int]] = {}
+    for i in range(len(st["step"])):
+        r, s = int(st["rank"][i]), int(st["step"][i])
+        if r < 0:
+            continue
+        rows = np.flatnonzero(is_coll & (sp["rank"] == r) & (sp["thread"] == st["thread"][i])
+                              & (sp["start"] >= st["start"][i]) & (sp["end"] <= st["end"][i]))
+        per[(r, s)] = sorted(rows.tolist(), key=lambda k: sp["start"][k])
+    out = {}
+    common = set.intersection(*[{s for (r, s) in per if r == rk} for rk in ranks])
+    for s in sorted(common):
+        lists = {r: per[(r, s)] for r in ranks}
+        n = min(len(v) for v in lists.values())
+        for k in range(n):
+            rows = {r: lists[r][k] for r in ranks}
+            arrival = {r: int(sp["start"][i]) for r, i in rows.items()}
+            late = max(arrival, key=lambda r: (arrival[r], r))
+            for r, i in rows.items():
+                wait = min(arrival[late] - arrival[r], int(sp["end"][i] - sp["start"][i]))
+                if r == late or wait < MIN_WAIT_NS:
+                    continue
+                f = out.setdefault((r, s), {"verdict": "attributed", "explains_ns": 0, "missing": [],
+                                            "evidence": [], "placed": []})
+                f["explains_ns"] += wait
+                f["placed"].append((arrival[r] - origin_ns, arrival[r] - origin_ns + wait))
+                f["evidence"].append({"span": str(sp["name"][i]), "collective": k, "waited_for_rank": late,
+                                      "wait_ns": wait, "basis": "host spans matched across ranks by step and order"})
+    return out
+
+
+def _overlap_by_name(lo: np.ndarray, hi: np.ndarray, sp, mask) -> dict[str, int]:
+    """Total overlap of the intervals [lo, hi) with the spans selected by `mask`, per span name."""
+    out: dict[str, int] = {}
+    rows = np.flatnonzero(mask)
+    if not len(rows) or not len(lo):
+        return out
+    for i in rows:
+        ov = np.clip(np.minimum(hi, sp["end"][i]) - np.maximum(lo, sp["start"][i]), 0, None).sum()
+        if ov:
+            out[str(sp["name"][i])] = out.get(str(sp["name"][i]), 0) + int(ov)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1])[:MAX_LINKED_SPANS])
+
+
+def _late_rank(step_id: int, ranks: list[int], coll: dict) -> int | None:
+    """The rank the others waited for in this step's collectives (weighted by their wait)."""
+    weight: dict[int, int] = {}
+    for r in ranks:
+        for e in (coll.get((r, step_id)) or {}).get("evidence") or []:
+            if isinstance(e, dict) and "waited_for_rank" in e:
+                weight[int(e["waited_for_rank"])] = weight.get(int(e["waited_for_rank"]), 0) + int(e["wait_ns"])
+    return max(sorted(weight), key=weight.get) if weight else None
+
+
+def summary(incident: Incident, step_records: list[dict], wait_regex, coll: dict | None = None) -> dict | None:
+    """The diagnosis's `summary.job` (None for a single-rank incident). In a synchronous job
+    every rank's step lasts as long as the slowest's, so a step's slowest rank is the one the
+    others waited for inside its collectives (`coll`); without collectives, the longest step."""
+    ranks = sorted({r["rank"] for r in step_records if r["rank"] is not None})
+    if len(ranks) < 2:
+        return None
+    role = roles(incident)
+    by = {(r["rank"], r["step_id"]): r for r in step_records if r["rank"] is not None}
+    common = set.intersection(*[{s for (rk, s) in by if rk == r} for r in ranks])
+    slowest_count = {r: 0 for r in ranks}
+    for s in common:
+        late = _late_rank(s, ranks, coll or {})
+        slowest_count[late if late is not None else max(ranks, key=lambda r: (by[(r, s)]["wall_ns"], -r))] += 1
+    cause, waits = {}, {}
+    for r in ranks:
+        totals: dict[str, int] = {}
+        for (rk, s), rec in by.items():
+            if rk != r:
+                continue
+            for f in rec["findings"]:
+                if f["verdict"] == "attributed" and f["explains_ns"]:
+                    totals[f["check"]] = totals.get(f["check"], 0) + int(f["explains_ns"])
+        own = {k: v for k, v in totals.items() if k != "collective_wait"}  # a rank's own cause: not its wait for others
+        top = max(sorted(own), key=own.get) if own else None
+        cause[r] = {"check": top, "explains_ns": totals.get(top, 0) if top else 0}
+        waits[r] = totals.get("collective_wait", 0)
+    slowest = max(ranks, key=lambda r: (slowest_count[r], -r)) if common else None
+    if slowest is not None:
+        spans = [f["evidence"].get("spans") for (rk, s), rec in by.items() if rk == slowest
+                 for f in rec["findings"] if f["check"] == cause[slowest]["check"] and f["verdict"] == "attributed"]
+        names: dict[str, int] = {}
+        for d in spans:  # evidence "spans": name -> ns (checks/base.top_names)
+            for name, ns in (d or {}).items():
+                names[name] = names.get(name, 0) + int(ns)
+        cause[slowest]["spans"] = [n for n, _ in sorted(names.items(), key=lambda kv: -kv[1])[:MAX_LINKED_SPANS]]
+    waited = sorted(r for r in ranks if r != slowest and waits[r] > 0)
+    return {"ranks": ranks, "roles": {str(r): v for r, v in sorted(role.items())},
+            "common_steps": len(common), "slowest_rank_steps": {str(r): n for r, n in slowest_count.items()},
+            "slowest_rank": slowest, "slowest_rank_role": role.get(slowest) if slowest is not None else None,
+            "slowest_rank_cause": cause.get(slowest) if slowest is not None else None,
+            "collective_wait_ns_by_rank": {str(r): int(waits[r]) for r in ranks},
+            "waited_for_slowest": waited,
+            "queue_waits": _queue_waits(incident, role, wait_regex)}
+
+
+def _queue_waits(incident: Incident, role: dict[int, str], wait_regex) -> list[dict]:
+    """Each consumer's wait spans, linked to the producers' spans during them."""
+    sp = _spans(incident)
+    if sp is None or "producer" not in role.values():
+        return []
+    producers = sorted(r for r, v in role.items() if v == "producer")
+    is_wait = np.array([bool(wait_regex.search(str(n))) for n in sp["name"]], bool)
+    out = []
+    for r, v in sorted(role.items()):
+        if v == "producer":
+            continue
+        mine = is_wait & (sp["rank"] == r)
+        if not mine.any():
+            continue
+        lo, hi = sp["start"][mine], sp["end"][mine]
+        linked = {str(p): _overlap_by_name(lo, hi, sp, (sp["rank"] == p) & ~is_wait) for p in producers}
+        out.append({"rank": r, "role": v, "wait_ns": int((hi - lo).sum()), "waits": int(mine.sum()),
+                    "overlapped_producer_spans": {p: d for p, d in linked.items() if d}})
+    return out
+
+
+def experiments(job: dict | None, experiments: list[dict]) -> list[dict]:
+    """The next experiments with the job's levers: the slowest rank's own cause named on that
+    rank, and the consumers' queue wait as "more producers / lower min-ready" bounded by the wait."""
+    if not job:
+        return experiments
+    out = [dict(e) for e in experiments]
+    slow, cause = job.get("slowest_rank"), job.get("slowest_rank_cause") or {}
+    for e in out:
+        if slow is not None and e["check"] == cause.get("check") and job["waited_for_slowest"]:
+            where = f" on rank {slow}" + (f" ({job['slowest_rank_role']})" if job.get("slowest_rank_role") else "")
+            spans = f" (spans {', '.join(cause.get('spans') or [])})" if cause.get("spans") else ""
+            e["candidate_change"] = (f"{e['candidate_change']}{where}{spans}: ranks "
+                                     f"{', '.join(map(str, job['waited_for_slowest']))} wait for it inside the collective")
+    waits = [w for w in job.get("queue_waits") or [] if w["overlapped_producer_spans"]]
+    if waits:
+        spans = sorted({n for w in waits for d in w["overlapped_producer_spans"].values() for n in d})
+        prods = sorted({p for w in waits for p in w["overlapped_producer_spans"]}, key=int)
+        change = (f"more producers, or a lower min-ready: the consumers' (ranks {', '.join(str(w['rank']) for w in waits)}) "
+                  f"queue wait overlapped producer rank(s) {', '.join(prods)} in {', '.join(spans)}")
+        lever = next((e for e in out if e["check"] == "input_starvation"), None)
+        if lever is None:  # bounded by the consumers' wait: more producers cannot give back more
+            lever = {"rank": 0, "check": "input_starvation", "recoverable_upper_bound_ns": sum(w["wait_ns"] for w in waits),
+                     "steps": sum(w["waits"] for w in waits)}
+            out.append(lever)
+        lever.update(candidate_change=change, risk="low",
+                     risk_note="changes how many producers feed the queue (or how many items a consumer waits for), not what they compute")
+        out.sort(key=lambda e: -e["recoverable_upper_bound_ns"])
+    for i, e in enumerate(out, 1):
+        e["rank"] = i
+    return out

@@ -1,0 +1,238 @@
+"""The executor seam: how one trial run is run, behind one small interface.
+
+    result = runner.run(RunRequest(spec, design, entry, attempt, fingerprint, capture_dir), log)
+
+A `Runner` starts one run of one arm and returns a `RunResult` (the execution record's run,
+typed and frozen). `LocalRunner` starts a fresh process on this node; on a SLURM cluster
+Snakemake's SLURM executor already puts each block's job on a node, and what runs inside
+that job is the node-local runner (`SlurmRunner` is it, named for where it runs: it
+refuses to start outside an allocation). `FakeRunner` starts nothing and returns the same
+type, for tests of the block logic (hyperfine's `Executor`/`MockExecutor` is the model).
+
+The fingerprint passed in is the environment the block checked before its first run
+(environment.fingerprint); the runner never computes its own. Retry and timeout policy
+live in `RetryPolicy`, read once from the plan's design.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import mean, median
+from typing import Callable, Protocol
+
+from ..plan import metric as metric_mod
+from ..core.errors import StallcaseError
+
+STATISTICS = {"median": median, "mean": mean, "min": min}
+METRIC_UNREADABLE = "metric unreadable"
+STDERR_TAIL_LINES = 20
+DEFAULT_TIMEOUT_S = 600
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """When a run is tried again, and how long one may take (the plan's design)."""
+
+    max_retries: int
+    """attempts after the first, for a run that failed for a reason that may pass"""
+    run_timeout_s: float
+    """a run still going after this is killed and counts as failed"""
+
+    @classmethod
+    def of(cls, design: dict) -> "RetryPolicy":
+        return cls(int(design["max_retries"]), float(design.get("run_timeout_s", DEFAULT_TIMEOUT_S)))
+
+    def attempts(self) -> range:
+        return range(self.max_retries + 1)
+
+    def retry(self, result: "RunResult") -> bool:
+        """Try again? Not after success, and not when the metric could not be read (the same
+        program reads the same nothing)."""
+        return result.status != "ok" and not (result.error or "").startswith(METRIC_UNREADABLE)
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    spec: dict
+    """the arm's rebuilt {argv, cwd, env} (plan.materialize_arm)"""
+    design: dict
+    """the plan's design (metric, timeouts)"""
+    entry: dict
+    """the schedule entry: index, arm (and `warms`)"""
+    attempt: int
+    fingerprint: dict
+    """the block's environment fingerprint, checked before its first run"""
+    capture_dir: Path | None = None
+    """with it the workload's recorder is on and snapshots land there"""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One run of one arm: the execution record's run (schemas/execution.schema.json)."""
+
+    index: int
+    arm: str
+    attempt: int
+    status: str
+    """ok | failed"""
+    exit_code: int | None
+    start_unix_ns: int
+    end_unix_ns: int
+    metric_ns: float | None
+    """the run's value: the design's statistic of values_ns"""
+    values_ns: list = field(default_factory=list)
+    gpu: dict = field(default_factory=dict)
+    unusual: list = field(default_factory=list)
+    error: str | None = None
+    """why it failed, naming the rank and the exception when the output says"""
+    metric_source: str | None = None
+    work: dict | None = None
+    stderr_tail: list = field(default_factory=list)
+    """a failed run's last stderr lines"""
+    ranks: list | None = None
+    """a multi-process run: each counted rank's own median step time"""
+    capture: dict | None = None
+
+    def record(self) -> dict:
+        rec = dataclasses.asdict(self)
+        if rec["capture"] is None:  # only runs with `record_runs` carry their own capture
+            del rec["capture"]
+        return rec
+
+    def failed(self, error: str) -> "RunResult":
+        return dataclasses.replace(self, status="failed", metric_ns=None, values_ns=[], error=error)
+
+
+class Runner(Protocol):
+    def run(self, req: RunRequest, log=None) -> RunResult: ...
+
+
+# ---- why a run failed -------------------------------------------------------------------
+_RANK_PREFIX = re.compile(r"^\[(?:default)?rank(\d+)\]:\s*(.*)$")
+_EXC = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)|[A-Z]\w*Error)\b:?(.*)$")
+_TORCHRUN_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
+
+
+def failure_reason(code: int | None, stderr: str) -> str:
+    """'exit status 1: rank 0: ValueError: ...' from a failed run's stderr (the last exception line,
+    and the rank that printed it when torchrun's `[rankN]:` prefix or failure summary says)."""
+    rank, exc = None, None
+    for line in stderr.splitlines():
+        m = _RANK_PREFIX.match(line.strip())
+        r, text = (m.group(1), m.group(2)) if m else (None, line.strip())
+        if _EXC.match(text):
+            exc, rank = text[:300], r if r is not None else rank
+        t = _TORCHRUN_RANK.match(line)
+        if t and rank is None:
+            rank = t.group(1)
+    head = f"exit status {code}"
+    if exc is None:
+        return head
+    return f"{head}: rank {rank} exited: {exc}" if rank is not None else f"{head}: {exc}"
+
+
+def _tail(text: str) -> list[str]:
+    return [ln[:500] for ln in text.splitlines()[-STDERR_TAIL_LINES:]]
+
+
+# ---- the runners ----------------------------------------------------------------------------
+class LocalRunner:
+    """A fresh process on this node, its argv list (never a shell), the plan's environment."""
+
+    def __init__(self, watch=None, diagnose=None):
+        from . import block as trials
+
+        self._watch = watch or trials.GpuWatch
+        self._diagnose = diagnose or trials._diagnose_capture
+
+    def run(self, req: RunRequest, log=None) -> RunResult:
+        from .block import run_env
+
+        design, entry, policy = req.design, req.entry, RetryPolicy.of(req.design)
+        metric = design["metric"]
+        with tempfile.TemporaryDirectory(prefix="stallcase-run-") as tmp:
+            steps_file, steps_dir = Path(tmp) / "steps.json", Path(tmp) / "steps"
+            steps_dir.mkdir()
+            extra = {"STALLCASE_STEPS_OUT": str(steps_file), "STALLCASE_STEPS_OUT_DIR": str(steps_dir),
+                     "STALLCASE_TRIAL_ARM": entry["arm"], "STALLCASE_RECORDER": "off"}
+            if req.capture_dir is not None:
+                req.capture_dir.mkdir(parents=True, exist_ok=True)
+                # Absolute: the run's cwd is the program's, not Snakemake's (see trials.py).
+                extra.update(STALLCASE_RECORDER="on", STALLCASE_INCIDENTS_DIR=str(req.capture_dir.resolve()))
+            env = run_env(req.spec["env"], extra)
+            start, err, code, stdout, stderr = time.time_ns(), None, None, "", ""
+            with self._watch() as watch:
+                try:
+                    proc = subprocess.run(req.spec["argv"], cwd=req.spec["cwd"], env=env, capture_output=True, text=True,
+                                          timeout=policy.run_timeout_s, check=False)
+                    code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+                    if log:
+                        log.write(f"--- run {entry['index']} arm {entry['arm']} attempt {req.attempt} exit {code}\n{proc.stderr[-4000:]}")
+                except subprocess.TimeoutExpired as exc:
+                    err = f"timed out after {policy.run_timeout_s:g} s"
+                    stderr = exc.stderr.decode("utf-8", "replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+                except OSError as exc:
+                    err = f"could not start: {exc}"
+            end = time.time_ns()
+            got = {"values_ns": [], "unusual": [], "source": None, "work": None}
+            if err is None and code != 0:
+                err = failure_reason(code, stderr)
+            if err is None:
+                try:
+                    got = metric_mod.read(metric, steps_file, stdout + "\n" + stderr, end - start, steps_dir)
+                except metric_mod.MetricUnreadable as exc:
+                    err = f"{METRIC_UNREADABLE}: {exc}"
+        ok = err is None
+        values = got["values_ns"] if ok else []
+        result = RunResult(
+            index=entry["index"], arm=entry["arm"], attempt=req.attempt, status="ok" if ok else "failed",
+            exit_code=code, start_unix_ns=start, end_unix_ns=end,
+            metric_ns=STATISTICS[metric["statistic"]](values) if ok else None, values_ns=values,
+            gpu=watch.summary(), unusual=got["unusual"], error=err, metric_source=got["source"], work=got["work"],
+            stderr_tail=[] if ok else _tail(stderr), ranks=got.get("ranks"))
+        if req.capture_dir is not None:
+            result = dataclasses.replace(result, capture=self._diagnose(req.capture_dir, int(metric.get("skip_steps", 0))))
+        return result
+
+
+class SlurmRunner(LocalRunner):
+    """The node-local runner inside a SLURM job (Snakemake's SLURM executor placed the block)."""
+
+    def run(self, req: RunRequest, log=None) -> RunResult:
+        if not os.environ.get("SLURM_JOB_ID"):
+            raise StallcaseError("profiles/slurm", "SlurmRunner outside a SLURM allocation (no SLURM_JOB_ID)")
+        return super().run(req, log)
+
+
+class FakeRunner:
+    """Starts nothing: `decide(request) -> (values_ns, error)` says what the run measured."""
+
+    def __init__(self, decide: Callable[[RunRequest], tuple[list[float], str | None]], source: str = "recorder_steps"):
+        self.decide = decide
+        self.source = source
+        self.requests: list[RunRequest] = []
+
+    def run(self, req: RunRequest, log=None) -> RunResult:
+        self.requests.append(req)
+        values, error = self.decide(req)
+        start = time.time_ns()
+        ok = error is None
+        return RunResult(
+            index=req.entry["index"], arm=req.entry["arm"], attempt=req.attempt, status="ok" if ok else "failed",
+            exit_code=0 if ok else 1, start_unix_ns=start, end_unix_ns=start + 1,
+            metric_ns=STATISTICS[req.design["metric"]["statistic"]](values) if ok else None,
+            values_ns=list(values) if ok else [], gpu={"status": "not_observed", "reason": "fake runner"},
+            unusual=[], error=error, metric_source=self.source if ok else None, work=None,
+            stderr_tail=[] if ok else [error])
+
+
+def runner_for(executor: str | None = None) -> Runner:
+    """The runner for where the block runs: `slurm` inside a SLURM job, else local."""
+    return SlurmRunner() if (executor or ("slurm" if os.environ.get("SLURM_JOB_ID") else "local")) == "slurm" else LocalRunner()
