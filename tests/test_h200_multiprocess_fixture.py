@@ -1,0 +1,56 @@
+"""The H200 producer/consumer job (examples/gpu/h200_multiprocess.sh, 2026-12-01 21:22 UTC, one
+NVIDIA H200, driver 580.159.04, torch 2.11.0+cu130): 1 producer and 2 consumers, each process
+doing CUDA work on the one GPU, recorded with the README's loop, then the README's pipeline
+with 3 producers as the candidate and `trials: {metric: {role: consumer}}`.
+
+Its records still read under today's schemas and give the same verdicts when compared again
+(A/B faster, the program's own expected ratio inside the interval; the deliberate A/A not
+faster or slower), and the recorded incident diagnoses as a job: the consumers' queue wait is
+linked to the producer's spans during it. The CPU twin, run in CI, is
+tests/test_multiprocess_e2e.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from workflow_lib.compare import build as compare
+from workflow_lib.core import records
+from workflow_lib.diagnose import diagnose_dir
+
+D = Path(__file__).resolve().parent / "fixtures" / "h200" / "multiprocess"
+
+
+def _again(arm_dir: Path) -> tuple[dict, dict]:
+    plan = records.read_record(arm_dir / "plan.json", "plan")
+    stored = records.read_record(arm_dir / "comparison.json", "comparison")
+    ex = {p.stem: records.read_record(p, "execution") for p in sorted((arm_dir / "execution").glob("*.json"))}
+    again = compare.compare(plan, ex, {b: records.digest_of(e) for b, e in ex.items()}, records.digest_of(plan))
+    return stored, again
+
+
+def test_the_ab_is_faster_by_about_what_the_program_itself_measured():
+    stored, again = _again(D / "ab")
+    assert again["verdict"] == stored["verdict"] == "faster"
+    assert abs(again["estimate"]["ratio"] - stored["estimate"]["ratio"]) < 1e-12
+    # The program's own printed consumer step medians (1 vs 3 producers), from the same run.
+    expected = json.loads((D / "summary.json").read_text())["expected_ratio"]
+    est = again["estimate"]
+    assert est["ratio_low"] < expected < est["ratio_high"], (est, expected)
+    runs = [r for p in (D / "ab" / "execution").glob("*.json") for r in records.read_record(p, "execution")["runs"]]
+    assert len(runs) == 18 and all(r["status"] == "ok" for r in runs)
+
+
+def test_the_deliberate_aa_is_neither_faster_nor_slower():
+    stored, again = _again(D / "aa")
+    assert again["verdict"] == stored["verdict"]
+    assert again["verdict"] not in ("faster", "slower")
+
+
+def test_the_recorded_job_links_the_consumers_wait_to_the_producer():
+    job = diagnose_dir(D / "incident")["summary"]["job"]
+    waits = {w["rank"]: w for w in job["queue_waits"]}
+    assert set(waits) == {0, 1}
+    for w in waits.values():
+        assert w["role"] == "consumer" and w["wait_ns"] > 0
+        assert {"forward", "pack"} <= set(w["overlapped_producer_spans"]["2"])
