@@ -120,6 +120,14 @@ def _helper_thread():
     return th, done, tid[0]
 
 
+def _wait_gone(tid: int) -> None:
+    """The OS thread ends a little after join() returns: wait until /proc no longer lists it."""
+    deadline = time.monotonic() + 10
+    while str(tid) in os.listdir("/proc/self/task"):
+        assert time.monotonic() < deadline, f"thread {tid} still listed 10 s after join()"
+        time.sleep(0.01)
+
+
 def test_periodic_sample_reads_through_kept_fds_and_drops_those_of_ended_threads():
     th, done, tid = _helper_thread()
     s = SchedSampler(capacity=4096)
@@ -135,6 +143,7 @@ def test_periodic_sample_reads_through_kept_fds_and_drops_those_of_ended_threads
     assert s.names[tid] == again[1] or s.names[tid].startswith("Thread")
     done.set()
     th.join()
+    _wait_gone(tid)
     s.sample_once()  # the ended thread: no row, its fds closed
     c = s.ring.copy().columns
     assert int((c["tid"] == tid).sum()) == 1
@@ -147,7 +156,16 @@ def test_a_stale_kept_fd_is_dropped_and_the_thread_read_anew():
     th, done, dead = _helper_thread()
     stale = os.open(f"/proc/self/task/{dead}/stat", os.O_RDONLY)
     done.set()
-    th.join()  # `stale` now refers to an ended thread: pread fails (ESRCH), as for a reused tid
+    th.join()  # the OS thread ends a little after join() returns: wait until `stale` fails,
+    deadline = time.monotonic() + 10  # as an fd of an ended thread (or a reused tid) does
+    while time.monotonic() < deadline:
+        try:
+            os.pread(stale, 4096, 0)
+        except OSError:
+            break
+        time.sleep(0.01)
+    else:
+        raise AssertionError("the helper thread's stat stayed readable for 10 s")
     me = threading.get_native_id()
     s = SchedSampler(capacity=1024)
     s._task_fds[me] = (stale, -1)
