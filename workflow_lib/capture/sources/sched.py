@@ -28,8 +28,17 @@ _UNKNOWN = ord("?")  # state code of a step-boundary sample of another thread (s
 # Threads that launch GPU work besides the step's own: PyTorch's autograd engine names its
 # device threads "pt_autograd_<n>" (c10::setThreadName).
 LAUNCHER_NAMES = (b"pt_autograd",)
-RESCAN = 256  # step boundaries between scans for new launcher threads
+# Step starts between scans for new launcher threads. A scan (list the threads, read their
+# names) takes longer than a mark, so it runs before a step's start sample, never between
+# that sample and the step's start time (nor after a step's end sample).
+RESCAN = 128
 MAX_LAUNCHERS = 16
+# A step that starts within this long of its thread's last boundary mark (the previous
+# step's end, when steps follow each other) reuses that mark as its start sample instead of
+# taking another: the two would be microseconds apart. The diagnosis takes the sample
+# nearest a boundary within max(10% of the step, 200 us) (diagnose/evidence.step_sched), so
+# 20 us moves no step out of reach; it halves the marks of back-to-back steps.
+MARK_REUSE_NS = 20_000
 # The periodic sample keeps each thread's stat and schedstat open and preads them: one
 # syscall a file instead of open/read/close, each of which gives the GIL away and takes it
 # back while the workload's thread may be waiting for it (a 43-thread sample: ~1.0 ms of
@@ -102,16 +111,19 @@ class SchedSampler:
         self._thread: threading.Thread | None = None
         self.native_id: int | None = None
         self.boundary_marks = 0
+        self.reused_marks = 0  # step starts that reused the previous step's end mark
         # The ring's columns held directly: a step-boundary mark writes them itself (the
         # ring's hot-path protocol, ring.py), ~0.4 us of the ~2.6 us a mark cost through
         # `Ring.append`'s loop over columns (benchmarks/step_path_cost.py).
         cols = self.ring.cols
+        self._last_mark = threading.local()  # .ns: this thread's last boundary mark, this sampler
         self._mark_cols = (self.ring.ctr, self.ring.mask, cols["ts_ns"], cols["tid"], cols["state"], cols["cpu"],
                            cols["wait"], cols["slices"], cols["seq"])
         # Other threads that launch the step's GPU work (the autograd engine's backward
-        # threads): sampled at every step boundary too, found by name every RESCAN marks.
+        # threads): sampled at every step boundary too, found by name every RESCAN step starts.
         self._launchers: dict[int, int] = {}  # tid -> open fd of its schedstat
-        self._marks_since_scan = RESCAN
+        self._starts_since_scan = RESCAN  # the first step start scans
+        self._scanned = False
         self._task_fds: dict[int, tuple[int, int]] = {}  # tid -> (stat fd, schedstat fd or -1)
         self.max_cached_tasks = MAX_CACHED_TASKS  # 0: every file read by path
 
@@ -202,13 +214,17 @@ class SchedSampler:
             fd = _TLS.fd
         if fd < 0:
             return
+        if not self._scanned:  # a first mark outside a step start: scan before sampling
+            self._scan_launchers()
         try:
             cpu, wait, slices = os.pread(fd, 128, 0).split()[:3]
             cpu, wait, slices = int(cpu), int(wait), int(slices)
         except (OSError, ValueError) as exc:
             self._error(f"step-boundary sample: {exc}")
             return
-        self._write(now_ns(), _TLS.tid, _RUNNING, cpu, wait, slices)
+        ts = now_ns()
+        self._write(ts, _TLS.tid, _RUNNING, cpu, wait, slices)
+        self._last_mark.ns = ts
         self.boundary_marks += 1
         self._mark_launchers()
 
@@ -225,6 +241,20 @@ class SchedSampler:
         c_slices[j] = slices
         c_seq[j] = k
 
+    def mark_step_start(self) -> None:
+        """The mark at a step's start: skipped when this thread marked (the previous step's
+        end) under MARK_REUSE_NS ago, so back-to-back steps share one sample between them."""
+        self._starts_since_scan += 1
+        if self._starts_since_scan >= RESCAN:
+            self._starts_since_scan = 0
+            self._scan_launchers()
+            self._last_mark.ns = None  # the scan took time: this start takes its own sample
+        last = getattr(self._last_mark, "ns", None)
+        if last is not None and now_ns() - last < MARK_REUSE_NS:
+            self.reused_marks += 1
+            return
+        self.mark_current_thread()
+
     def watch_thread(self, tid: int) -> None:
         """Sample this thread (of the recorded process) at every step boundary as well."""
         if tid in self._launchers or len(self._launchers) >= MAX_LAUNCHERS or self.pid != os.getpid():
@@ -235,10 +265,6 @@ class SchedSampler:
             pass
 
     def _mark_launchers(self) -> None:
-        self._marks_since_scan += 1
-        if self._marks_since_scan >= RESCAN:
-            self._marks_since_scan = 0
-            self._scan_launchers()
         if not self._launchers:
             return
         ts = now_ns()
@@ -256,6 +282,7 @@ class SchedSampler:
             self._write(ts, tid, _UNKNOWN, cpu, wait, slices)
 
     def _scan_launchers(self) -> None:
+        self._scanned = True
         if self.pid != os.getpid():
             return
         try:
@@ -342,7 +369,7 @@ class SchedSampler:
 
     def manifest_entry(self, copy) -> dict:
         detail = {"pid": self.pid, "period_s": self.period_s, "samples": self.samples,
-                  "step_boundary_samples": self.boundary_marks,
+                  "step_boundary_samples": self.boundary_marks, "step_starts_sharing_the_end_mark": self.reused_marks,
                   "rows_written": copy.written, "rows_overwritten": copy.overwritten, "backoffs": self.backoffs,
                   "errors": list(self.errors)}
         if self.reason_absent:
