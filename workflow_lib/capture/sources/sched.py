@@ -40,9 +40,9 @@ MAX_LAUNCHERS = 16
 # 20 us moves no step out of reach; it halves the marks of back-to-back steps.
 MARK_REUSE_NS = 20_000
 # The periodic sample keeps each thread's stat and schedstat open and preads them: one
-# syscall a file instead of open/read/close, each of which gives the GIL away and takes it
-# back while the workload's thread may be waiting for it (a 43-thread sample: ~1.0 ms of
-# GIL-held work through open/read/close, ~0.5 ms with the fds kept; step_path_cost.py).
+# syscall a file instead of open/read/close. The sample runs Python holding the GIL between
+# its syscalls, time the workload's threads cannot run Python (41 threads: 686-880 us of
+# thread CPU a sample by path, 333-461 us with the fds kept; benchmarks/step_path_cost.py).
 # Two fds a thread, up to this many threads; beyond it, threads are read by path.
 MAX_CACHED_TASKS = 2048
 
