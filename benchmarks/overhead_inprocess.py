@@ -1,6 +1,6 @@
 """Recorder overhead in one warm process: recorder-on and recorder-off windows of K steps, paired.
 
-    python benchmarks/overhead_inprocess.py [--modes all] [--pairs 30] [--k 10] [--loop auto|transformer|cpu]
+    python benchmarks/overhead_inprocess.py [--modes all|parts|m1,m2] [--pairs 30] [--k 10] [--loop auto|transformer|cpu]
         [--budget-s 40] [--json summary.json] [--raw raw.json]
 
 Why in-process: a process per run spreads ±10% on the H200 transformer loop (issue 28), so
@@ -24,6 +24,10 @@ never share a process):
   aa              A/A: the default recorder on in both windows of a pair (labels only): the
                   design's own noise, an interval around 0 whose width is what it can resolve;
   default         host spans/steps, NVML, sched (the always-on layer);
+  host_only       the default's parts one at a time, to attribute its cost: host spans and
+  host_sched      steps alone; with the scheduler sampler (its periodic all-thread sample
+  host_nvml       and the step-boundary marks); with NVML's poll and driver-sample drain
+                  (`--modes parts` runs these with aa and default; they are not in `all`);
   tiered_idle     the default plus CUPTI triggered, no window fired (CUPTI never enabled);
   tiered_fired    the same, every on-window an armed window (`arm_gpu(K)`): the overhead per
                   armed step, the arming included;
@@ -59,6 +63,11 @@ from workflow_lib.compare import stats  # noqa: E402
 from workflow_lib.capture import FlightRecorder, LatencyTrigger  # noqa: E402
 
 MODES = ("aa", "default", "tiered_idle", "tiered_fired", "cupti", "cupti_kernel", "cupti_binding", "torch_profiler")
+# The default recorder's sources one at a time (attribution of its cost).
+PARTS = {"host_only": ("host",), "host_sched": ("host", "sched"), "host_nvml": ("host", "nvml")}
+# `--modes parts`: the A/A, the default and each of its parts (not in `all`: the H200 script's
+# time budget holds `all` once; the parts get their own call with more pairs).
+PART_MODES = ("aa", "default", *PARTS)
 CONFIDENCE = 0.95
 WARMUP_STEPS = 10
 
@@ -93,6 +102,8 @@ def build_recorder(mode: str, k: int, incidents_dir: str) -> FlightRecorder:
     never = LatencyTrigger(k=1e9, warmup_steps=10**9)  # tiered with no window fired by the trigger
     if mode in ("aa", "default"):
         return FlightRecorder(incident_id="ovh", incidents_dir=incidents_dir)
+    if mode in PARTS:
+        return FlightRecorder(incident_id="ovh", incidents_dir=incidents_dir, sources=PARTS[mode])
     if mode in ("tiered_idle", "tiered_fired"):
         return FlightRecorder(incident_id="ovh", incidents_dir=incidents_dir,
                               sources=("host", "nvml", "sched", "collectives", "cupti"), trigger=never,
@@ -176,9 +187,12 @@ def run_mode(mode: str, pairs: int, k: int, loop: str, budget_s: float, seed: in
     sw = Switch(mode, rec, k, torch, cuda)
     step_i = 0
 
-    def window() -> list[int]:
+    cpu_on, cpu_off = [], []  # the training thread's CPU ns per window (thread_time_ns)
+
+    def window(cpu: list | None = None) -> list[int]:
         nonlocal step_i
         out = []
+        c = time.thread_time_ns()
         for _ in range(k):
             a = time.perf_counter_ns()
             with rec.step(step_i):
@@ -186,6 +200,8 @@ def run_mode(mode: str, pairs: int, k: int, loop: str, budget_s: float, seed: in
                 sync()
             out.append(time.perf_counter_ns() - a)
             step_i += 1
+        if cpu is not None:
+            cpu.append(time.thread_time_ns() - c)
         return out
 
     for _ in range(WARMUP_STEPS // k + 1):  # both states once, untimed
@@ -204,10 +220,10 @@ def run_mode(mode: str, pairs: int, k: int, loop: str, budget_s: float, seed: in
         for state in ((True, False) if first_on else (False, True)):
             if state:
                 sw.on()
-                on_ns.append(window())
+                on_ns.append(window(cpu_on))
                 close_ns.append(sw.off())
             else:
-                off_ns.append(window())
+                off_ns.append(window(cpu_off))
     t_stop = time.perf_counter_ns()
     rec.resume()
     rec.stop()
@@ -221,6 +237,10 @@ def run_mode(mode: str, pairs: int, k: int, loop: str, budget_s: float, seed: in
     est, lo, hi = (float(np.expm1(v)) * 100.0 for v in stats.hodges_lehmann(rel, CONFIDENCE))
     # The same pairs in absolute time: what each recorded (or armed) step costs.
     d_est, d_lo, d_hi = stats.hodges_lehmann((on_m - off_m) / 1e3, CONFIDENCE)
+    # The training thread's own CPU time, same pairs: work the recorder does on that thread
+    # (spans, step marks) shows here; time it waits (for the GIL, for the GPU) does not, so
+    # the two measures together say which one a wall-clock overhead is.
+    t_est, t_lo, t_hi = stats.hodges_lehmann((np.array(cpu_on) - np.array(cpu_off)) / k / 1e3, CONFIDENCE)
     close = np.array(close_ns, dtype=float)
     c_est, c_lo, c_hi = (float(np.expm1(v)) * 100.0
                          for v in stats.hodges_lehmann(np.log((on_m + close / k) / off_m), CONFIDENCE))
@@ -229,11 +249,13 @@ def run_mode(mode: str, pairs: int, k: int, loop: str, budget_s: float, seed: in
         "overhead_pct": {"estimate": float(est), "low": float(lo), "high": float(hi), "confidence": CONFIDENCE},
         "added_us_per_step": {"estimate": float(d_est), "low": float(d_lo), "high": float(d_hi)},
         "overhead_pct_with_close": {"estimate": float(c_est), "low": float(c_lo), "high": float(c_hi)},
+        "added_thread_cpu_us_per_step": {"estimate": float(t_est), "low": float(t_lo), "high": float(t_hi)},
         "window_close_ms_median": float(np.median(close) / 1e6),
         "step_ms_off_median": float(np.median(off_m) / 1e6), "step_ms_on_median": float(np.median(on_m) / 1e6),
         "startup_ms": (t_built - t_build + t_started - t0) / 1e6, "teardown_ms": (t_stopped - t_stop) / 1e6,
         "span_path": getattr(rec.host, "span_path", None),
-        "raw": {"order": order, "on_step_ns": on_ns, "off_step_ns": off_ns, "close_ns": close_ns},
+        "raw": {"order": order, "on_step_ns": on_ns, "off_step_ns": off_ns, "close_ns": close_ns,
+                "on_thread_cpu_ns": cpu_on, "off_thread_cpu_ns": cpu_off},
     }
     if rec.cupti is not None:
         cu = rec.cupti
@@ -317,20 +339,22 @@ def summarize(results: list[dict], startup: dict | None = None) -> dict:
 
 
 def table(summary: dict) -> str:
-    lines = ["| mode | overhead % (HL) | 95% interval | added us/step [95%] | with window close % [95%] | pairs x K | "
-             "step ms (off) | start-up ms | teardown ms | CUPTI |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| mode | overhead % (HL) | 95% interval | added us/step [95%] | thread CPU us/step [95%] | "
+             "with window close % [95%] | pairs x K | step ms (off) | start-up ms | teardown ms | CUPTI |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for m, r in summary["modes"].items():
         o, d, w = r["overhead_pct"], r["added_us_per_step"], r["overhead_pct_with_close"]
+        tc = r.get("added_thread_cpu_us_per_step", {"estimate": float("nan"), "low": float("nan"), "high": float("nan")})
         c = r.get("cupti")
         cu = "" if c is None else (f"{c['parser']}, {c['records']} records" if c["observed"]
                                    else f"absent: {c['reason_absent']}")
         lines.append(f"| {m} | {o['estimate']:+.2f} | [{o['low']:+.2f}, {o['high']:+.2f}] | "
                      f"{d['estimate']:+.0f} [{d['low']:+.0f}, {d['high']:+.0f}] | "
+                     f"{tc['estimate']:+.1f} [{tc['low']:+.1f}, {tc['high']:+.1f}] | "
                      f"{w['estimate']:+.2f} [{w['low']:+.2f}, {w['high']:+.2f}] | {r['pairs']} x {r['k']} | "
                      f"{r['step_ms_off_median']:.2f} | {r['startup_ms']:.1f} | {r['teardown_ms']:.1f} | {cu} |")
     for m, why in summary["skipped"].items():
-        lines.append(f"| {m} | skipped: {why} | | | | | | | | |")
+        lines.append(f"| {m} | skipped: {why} | | | | | | | | | |")
     if "aa" in summary:
         lines.append(f"A/A: interval covers 0: {summary['aa']['covers_zero']}, half-width "
                      f"{summary['aa']['half_width_pct']:.2f}%")
@@ -347,7 +371,7 @@ def table(summary: dict) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--modes", default="all", help=f"comma list of {MODES} or 'all'")
+    ap.add_argument("--modes", default="all", help=f"comma list of {MODES + tuple(PARTS)}, 'all' or 'parts'")
     ap.add_argument("--pairs", type=int, default=30)
     ap.add_argument("--k", type=int, default=10, help="steps per window")
     ap.add_argument("--loop", choices=("auto", "transformer", "cpu"), default="auto")
@@ -360,10 +384,11 @@ def main(argv=None) -> int:
     ap.add_argument("--startup-pairs", type=int, default=8, help="process-level start-up/teardown pairs (0: none)")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child: one mode, JSON on stdout
     args = ap.parse_args(argv)
-    modes = MODES if args.modes == "all" else tuple(m.strip() for m in args.modes.split(","))
-    bad = [m for m in modes if m not in MODES]
+    known = MODES + tuple(PARTS)
+    modes = {"all": MODES, "parts": PART_MODES}.get(args.modes) or tuple(m.strip() for m in args.modes.split(","))
+    bad = [m for m in modes if m not in known]
     if bad:
-        ap.error(f"unknown mode(s) {bad}; known: {MODES}")
+        ap.error(f"unknown mode(s) {bad}; known: {known}, or 'all' / 'parts'")
     import tempfile
 
     work = args.work or tempfile.mkdtemp(prefix="ovh-")

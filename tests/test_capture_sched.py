@@ -104,3 +104,73 @@ def test_step_boundaries_also_sample_the_autograd_threads():
     mine = c["tid"] == tid[0]
     assert int(mine.sum()) == 2  # one row per step boundary, counters read
     assert (c["cpu"][mine] >= 0).all() and (c["wait"][mine] >= 0).all()
+
+
+def _helper_thread():
+    started, done, tid = threading.Event(), threading.Event(), []
+
+    def run():
+        tid.append(threading.get_native_id())
+        started.set()
+        done.wait(10)
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    started.wait(10)
+    return th, done, tid[0]
+
+
+def _wait_gone(tid: int) -> None:
+    """The OS thread ends a little after join() returns: wait until /proc no longer lists it."""
+    deadline = time.monotonic() + 10
+    while str(tid) in os.listdir("/proc/self/task"):
+        assert time.monotonic() < deadline, f"thread {tid} still listed 10 s after join()"
+        time.sleep(0.01)
+
+
+def test_periodic_sample_reads_through_kept_fds_and_drops_those_of_ended_threads():
+    th, done, tid = _helper_thread()
+    s = SchedSampler(capacity=4096)
+    fds_before = len(os.listdir("/proc/self/fd"))
+    assert s.sample_once() >= 2
+    assert tid in s._task_fds and threading.get_native_id() in s._task_fds
+    c = s.ring.copy().columns
+    mine = c["tid"] == tid
+    assert int(mine.sum()) == 1 and c["cpu"][mine][0] >= 0 and c["wait"][mine][0] >= 0
+    # The kept fds read what a fresh open reads: the same name, counters not running backwards.
+    again = read_task(os.getpid(), tid)
+    assert again is not None and again[2] >= int(c["cpu"][mine][0])
+    assert s.names[tid] == again[1] or s.names[tid].startswith("Thread")
+    done.set()
+    th.join()
+    _wait_gone(tid)
+    s.sample_once()  # the ended thread: no row, its fds closed
+    c = s.ring.copy().columns
+    assert int((c["tid"] == tid).sum()) == 1
+    assert tid not in s._task_fds
+    s.stop()
+    assert s._task_fds == {} and len(os.listdir("/proc/self/fd")) <= fds_before
+
+
+def test_a_stale_kept_fd_is_dropped_and_the_thread_read_anew():
+    th, done, dead = _helper_thread()
+    stale = os.open(f"/proc/self/task/{dead}/stat", os.O_RDONLY)
+    done.set()
+    th.join()  # the OS thread ends a little after join() returns: wait until `stale` fails,
+    deadline = time.monotonic() + 10  # as an fd of an ended thread (or a reused tid) does
+    while time.monotonic() < deadline:
+        try:
+            os.pread(stale, 4096, 0)
+        except OSError:
+            break
+        time.sleep(0.01)
+    else:
+        raise AssertionError("the helper thread's stat stayed readable for 10 s")
+    me = threading.get_native_id()
+    s = SchedSampler(capacity=1024)
+    s._task_fds[me] = (stale, -1)
+    got = s._read_cached(me)
+    assert got is not None and got[2] >= 0  # read anew, schedstat included
+    st, ss = s._task_fds[me]
+    assert ss >= 0 and os.pread(st, 4096, 0).startswith(f"{me} (".encode())  # the fds now kept are this thread's
+    s.stop()

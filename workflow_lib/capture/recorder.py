@@ -143,7 +143,7 @@ class _Step:
             return self
         sched = self.rec.sched
         if sched is not None:
-            sched.mark_current_thread()  # the step's thread brackets its own step (see sched.py)
+            sched.mark_step_start()  # the step's thread brackets its own step (see sched.py)
         self.t0 = now_ns()
         return self
 
@@ -444,7 +444,7 @@ class FlightRecorder:
                 continue
             sched = self.sched
             if sched is not None:
-                sched.mark_current_thread()
+                sched.mark_step_start()
             t0 = now_ns()
             try:
                 with self.span(DATA_WAIT):

@@ -28,8 +28,23 @@ _UNKNOWN = ord("?")  # state code of a step-boundary sample of another thread (s
 # Threads that launch GPU work besides the step's own: PyTorch's autograd engine names its
 # device threads "pt_autograd_<n>" (c10::setThreadName).
 LAUNCHER_NAMES = (b"pt_autograd",)
-RESCAN = 256  # step boundaries between scans for new launcher threads
+# Step starts between scans for new launcher threads. A scan (list the threads, read their
+# names) takes longer than a mark, so it runs before a step's start sample, never between
+# that sample and the step's start time (nor after a step's end sample).
+RESCAN = 128
 MAX_LAUNCHERS = 16
+# A step that starts within this long of its thread's last boundary mark (the previous
+# step's end, when steps follow each other) reuses that mark as its start sample instead of
+# taking another: the two would be microseconds apart. The diagnosis takes the sample
+# nearest a boundary within max(10% of the step, 200 us) (diagnose/evidence.step_sched), so
+# 20 us moves no step out of reach; it halves the marks of back-to-back steps.
+MARK_REUSE_NS = 20_000
+# The periodic sample keeps each thread's stat and schedstat open and preads them: one
+# syscall a file instead of open/read/close. The sample runs Python holding the GIL between
+# its syscalls, time the workload's threads cannot run Python (41 threads: 686-880 us of
+# thread CPU a sample by path, 333-461 us with the fds kept; benchmarks/step_path_cost.py).
+# Two fds a thread, up to this many threads; beyond it, threads are read by path.
+MAX_CACHED_TASKS = 2048
 
 
 def read_task(pid: int, tid: int) -> tuple[str, str, int, int, int] | None:
@@ -38,6 +53,11 @@ def read_task(pid: int, tid: int) -> tuple[str, str, int, int, int] | None:
     stat_b = _read(base + "stat")
     if stat_b is None:
         return None
+    return parse_task(stat_b, _read(base + "schedstat"))
+
+
+def parse_task(stat_b: bytes, schedstat_b: bytes | None) -> tuple[str, str, int, int, int] | None:
+    """read_task's tuple from the bytes of a thread's stat and schedstat (None: unreadable)."""
     stat = stat_b.decode("utf-8", "replace")
     # The name is in parentheses and may itself hold spaces or ')': split at the last ')'.
     lp, rp = stat.find("("), stat.rfind(")")
@@ -47,10 +67,9 @@ def read_task(pid: int, tid: int) -> tuple[str, str, int, int, int] | None:
     rest = stat[rp + 2:].split()
     state = rest[0] if rest else "?"
     cpu = wait = slices = _NULL
-    raw = _read(base + "schedstat")
-    if raw is not None:
+    if schedstat_b is not None:
         try:
-            parts = raw.split()
+            parts = schedstat_b.split()
             cpu, wait, slices = int(parts[0]), int(parts[1]), int(parts[2])
         except (ValueError, IndexError):
             pass
@@ -92,10 +111,21 @@ class SchedSampler:
         self._thread: threading.Thread | None = None
         self.native_id: int | None = None
         self.boundary_marks = 0
+        self.reused_marks = 0  # step starts that reused the previous step's end mark
+        # The ring's columns held directly: a step-boundary mark writes them itself (the
+        # ring's hot-path protocol, ring.py), ~0.4 us of the ~2.6 us a mark cost through
+        # `Ring.append`'s loop over columns (benchmarks/step_path_cost.py).
+        cols = self.ring.cols
+        self._last_mark = threading.local()  # .ns: this thread's last boundary mark, this sampler
+        self._mark_cols = (self.ring.ctr, self.ring.mask, cols["ts_ns"], cols["tid"], cols["state"], cols["cpu"],
+                           cols["wait"], cols["slices"], cols["seq"])
         # Other threads that launch the step's GPU work (the autograd engine's backward
-        # threads): sampled at every step boundary too, found by name every RESCAN marks.
+        # threads): sampled at every step boundary too, found by name every RESCAN step starts.
         self._launchers: dict[int, int] = {}  # tid -> open fd of its schedstat
-        self._marks_since_scan = RESCAN
+        self._starts_since_scan = RESCAN  # the first step start scans
+        self._scanned = False
+        self._task_fds: dict[int, tuple[int, int]] = {}  # tid -> (stat fd, schedstat fd or -1)
+        self.max_cached_tasks = MAX_CACHED_TASKS  # 0: every file read by path
 
     @property
     def nbytes(self) -> int:
@@ -112,6 +142,48 @@ class SchedSampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        for tid in list(self._task_fds):
+            self._forget(tid)
+
+    def _forget(self, tid: int) -> None:
+        for fd in self._task_fds.pop(tid, ()):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+    def _read_cached(self, tid: int) -> tuple[str, str, int, int, int] | None:
+        """read_task through fds kept open per thread. A failed pread means the thread ended
+        (or its tid was reused by a new thread): the fds are dropped and opened once anew."""
+        for attempt in (0, 1):
+            fds = self._task_fds.get(tid)
+            if fds is None:
+                if len(self._task_fds) >= self.max_cached_tasks:
+                    return read_task(self.pid, tid)
+                base = f"/proc/{self.pid}/task/{tid}/"
+                try:
+                    st = os.open(base + "stat", os.O_RDONLY)
+                except OSError:
+                    return None  # gone between listing and reading
+                try:
+                    ss = os.open(base + "schedstat", os.O_RDONLY)
+                except OSError:
+                    ss = -1  # a kernel without schedstat: counters stay null
+                fds = self._task_fds[tid] = (st, ss)
+            try:
+                stat_b = os.pread(fds[0], 4096, 0)
+            except OSError:
+                self._forget(tid)
+                continue
+            sched_b = None
+            if fds[1] >= 0:
+                try:
+                    sched_b = os.pread(fds[1], 128, 0)
+                except OSError:
+                    sched_b = None
+            return parse_task(stat_b, sched_b) if stat_b else None
+        return None
 
     def back_off(self) -> bool:
         """Double the period (up to the maximum); True if it changed."""
@@ -142,14 +214,46 @@ class SchedSampler:
             fd = _TLS.fd
         if fd < 0:
             return
+        if not self._scanned:  # a first mark outside a step start: scan before sampling
+            self._scan_launchers()
         try:
             cpu, wait, slices = os.pread(fd, 128, 0).split()[:3]
+            cpu, wait, slices = int(cpu), int(wait), int(slices)
         except (OSError, ValueError) as exc:
             self._error(f"step-boundary sample: {exc}")
             return
-        self.ring.append(now_ns(), _TLS.tid, _RUNNING, int(cpu), int(wait), int(slices))
+        ts = now_ns()
+        self._write(ts, _TLS.tid, _RUNNING, cpu, wait, slices)
+        self._last_mark.ns = ts
         self.boundary_marks += 1
         self._mark_launchers()
+
+    def _write(self, ts: int, tid: int, state: int, cpu: int, wait: int, slices: int) -> None:
+        """One row, as `Ring.append` writes it (seq last: the commit mark), without its loop."""
+        ctr, mask, c_ts, c_tid, c_state, c_cpu, c_wait, c_slices, c_seq = self._mark_cols
+        k = next(ctr)
+        j = k & mask
+        c_ts[j] = ts
+        c_tid[j] = tid
+        c_state[j] = state
+        c_cpu[j] = cpu
+        c_wait[j] = wait
+        c_slices[j] = slices
+        c_seq[j] = k
+
+    def mark_step_start(self) -> None:
+        """The mark at a step's start: skipped when this thread marked (the previous step's
+        end) under MARK_REUSE_NS ago, so back-to-back steps share one sample between them."""
+        self._starts_since_scan += 1
+        if self._starts_since_scan >= RESCAN:
+            self._starts_since_scan = 0
+            self._scan_launchers()
+            self._last_mark.ns = None  # the scan took time: this start takes its own sample
+        last = getattr(self._last_mark, "ns", None)
+        if last is not None and now_ns() - last < MARK_REUSE_NS:
+            self.reused_marks += 1
+            return
+        self.mark_current_thread()
 
     def watch_thread(self, tid: int) -> None:
         """Sample this thread (of the recorded process) at every step boundary as well."""
@@ -161,10 +265,6 @@ class SchedSampler:
             pass
 
     def _mark_launchers(self) -> None:
-        self._marks_since_scan += 1
-        if self._marks_since_scan >= RESCAN:
-            self._marks_since_scan = 0
-            self._scan_launchers()
         if not self._launchers:
             return
         ts = now_ns()
@@ -173,14 +273,16 @@ class SchedSampler:
                 continue
             try:
                 cpu, wait, slices = os.pread(fd, 128, 0).split()[:3]
+                cpu, wait, slices = int(cpu), int(wait), int(slices)
             except (OSError, ValueError):
                 os.close(fd)  # the thread ended
                 del self._launchers[tid]
                 continue
             # State unknown without reading stat (costly): counters are what the diagnosis reads.
-            self.ring.append(ts, tid, _UNKNOWN, int(cpu), int(wait), int(slices))
+            self._write(ts, tid, _UNKNOWN, cpu, wait, slices)
 
     def _scan_launchers(self) -> None:
+        self._scanned = True
         if self.pid != os.getpid():
             return
         try:
@@ -205,12 +307,14 @@ class SchedSampler:
         n = 0
         # Python thread names are not OS names before 3.14: prefer them for our own process.
         py_names = {th.native_id: th.name for th in threading.enumerate()} if self.pid == os.getpid() else {}
+        listed = set()
         for t in tids:
             try:
                 tid = int(t)
             except ValueError:
                 continue
-            got = read_task(self.pid, tid)
+            listed.add(tid)
+            got = self._read_cached(tid)
             if got is None:
                 continue
             state, name, cpu, wait, slices = got
@@ -219,6 +323,8 @@ class SchedSampler:
             code = _STATES.find(state[:1])
             self.ring.append(ts, tid, code if code >= 0 else ord(state[:1] or "?"), cpu, wait, slices)
             n += 1
+        for tid in [t for t in self._task_fds if t not in listed]:  # threads that ended
+            self._forget(tid)
         self.samples += 1
         return n
 
@@ -263,7 +369,7 @@ class SchedSampler:
 
     def manifest_entry(self, copy) -> dict:
         detail = {"pid": self.pid, "period_s": self.period_s, "samples": self.samples,
-                  "step_boundary_samples": self.boundary_marks,
+                  "step_boundary_samples": self.boundary_marks, "step_starts_sharing_the_end_mark": self.reused_marks,
                   "rows_written": copy.written, "rows_overwritten": copy.overwritten, "backoffs": self.backoffs,
                   "errors": list(self.errors)}
         if self.reason_absent:
