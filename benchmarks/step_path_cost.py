@@ -10,7 +10,7 @@ between the arms is the recorder's step path alone. Two clocks per block: the tr
 thread's CPU time (`time.thread_time_ns`: what this thread spends, robust to other jobs on
 a loaded machine) and the process's CPU time (all threads: the samplers' work as well).
 The added ns per step is the Hodges-Lehmann estimate with its 95% interval over the pairs'
-differences (workflow_lib/stats.py), per configuration, all in the same run.
+differences (workflow_lib/compare/stats.py), per configuration, all in the same run.
 
 `--sample-threads N` (default 40) adds the scheduler's periodic all-thread sample, which runs
 on the sampler thread while holding the GIL between its syscalls: a process with N extra idle
@@ -34,7 +34,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workflow_lib import stats  # noqa: E402
+from workflow_lib.compare import stats  # noqa: E402
 from workflow_lib.capture import FlightRecorder  # noqa: E402
 from workflow_lib.capture.sources import sched  # noqa: E402
 
