@@ -11,6 +11,7 @@ from workflow_lib.preflight import check as PF
 from workflow_lib.core import records
 from workflow_lib.snapshot import build as snapshot
 from workflow_lib.trials import block as trials
+from workflow_lib.trials import observe
 
 from test_plan import DESIGN
 
@@ -52,7 +53,7 @@ def test_each_run_carries_its_components(tmp_path):
     from workflow_lib.trials import components as C
 
     manifest = demo.capture(tmp_path / "inc", ["--steps", "8", "--min-ready", "2", "--producer-ms", "1"])
-    cap = trials._diagnose_capture(manifest.parent.parent, skip_steps=2)
+    cap = observe.diagnose_capture(manifest.parent.parent, skip_steps=2)
     comp = cap["components"]
     d = records.read_record(cap["diagnosis"], "diagnosis")
     steps = C.measured_steps(d["steps"], 2)

@@ -37,3 +37,4 @@ class Comparison:
     change_explained: dict = doc("how much of the change the components explain")
     predictions: list = doc("the baseline runs' next_experiments bound beside the realized change of that cause")
     sentence: str = doc("the verdict with the components that explain it")
+    failure_summary: str = doc("when runs failed: how many blocks had a failed run and the most common reason (exit, rank, exception)", optional=True)

@@ -28,6 +28,7 @@ from statistics import mean, median
 from typing import Callable, Protocol
 
 from ..plan import metric as metric_mod
+from . import observe
 from ..core.errors import StallcaseError
 
 STATISTICS = {"median": median, "mean": mean, "min": min}
@@ -147,14 +148,10 @@ class LocalRunner:
     """A fresh process on this node, its argv list (never a shell), the plan's environment."""
 
     def __init__(self, watch=None, diagnose=None):
-        from . import block as trials
-
-        self._watch = watch or trials.GpuWatch
-        self._diagnose = diagnose or trials._diagnose_capture
+        self._watch = watch or observe.GpuWatch
+        self._diagnose = diagnose or observe.diagnose_capture
 
     def run(self, req: RunRequest, log=None) -> RunResult:
-        from .block import run_env
-
         design, entry, policy = req.design, req.entry, RetryPolicy.of(req.design)
         metric = design["metric"]
         with tempfile.TemporaryDirectory(prefix="stallcase-run-") as tmp:
@@ -166,7 +163,7 @@ class LocalRunner:
                 req.capture_dir.mkdir(parents=True, exist_ok=True)
                 # Absolute: the run's cwd is the program's, not Snakemake's (see trials.py).
                 extra.update(STALLCASE_RECORDER="on", STALLCASE_INCIDENTS_DIR=str(req.capture_dir.resolve()))
-            env = run_env(req.spec["env"], extra)
+            env = observe.run_env(req.spec["env"], extra)
             start, err, code, stdout, stderr = time.time_ns(), None, None, "", ""
             with self._watch() as watch:
                 try:
