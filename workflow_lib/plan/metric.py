@@ -54,7 +54,12 @@ def resolve(metric: dict, snapshot: dict) -> dict:
         steps = (snapshot.get("recorder") or {}).get("steps") or {}
         if steps.get("from") == "step_pattern" and steps.get("step_pattern"):
             out["step_pattern"] = steps["step_pattern"]
-    if snapshot.get("ranks") or any(out.get(k) is not None for k in ("job", "role", "ranks")):
+    # A job of several processes (or one its launcher started) is measured as a job; one
+    # process whose trace names its rank (a Kineto import of rank 0) is not: its rerun need
+    # not set RANK, and expecting rank 0 to write steps would fail every run.
+    job = snapshot.get("job") or {}
+    several = len(snapshot.get("ranks") or []) > 1 or bool(job.get("launcher")) or (job.get("world_size") or 0) > 1
+    if several or any(out.get(k) is not None for k in ("job", "role", "ranks")):
         out = job_metric.resolve(out, snapshot)
     if out["per"] != "step" and out["source"] in ("stdout_regex", "stdout_steps", "process_wall"):
         raise RecordError("trials.metric.per", f"per: {out['per']} needs each step's declared work, which "
