@@ -16,7 +16,8 @@ import blake3
 import numpy as np
 
 from .. import records
-from ..incident import MANIFEST, Incident, read_incident
+from ..incident import MANIFEST, Incident
+from ..incident_stream import RankedIncident, read_incident_by_rank
 from . import evidence as evidence_mod
 from . import excess as excess_mod
 from . import measures, next_experiments, timeline
@@ -75,7 +76,10 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
     coll = _collective_findings(incident, collectives)
     for rk in np.unique(rank_keys):  # ranks are few
         sel = np.flatnonzero(rank_keys == rk)
-        ev = evidence_mod.build(incident, int(rk), origin, wait_re)
+        # A RankedIncident reads one rank's rows here and lets them go after the rank is done.
+        rank_inc = incident.for_rank(int(rk)) if isinstance(incident, RankedIncident) else incident
+        ev = evidence_mod.build(rank_inc, int(rk), origin, wait_re)
+        del rank_inc
         starts = steps["start_ns"].to_numpy()[sel] - origin
         ends = steps["end_ns"].to_numpy()[sel] - origin
         ids = steps["step_id"].to_numpy()[sel]
@@ -89,6 +93,7 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
         ref = excess_mod.attach(rank_recs, opts)
         slow.extend(_slow_with_growth(rank_recs, ref, ev, starts, ends, opts))
         step_records.extend(rank_recs)
+        del ev, m  # before the next rank's evidence is built
     record = diagnosis_record(incident, incident_id, snapshot_digest, opts, step_records, windows, slow)
     if validate:
         records.validate(record, "diagnosis")
@@ -218,7 +223,7 @@ def manifest_digest(incident_dir: str | os.PathLike) -> str:
 def diagnose_dir(incident_dir: str | os.PathLike, *, options: DiagnoseOptions | None = None,
                  out_path: str | os.PathLike | None = None) -> dict:
     """Read an incident directory, diagnose it, and (if out_path) write the record atomically."""
-    inc = read_incident(incident_dir)
+    inc = read_incident_by_rank(incident_dir)  # rank by rank: memory follows one rank's rows
     record = diagnose(inc, incident_id=inc.manifest["incident_id"], snapshot_digest=manifest_digest(incident_dir), options=options,
                       validate=out_path is None)
     if out_path is not None:
