@@ -133,14 +133,21 @@ def write_record(path: str | os.PathLike, record: dict, kind: str) -> str:
     """
     _check_finite(record, path)
     validate(record, kind, where=path)
+    # Hashed and written in pieces (json_pretty): a record of a million steps is never one
+    # string or one bytes object in memory. Hashed first, so bad text writes nothing.
+    h = blake3.blake3()
     try:
-        data = canonical_bytes(record)
+        for piece in json_pretty.canonical_chunks(record):
+            h.update(piece.encode("utf-8"))
     except UnicodeEncodeError as exc:
         raise RecordError(path, f"record holds text that is not valid Unicode ({exc.reason}: {exc.object[exc.start:exc.end]!r})") from None
     # Pretty on disk for people reading the artifact tree; the digest is over canonical bytes.
-    pretty = json_pretty.dumps(record) + "\n"
-    atomic.write_text(path, pretty)
-    return blake3.blake3(data).hexdigest()
+    with atomic.atomic_path(path) as tmp:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+            for piece in json_pretty.chunks(record):
+                fh.write(piece)
+            fh.write("\n")
+    return h.hexdigest()
 
 
 def parse_record(data: bytes, kind: str, where: str | os.PathLike) -> dict:
