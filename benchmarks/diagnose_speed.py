@@ -8,7 +8,7 @@ HTA runs in its own venv: python3 -m venv V && V/bin/pip install holistictracean
 Generates a synthetic Kineto trace of at least --events events (tests/fixtures/kineto/generate.py,
 one event per line as Kineto writes them), then runs each contender in its own child process:
   json_loads  read the file and json.loads it (the floor for any JSON reader)
-  stallcase   import_kineto + diagnose_dir (streaming parse, Arrow tables, all checks)
+  stallcase   import_kineto + diagnose_to_file (streaming parse, Arrow tables, all checks; rank by rank)
   hta         TraceAnalysis(trace_dir) + get_temporal_breakdown (HTA_DISABLE_NS_ROUNDING=1)
 Time is the work inside the child (imports excluded); peak memory is the child's VmHWM
 (/proc/self/status, read by the child at its end: a fresh exec has its own high-water mark,
@@ -55,17 +55,17 @@ print(json.dumps({'seconds': time.perf_counter() - t, 'events': len(doc['traceEv
     "stallcase": """
 import json, sys, time, shutil
 from workflow_lib.importers.kineto import import_kineto
-from workflow_lib.diagnose import diagnose_dir
+from workflow_lib.diagnose import diagnose_to_file
 from workflow_lib.diagnose.breakdown import temporal_breakdown
 from workflow_lib.incident import read_incident
 t = time.perf_counter()
 out = import_kineto(sys.argv[1].split(','), incident_id='bench', incidents_dir=sys.argv[2])
 t_import = time.perf_counter() - t
-rec = diagnose_dir(out, out_path=out / 'diagnosis.json')
+rec = diagnose_to_file(out, out / 'diagnosis.json')
 seconds = time.perf_counter() - t
 hwm = HWM()
 bd = temporal_breakdown(read_incident(out))
-print(json.dumps({'seconds': seconds, 'import_seconds': t_import, 'steps': len(rec['steps']), 'breakdown': bd, 'hwm_kib': hwm}))
+print(json.dumps({'seconds': seconds, 'import_seconds': t_import, 'steps': rec['summary']['steps'], 'breakdown': bd, 'hwm_kib': hwm}))
 """,
     "hta": """
 import json, sys, time, logging

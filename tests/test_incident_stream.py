@@ -8,9 +8,10 @@ import pyarrow as pa
 import pytest
 
 from tests.fixtures.kineto.generate import synthetic_trace, write
-from workflow_lib import tables
-from workflow_lib.diagnose import diagnose, diagnose_dir
-from workflow_lib.errors import InputError
+from workflow_lib import records, tables
+from workflow_lib.diagnose import diagnose, diagnose_dir, diagnose_to_file
+from workflow_lib.diagnose.spool import StepSpool
+from workflow_lib.errors import InputError, RecordError
 from workflow_lib.importers import kineto
 from workflow_lib.incident import read_incident, write_incident
 from workflow_lib.incident_stream import read_incident_by_rank
@@ -120,3 +121,27 @@ def test_row_count_disagreeing_with_manifest_refused(traces, tmp_path):
     (out / "manifest.json").write_text(json.dumps(m))
     with pytest.raises(InputError, match="manifest says"):
         read_incident_by_rank(out)
+
+
+@pytest.mark.parametrize("steps", [5, 30, 350])  # 15 steps: a plain list; 90: laid out long; 1,050: validated on a sample
+def test_diagnosis_to_file_is_the_diagnose_dir_file(tmp_path, steps):
+    files = [write(synthetic_trace(steps=steps, kernels_per_step=3, rank=r, world_size=3), tmp_path / f"r{r}.json") for r in range(3)]
+    out = kineto.import_kineto(files, incident_id="s", incidents_dir=tmp_path / "inc")
+    whole = diagnose_dir(out, out_path=tmp_path / "whole.json")
+    got = diagnose_to_file(out, tmp_path / "spooled.json")
+    assert (tmp_path / "spooled.json").read_bytes() == (tmp_path / "whole.json").read_bytes()
+    assert got == {k: v for k, v in whole.items() if k != "steps"}
+    assert got["summary"]["steps"] == len(whole["steps"]) == 3 * steps
+    assert records.digest_of(records.read_record(tmp_path / "spooled.json", "diagnosis")) == records.digest_of(whole)
+
+
+def test_spooled_step_outside_the_sample_with_other_fields_is_refused(tmp_path):
+    n = records.SAMPLE_ABOVE + 50
+    idx = set(records.sample_index(n))
+    missing = next(i for i in range(n) if i not in idx)  # a step the schema sample does not read
+    steps = [{"step_id": i, "findings": [], "wall_ns": 1, "explained_ns": 0, "unexplained_ns": 1} for i in range(n)]
+    steps[missing] = dict(steps[missing], extra=1)
+    with StepSpool(tmp_path / "d.json") as spool:
+        spool.add(steps)
+        with pytest.raises(RecordError, match=f"steps/{missing}: fields differ"):
+            spool._check_shapes(spool.sample()[0])

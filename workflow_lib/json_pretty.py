@@ -26,6 +26,19 @@ BATCH = 1024
 _CANON = json.JSONEncoder(sort_keys=True, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
+class Encoded:
+    """A long array (more than LONG_ARRAY elements) whose elements are already encoded, kept
+    outside memory by whoever made it: `pretty()` yields each element as _ONE_LINE encodes it,
+    `canonical()` as records.canonical_bytes does (both as str, one per element, in order).
+    Laid out by chunks/canonical_chunks exactly as the list itself would be (issue 26: a
+    diagnosis' steps go to disk rank by rank and are never a list of dicts)."""
+
+    def __init__(self, n: int, pretty, canonical):
+        if n <= LONG_ARRAY:
+            raise ValueError(f"Encoded holds long arrays only (> {LONG_ARRAY} elements), not {n}")
+        self.n, self.pretty, self.canonical = n, pretty, canonical
+
+
 def dumps(value: Any) -> str:
     """`value` as pretty JSON text (no trailing newline)."""
     return "".join(_chunks(value, 0))
@@ -46,6 +59,11 @@ def canonical_chunks(value: Any) -> Iterator[str]:
             yield ("," if i else "") + _CANON.encode(key) + ":"
             yield from canonical_chunks(value[key])
         yield "}"
+    elif isinstance(value, Encoded):
+        yield "["
+        for i, text in enumerate(value.canonical()):
+            yield ("," if i else "") + text
+        yield "]"
     elif isinstance(value, (list, tuple)) and len(value) > LONG_ARRAY:
         yield "["
         for lo in range(0, len(value), BATCH):
@@ -68,6 +86,12 @@ def _chunks(value: Any, level: int) -> Iterator[str]:
             first = False
             yield from _chunks(value[key], level + 1)
         yield "\n" + "  " * level + "}"
+    elif isinstance(value, Encoded):
+        inner = "\n" + "  " * (level + 1)
+        yield "["
+        for i, line in enumerate(value.pretty()):
+            yield ("," if i else "") + inner + line
+        yield "\n" + "  " * level + "]"
     elif isinstance(value, (list, tuple)):
         if not value:
             yield "[]"

@@ -3,6 +3,7 @@ time) and checks that attribute a delay only with the evidence the attribution n
 
     diagnose(incident, incident_id=..., snapshot_digest=..., options=DiagnoseOptions()) -> record
     diagnose_dir(incident_dir, options=...) -> record  (snapshot_digest = blake3 of manifest.json)
+    diagnose_to_file(incident_dir, out_path) -> record less steps (memory of one rank; spool.py)
 
 The record validates against schemas/diagnosis.schema.json.
 """
@@ -26,7 +27,7 @@ from .checks.base import CheckInput, make_base
 from .steps import step_table
 from .types import DiagnoseOptions, Finding, Intervals, StepWindow
 
-__all__ = ["diagnose", "diagnose_dir", "DiagnoseOptions", "NAMES"]
+__all__ = ["diagnose", "diagnose_dir", "diagnose_to_file", "DiagnoseOptions", "NAMES"]
 
 
 def _step_measures(ev, starts, ends, src) -> dict[str, np.ndarray]:
@@ -58,9 +59,10 @@ def _window_record(ev, lo: int, hi: int, src, origin: int, opts: DiagnoseOptions
 
 
 def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, options: DiagnoseOptions | None = None,
-             validate: bool = True, collectives: dict | None = None) -> dict:
+             validate: bool = True, collectives: dict | None = None, spool=None) -> dict:
     """Diagnose every step of every rank; returns a diagnosis record (validated unless the
-    caller writes it with records.write_record, which validates anyway)."""
+    caller writes it with records.write_record, which validates anyway). With a
+    spool.StepSpool, each rank's steps go there as the rank is done (write with spool.write_spooled)."""
     opts = options or DiagnoseOptions()
     from . import dump_only as coll_diagnosis
 
@@ -92,17 +94,21 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
             rank_recs.append(_step_record(sw, ev, src, opts, m, i, origin, coll.get((ev.rank, int(ids[i])))))
         ref = excess_mod.attach(rank_recs, opts)
         slow.extend(_slow_with_growth(rank_recs, ref, ev, starts, ends, opts))
-        step_records.extend(rank_recs)
-        del ev, m  # before the next rank's evidence is built
-    record = diagnosis_record(incident, incident_id, snapshot_digest, opts, step_records, windows, slow)
+        if spool is None:
+            step_records.extend(rank_recs)
+        else:
+            spool.add(rank_recs)
+        del ev, m, rank_recs  # before the next rank's evidence is built
+    record = diagnosis_record(incident, incident_id, snapshot_digest, opts, step_records, windows, slow, spool)
     if validate:
         records.validate(record, "diagnosis")
     return record
 
 
 def diagnosis_record(incident: Incident, incident_id: str, snapshot_digest: str, opts: DiagnoseOptions,
-                     steps: list[dict], windows: list[dict], slow: list[dict] | None) -> dict:
-    """The diagnosis record around its steps: the one shape of it, also for dump-only incidents."""
+                     steps: list[dict], windows: list[dict], slow: list[dict] | None, spool=None) -> dict:
+    """The diagnosis record around its steps: the one shape of it, also for dump-only incidents
+    (with a spool: the steps and their sums come from it)."""
     return {
         "schema_version": 2,
         "kind": "diagnosis",
@@ -112,9 +118,9 @@ def diagnosis_record(incident: Incident, incident_id: str, snapshot_digest: str,
         "sources": {name: {"status": s.get("status"), "reason": s.get("reason")}
                     for name, s in sorted(incident.manifest.get("sources", {}).items())},
         "checks": list(NAMES),
-        "steps": steps,
-        "summary": _summary(steps, windows, slow),
-        "next_experiments": next_experiments.rank(steps),
+        "steps": steps if spool is None else spool.steps(),
+        "summary": _summary(steps, windows, slow) if spool is None else _summary_of(spool.totals, windows, slow),
+        "next_experiments": next_experiments.rank(steps) if spool is None else next_experiments.ranked(spool.experiments),
     }
 
 
@@ -197,19 +203,35 @@ def _slow_with_growth(recs: list[dict], ref: dict, ev, starts, ends, opts) -> li
 
 
 def _summary(steps: list[dict], windows: list[dict], slow: list[dict] | None = None) -> dict:
-    by_check: dict[str, dict] = {n: {"attributed_steps": 0, "unresolved_steps": 0, "not_applicable_steps": 0, "explains_ns": 0}
-                                 for n in NAMES}
+    return _summary_of(step_totals(steps), windows, slow)
+
+
+def step_totals(steps: list[dict], into: dict | None = None) -> dict:
+    """What the summary adds up over steps, added to `into` (rank by rank = all at once)."""
+    t = into if into is not None else {
+        "steps": 0, "wall_ns": 0, "explained_ns": 0, "unexplained_ns": 0,
+        "by_check": {n: {"attributed_steps": 0, "unresolved_steps": 0, "not_applicable_steps": 0, "explains_ns": 0}
+                     for n in NAMES}}
+    by_check = t["by_check"]
     for st in steps:
         for f in st["findings"]:
             b = by_check[f["check"]]
             b[f"{f['verdict']}_steps"] += 1
             b["explains_ns"] += f["explains_ns"]
+    t["steps"] += len(steps)
+    t["wall_ns"] += sum(s["wall_ns"] for s in steps)
+    t["explained_ns"] += sum(s["explained_ns"] for s in steps)
+    t["unexplained_ns"] += sum(s["unexplained_ns"] for s in steps)
+    return t
+
+
+def _summary_of(totals: dict, windows: list[dict], slow: list[dict] | None = None) -> dict:
     return {
-        "steps": len(steps),
-        "wall_ns": sum(s["wall_ns"] for s in steps),
-        "explained_ns": sum(s["explained_ns"] for s in steps),
-        "unexplained_ns": sum(s["unexplained_ns"] for s in steps),
-        "by_check": by_check,
+        "steps": totals["steps"],
+        "wall_ns": totals["wall_ns"],
+        "explained_ns": totals["explained_ns"],
+        "unexplained_ns": totals["unexplained_ns"],
+        "by_check": totals["by_check"],
         "windows": windows,
         "slow_steps": sorted(slow or [], key=lambda s: -s["excess_ns"])[:excess_mod.MAX_SLOW_LISTED],
     }
@@ -229,6 +251,24 @@ def diagnose_dir(incident_dir: str | os.PathLike, *, options: DiagnoseOptions | 
     if out_path is not None:
         records.write_record(out_path, record, "diagnosis")
     return record
+
+
+def diagnose_to_file(incident_dir: str | os.PathLike, out_path: str | os.PathLike, *,
+                     options: DiagnoseOptions | None = None) -> dict:
+    """diagnose_dir(out_path=...) in memory bounded by one rank: the tables are read rank by
+    rank and the steps go to disk as each rank is done (spool.py). The file is the same;
+    returns the record less its `steps` (they are in the file)."""
+    from .spool import StepSpool, write_spooled
+
+    inc = read_incident_by_rank(incident_dir)
+    with StepSpool(out_path) as spool:
+        record = diagnose(inc, incident_id=inc.manifest["incident_id"], snapshot_digest=manifest_digest(incident_dir),
+                          options=options, validate=False, spool=spool)
+        if isinstance(record["steps"], list):  # dump-only, or few steps: a plain record
+            records.write_record(out_path, record, "diagnosis")
+        else:
+            write_spooled(out_path, record, spool)
+    return {k: v for k, v in record.items() if k != "steps"}
 
 
 def diagnose_snapshot_file(snapshot_path: str | os.PathLike, store_root: str | os.PathLike, out_path: str | os.PathLike,

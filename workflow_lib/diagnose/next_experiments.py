@@ -36,7 +36,13 @@ CANDIDATES = {
 
 
 def rank(steps: list[dict]) -> list[dict]:
-    totals: dict[str, dict] = {}
+    return ranked(totals(steps))
+
+
+def totals(steps: list[dict], into: dict[str, dict] | None = None) -> dict[str, dict]:
+    """Attributed time and steps per check with a candidate, added to `into` (steps of one rank
+    at a time give what all of them at once give)."""
+    totals = {} if into is None else into
     for st in steps:
         for f in st["findings"]:
             if f["verdict"] != "attributed" or f["check"] not in CANDIDATES:
@@ -44,6 +50,10 @@ def rank(steps: list[dict]) -> list[dict]:
             t = totals.setdefault(f["check"], {"ns": 0, "steps": 0})
             t["ns"] += f["explains_ns"]
             t["steps"] += 1
+    return totals
+
+
+def ranked(totals: dict[str, dict]) -> list[dict]:
     ordered = sorted(totals.items(), key=lambda kv: (-kv[1]["ns"], kv[0]))
     out = []
     for i, (check, t) in enumerate(ordered, 1):
