@@ -37,7 +37,7 @@ TOP_LEVEL = {
     "atomic": "foundation", "errors": "foundation", "records": "foundation", "cas": "foundation",
     "incident": "foundation", "tables": "foundation", "safe_pickle": "foundation", "vocabulary": "foundation",
     "bounds": "foundation", "layout": "foundation", "patterns": "foundation", "rulelog": "foundation",
-    "environment": "foundation", "json_pretty": "foundation", "verify": "entry", "snapshot": "snapshot", "plan": "plan",
+    "environment": "foundation", "json_pretty": "foundation", "incident_stream": "foundation", "verify": "entry", "snapshot": "snapshot", "plan": "plan",
     "schedule": "plan", "preflight": "preflight", "trials": "trials", "stats": "compare", "walsh_select": "compare", "verdict": "compare",
     "compare": "compare", "compare_components": "compare", "components": "trials",
     "perfetto": "report", "demo": "entry", "cli": "entry",
