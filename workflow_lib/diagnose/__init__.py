@@ -100,8 +100,10 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
             spool.add(rank_recs)
         del ev, m, rank_recs  # before the next rank's evidence is built
     record = diagnosis_record(incident, incident_id, snapshot_digest, opts, step_records, windows, slow, spool)
-    if validate:
+    if validate and spool is None:
         records.validate(record, "diagnosis")
+    elif validate:
+        spool.validate(record)  # its steps are on disk: the same sample, read back
     return record
 
 
