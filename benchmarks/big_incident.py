@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from workflow_lib import tables
-from workflow_lib.incident import Incident, source
+from workflow_lib.core import tables
+from workflow_lib.core.incident import Incident, source
 from pathlib import Path
 
 STEP_NS = 1_000_000

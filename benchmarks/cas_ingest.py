@@ -3,7 +3,7 @@
 Usage: python benchmarks/cas_ingest.py [--size-mib 1024] [--rounds 3] [--dir DIR]
 
 Measures, interleaved over several rounds on one freshly written file:
-  - hash:   workflow_lib.cas.hash_file (blake3 update_mmap, all cores)  vs  `b3sum --no-names FILE`
+  - hash:   workflow_lib.core.cas.hash_file (blake3 update_mmap, all cores)  vs  `b3sum --no-names FILE`
   - ingest: CAS.put_file (copy into the store while hashing)           (reported for reference)
 Prints median MiB/s of each and the ratio stallcase/b3sum (target >= 0.8 for hashing).
 The page cache is warm for both after the first round; both read the same cached file.
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from workflow_lib.cas import CAS, hash_file  # noqa: E402
+from workflow_lib.core.cas import CAS, hash_file  # noqa: E402
 
 
 def main() -> int:

@@ -2,7 +2,7 @@
 
 On SLURM a block job holds one GPU of a node; other GPUs of that node may belong to
 other jobs. This probe measures, on a real multi-GPU machine, what the environment
-fingerprint (workflow_lib.environment, which preflight compares with the capture's)
+fingerprint (workflow_lib.core.environment, which preflight compares with the capture's)
 reads in that situation:
 
 1. the fingerprint with no CUDA_VISIBLE_DEVICES, and with CUDA_VISIBLE_DEVICES=0 and =1
@@ -35,9 +35,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from workflow_lib import environment  # noqa: E402
+from workflow_lib.core import environment  # noqa: E402
 
-FINGERPRINT = ("import json, sys; sys.path.insert(0, sys.argv[1]); from workflow_lib import environment; "
+FINGERPRINT = ("import json, sys; sys.path.insert(0, sys.argv[1]); from workflow_lib.core import environment; "
                "json.dump(environment.fingerprint(with_nvcc=False), sys.stdout, default=str)")
 # A neighbour job: bf16 matmuls until killed, so the GPU is busy and not at idle clocks.
 LOAD = ("import torch; a = torch.randn(8192, 8192, device='cuda', dtype=torch.bfloat16); b = a.clone()\n"

@@ -45,10 +45,10 @@ def main() -> int:
     args = ap.parse_args()
 
     from tests.fr_builders import hang_job, write_dumps
-    from workflow_lib import records
+    from workflow_lib.core import records
     from workflow_lib.collectives import analyze_collectives
     from workflow_lib.importers.torch_fr import import_torch_fr
-    from workflow_lib.incident import read_incident
+    from workflow_lib.core.incident import read_incident
 
     h = hang_job(args.ranks, args.scenario, args.ranks - 3, n_steps=args.steps, subgroup=list(range(args.ranks)))
     fr_trace = None

@@ -58,7 +58,7 @@ import json, sys, time, shutil
 from workflow_lib.importers.kineto import import_kineto
 from workflow_lib.diagnose import diagnose_to_file
 from workflow_lib.diagnose.breakdown import temporal_breakdown
-from workflow_lib.incident import read_incident
+from workflow_lib.core.incident import read_incident
 t = time.perf_counter()
 out = import_kineto(sys.argv[1].split(','), incident_id='bench', incidents_dir=sys.argv[2])
 t_import = time.perf_counter() - t
@@ -88,7 +88,7 @@ print(json.dumps({'hwm_kib': HWM(), 'seconds': seconds, 'parse_seconds': t_parse
 CHILD["steps"] = """
 import json, sys, time
 from benchmarks.big_incident import big_incident
-from workflow_lib import records
+from workflow_lib.core import records
 from workflow_lib.diagnose import diagnose
 inc = big_incident(int(sys.argv[1]), with_kernels=sys.argv[2] == 'kernels')
 t = time.perf_counter()

@@ -1,6 +1,6 @@
 """GPU probe of the comparison statistics: a real B-vs-A and a real A/A on one GPU.
 
-Not the trials runner (workflow_lib/trials.py is): a minimal stand-in that runs each
+Not the trials runner (workflow_lib/trials/block.py is): a minimal stand-in that runs each
 scheduled run as a fresh `python -c` process (argv list, no shell) timing a bf16
 matmul loop, writes plan/execution records, and judges them with compare.compare.
 It shows what noise floor and MDE the statistics see on real hardware, and whether
@@ -23,8 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from workflow_lib import compare, records  # noqa: E402
-from workflow_lib.schedule import make_schedule  # noqa: E402
+from workflow_lib.compare import build as compare  # noqa: E402
+from workflow_lib.core import records  # noqa: E402
+from workflow_lib.plan.schedule import make_schedule  # noqa: E402
 
 # The workload: N x N bf16 matmuls; prints the median step time in ns. One step is
 # 8 matmuls then a synchronize, so a step is a few ms and host noise stays visible.

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from workflow_lib.schedule import make_schedule
+from workflow_lib.plan.schedule import make_schedule
 
 ARM_CODE = {"warmup": 0, "A": 1, "B": 2, "A'": 3}
 

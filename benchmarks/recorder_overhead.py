@@ -5,7 +5,7 @@
     python benchmarks/recorder_overhead.py --span-only      # (a) alone, seconds, no GPU needed
 
 (a) span: one `with rec.span()` against a bare pair of perf_counter_ns calls, in shuffled
-    rounds; the added cost's 95% interval is Hodges-Lehmann over rounds (workflow_lib.stats).
+    rounds; the added cost's 95% interval is Hodges-Lehmann over rounds (workflow_lib.compare.stats).
 (b) matrix (GPU): which CUPTI activity kinds, buffer sizes and flush policies cost what on
     the launch-bound loop (300 tiny kernels per step), against no CUPTI and torch.profiler,
     in shuffled rounds inside one process; a 95% interval on each mode's overhead over rounds.
@@ -44,7 +44,7 @@ import numpy as np  # noqa: E402
 
 from workflow_lib.capture import Budget, FlightRecorder  # noqa: E402
 from workflow_lib.capture.sources.host import SPAN_PATH  # noqa: E402
-from workflow_lib.stats import hodges_lehmann  # noqa: E402
+from workflow_lib.compare.stats import hodges_lehmann  # noqa: E402
 
 SPAN_TARGET_NS = 300
 DEFAULT_TARGET = 0.005
@@ -269,7 +269,7 @@ def _config(incident: str, inc_dir: Path, res_dir: Path, blocks: int, skip: int,
 def _capture_check(manifest: Path) -> dict:
     """What the captured incident holds about GPU activity (the triggered window)."""
     from workflow_lib.capture.sources.cupti import covered_steps
-    from workflow_lib.incident import read_incident
+    from workflow_lib.core.incident import read_incident
 
     inc = read_incident(manifest.parent)
     m = inc.manifest
@@ -334,7 +334,7 @@ def trial_comparison(name: str, loop: str, mode: str, work: Path, blocks: int, s
 
 
 def _executions(rdir: Path) -> tuple[dict, dict, dict]:
-    from workflow_lib import records
+    from workflow_lib.core import records
 
     plan = json.loads((rdir / "plan.json").read_text())
     ex = {p.stem: json.loads(p.read_text()) for p in sorted((rdir / "execution").glob("*.json"))}
@@ -344,7 +344,8 @@ def _executions(rdir: Path) -> tuple[dict, dict, dict]:
 def _recompare_with_mean(rdir: Path) -> dict:
     """The same executions compared on each run's mean step time (throughput cost, where the
     median hides slow tails such as an armed CUPTI window or a snapshot written mid-run)."""
-    from workflow_lib import compare, records
+    from workflow_lib.compare import build as compare
+    from workflow_lib.core import records
 
     try:
         plan, ex, _ = _executions(rdir)

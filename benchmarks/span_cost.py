@@ -69,7 +69,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 
 from workflow_lib.capture.ring import Ring  # noqa: E402
-from workflow_lib.stats import hodges_lehmann  # noqa: E402
+from workflow_lib.compare.stats import hodges_lehmann  # noqa: E402
 from workflow_lib.capture.sources import host as host_mod  # noqa: E402
 
 now_ns = time.monotonic_ns

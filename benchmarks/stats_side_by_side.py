@@ -6,7 +6,7 @@ Every simulated experiment (benchmarks/noise_model.py) is judged three ways:
   hyperfine export structure; the script itself calls scipy.stats.ttest_ind(equal_var=False));
 - pyperf: the real `python -m pyperf compare_to -G base.json cand.json`, on pyperf
   suite files holding one benchmark per experiment and one run per measured value;
-- stallcase: workflow_lib.verdict.decide on the same runs, paired within blocks.
+- stallcase: workflow_lib.compare.verdict.decide on the same runs, paired within blocks.
 
 Usage (from the repository root; needs `pip install pyperf` in a separate venv):
     /work/venv/bin/python -m benchmarks.stats_side_by_side \
@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.noise_model import Design, NoiseModel, Simulated, simulate
-from workflow_lib import stats
-from workflow_lib import verdict as V
+from workflow_lib.compare import stats
+from workflow_lib.compare import verdict as V
 
 # Builds pyperf suite files with pyperf's own API (run in the pyperf venv).
 _PYPERF_WRITER = """

@@ -35,8 +35,9 @@ DESIGNS = {"wide": (3, 3, 1), "narrow": (1, 1, 0)}
 
 def stages(runs: int, kind: str, tmp: Path) -> dict[str, float]:
     from tests import compare_builders as cb
-    from workflow_lib import compare, records
-    from workflow_lib.schedule import make_schedule
+    from workflow_lib.compare import build as compare
+    from workflow_lib.core import records
+    from workflow_lib.plan.schedule import make_schedule
 
     per_arm, control, warm = DESIGNS[kind]
     per_block = 2 * per_arm + control + 2 * warm

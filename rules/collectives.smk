@@ -11,4 +11,4 @@ rule collectives:
     run:
         import workflow_lib.collectives.rule
 
-        workflow_lib.rulelog.logged(log[0], workflow_lib.collectives.rule.collectives_snapshot_file, input[0], STORE, output[0])
+        rulelog.logged(log[0], workflow_lib.collectives.rule.collectives_snapshot_file, input[0], STORE, output[0])

@@ -5,25 +5,25 @@ import sys
 from snakemake.utils import validate
 
 sys.path.insert(0, workflow.basedir)  # workflow_lib importable without installation
-import workflow_lib.compare
-import workflow_lib.config_errors
+import workflow_lib.compare.build
+import workflow_lib.core.config_errors
 import workflow_lib.config_check
 import workflow_lib.demo
 import workflow_lib.diagnose
 import workflow_lib.missing_incident
-import workflow_lib.layout as layout
-import workflow_lib.plan
-import workflow_lib.preflight
+import workflow_lib.core.layout as layout
+import workflow_lib.plan.build
+import workflow_lib.preflight.check as preflight
 import workflow_lib.report
-import workflow_lib.rulelog
-import workflow_lib.snapshot
-import workflow_lib.trials
+import workflow_lib.core.rulelog as rulelog
+import workflow_lib.snapshot.build
+import workflow_lib.trials.block
 
 # Alias bombs, text, output directories, metric regex: before the schema walks the config.
 workflow_lib.config_check.check_config(config)
 # One line naming the failing key and what it accepts (Snakemake's validate prints the whole
 # schema); validate then only fills in the defaults.
-workflow_lib.config_errors.exit_on_error(config, f"{workflow.basedir}/schemas/config.schema.json")
+workflow_lib.core.config_errors.exit_on_error(config, f"{workflow.basedir}/schemas/config.schema.json")
 validate(config, "../schemas/config.schema.json")
 
 INCIDENTS = config["incidents_dir"]
@@ -32,8 +32,8 @@ RESULTS = config["results_dir"]
 STORE = RESULTS  # the CAS lives at <results_dir>/cas/blake3/
 BLOCKS = [f"b{i:03d}" for i in range(config["trials"]["blocks"])]
 # The user's candidate stands alone; the demo's applies only to the demo, and only when none is given.
-CANDIDATE = workflow_lib.plan.configured_candidate(config)
-# Each plan (A/A, A/B, named experiment) has its own run directory (workflow_lib/layout.py).
+CANDIDATE = workflow_lib.plan.build.configured_candidate(config)
+# Each plan (A/A, A/B, named experiment) has its own run directory (workflow_lib/core/layout.py).
 RUN = layout.run_key(CANDIDATE, config["trials"], config.get("experiment"), config.get("source_repo"))
 
 # Trial blocks time their runs, so on one machine two blocks must never run at once:

@@ -12,4 +12,4 @@ rule diagnose:
     log:
         layout.incident_log(RESULTS, "{incident}", "diagnose.log"),
     run:
-        workflow_lib.rulelog.logged(log[0], workflow_lib.diagnose.diagnose_snapshot_file, input[0], STORE, output[0], settings=params.settings, collectives_path=input.collectives)
+        rulelog.logged(log[0], workflow_lib.diagnose.diagnose_snapshot_file, input[0], STORE, output[0], settings=params.settings, collectives_path=input.collectives)

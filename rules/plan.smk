@@ -15,7 +15,7 @@ rule plan:
     log:
         layout.run_log(RESULTS, "{incident}", "{run}", "plan.log"),
     run:
-        workflow_lib.rulelog.logged(log[0], workflow_lib.plan.plan_from_snapshot_file, input[0], STORE, output[0], design=params.design, candidate=params.candidate, experiment=params.experiment, source_repo=params.source_repo)
+        rulelog.logged(log[0], workflow_lib.plan.build.plan_from_snapshot_file, input[0], STORE, output[0], design=params.design, candidate=params.candidate, experiment=params.experiment, source_repo=params.source_repo)
 
 
 # results/<incident>/ shows the latest run (links; latest.json says which). Reruns when the run changes.

@@ -13,4 +13,4 @@ rule preflight:
     resources:
         gpu=1,  # reads the GPU: never while another block runs on it (one GPU per group job)
     run:
-        workflow_lib.preflight.run_preflight(input[0], wildcards.block, STORE, output[0], results_dir=layout.incident_dir(RESULTS, wildcards.incident), log_path=log[0])
+        preflight.run_preflight(input[0], wildcards.block, STORE, output[0], results_dir=layout.incident_dir(RESULTS, wildcards.incident), log_path=log[0])

@@ -14,4 +14,4 @@ rule report:
     log:
         layout.run_log(RESULTS, "{incident}", "{run}", "report.log"),
     run:
-        workflow_lib.rulelog.logged(log[0], workflow_lib.report.write_report_files, input.snapshot, input.diagnosis, input.plan, input.comparison, STORE, output[0])
+        rulelog.logged(log[0], workflow_lib.report.write_report_files, input.snapshot, input.diagnosis, input.plan, input.comparison, STORE, output[0])

@@ -4,7 +4,7 @@
 # working directory always; the stallcase checkout (the demo workload); the config's allow_roots.
 import functools
 
-INGEST = functools.partial(workflow_lib.snapshot.ingest, allow_roots=[workflow.basedir, *config.get("allow_roots", [])])
+INGEST = functools.partial(workflow_lib.snapshot.build.ingest, allow_roots=[workflow.basedir, *config.get("allow_roots", [])])
 
 
 rule snapshot:
@@ -16,4 +16,4 @@ rule snapshot:
     log:
         layout.incident_log(RESULTS, "{incident}", "snapshot.log"),
     run:
-        workflow_lib.rulelog.logged(log[0], INGEST, os.path.dirname(input[0]), STORE, output[0])
+        rulelog.logged(log[0], INGEST, os.path.dirname(input[0]), STORE, output[0])

@@ -2,7 +2,7 @@
 
     inc = make_incident(steps=[step(0, 0, 1_000_000)], kernels=[kernel(10, 500_000)], ...)
 
-Rows are dicts with the contract columns of workflow_lib.tables; omitted nullable columns are
+Rows are dicts with the contract columns of workflow_lib.core.tables; omitted nullable columns are
 null. A table passed (even empty) is an observed source; a table not passed is not_observed,
 unless `observed` overrides. `write_to` writes the incident directory and reads it back, so
 the on-disk path is exercised too.
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from workflow_lib import tables
-from workflow_lib.incident import Incident, read_incident, source, write_incident
+from workflow_lib.core import tables
+from workflow_lib.core.incident import Incident, read_incident, source, write_incident
 
 SOURCES = ("kernels", "memcpy", "runtime_api", "spans", "sched", "nvml", "clock_sync", "collectives")
 

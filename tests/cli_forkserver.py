@@ -44,7 +44,7 @@ def _child(job: dict) -> None:
 def serve() -> None:
     import importlib
 
-    for mod in ("workflow_lib.cli", "workflow_lib.snapshot", "workflow_lib.verify", "pyarrow.parquet", "numpy",
+    for mod in ("workflow_lib.cli", "workflow_lib.snapshot.build", "workflow_lib.snapshot.verify", "pyarrow.parquet", "numpy",
                 "workflow_lib.importers.kineto", "workflow_lib.importers.torch_fr", "workflow_lib.diagnose"):
         try:
             importlib.import_module(mod)

@@ -7,11 +7,11 @@ from pathlib import Path
 import pyarrow as pa
 
 from tests.fr_builders import write_dumps
-from workflow_lib import records
+from workflow_lib.core import records
 from workflow_lib.collectives import analyze_collectives, collective_wait_findings
 from workflow_lib.collectives.types import Options
 from workflow_lib.importers.torch_fr import import_torch_fr
-from workflow_lib.incident import Incident, read_incident, source, write_incident
+from workflow_lib.core.incident import Incident, read_incident, source, write_incident
 
 
 def make_incident(root: Path, name: str, dumps: dict[int, dict], *, hostname: str | None = None,

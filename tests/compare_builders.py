@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from workflow_lib import records
-from workflow_lib.schedule import make_schedule
+from workflow_lib.core import records
+from workflow_lib.plan.schedule import make_schedule
 
 DIGEST0 = "0" * 64
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from benchmarks.noise_model import Design, _split_arms, schedules
 from tests import compare_builders as cb
-from workflow_lib import records
+from workflow_lib.core import records
 
 # The parts that partition a step (check:* and unexplained), in ns per step; the wall is their sum.
 PARTS = ("check:input_starvation", "check:sync_stall", "check:gpu_bound", "check:host_submission",

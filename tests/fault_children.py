@@ -38,7 +38,7 @@ def _pause(marker: str) -> None:
 
 
 def cas_put(argv: list[str]) -> None:
-    from workflow_lib import cas
+    from workflow_lib.core import cas
 
     marker = _flag(argv, "--pause-mid-copy")
     if marker:
@@ -56,7 +56,7 @@ def cas_put(argv: list[str]) -> None:
 
 
 def snapshot(argv: list[str]) -> None:
-    from workflow_lib import incident, tables
+    from workflow_lib.core import incident, tables
     from workflow_lib.capture import Budget, FlightRecorder
     from workflow_lib.capture import writer as W
 
@@ -95,14 +95,15 @@ def snapshot(argv: list[str]) -> None:
 
 
 def trials(argv: list[str]) -> None:
-    from workflow_lib import trials as T
+    from workflow_lib.trials import block as T
 
     plan, pre, block, store, work, out, log = argv
     T.run_block_rule(plan, pre, block, store, work, out, log_path=log)
 
 
 def compare(argv: list[str]) -> None:
-    from workflow_lib import atomic, compare as C
+    from workflow_lib.core import atomic
+    from workflow_lib.compare import build as C
 
     marker = _flag(argv, "--pause-before-rename")
     if marker:

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from workflow_lib import environment
-from workflow_lib.cas import hash_file
-from workflow_lib.incident import source, write_incident
+from workflow_lib.core import environment
+from workflow_lib.core.cas import hash_file
+from workflow_lib.core.incident import source, write_incident
 
 WORKLOAD = textwrap.dedent(
     """

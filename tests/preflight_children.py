@@ -7,7 +7,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from workflow_lib import preflight as PF, records  # noqa: E402
+from workflow_lib.preflight import check as PF  # noqa: E402
+from workflow_lib.core import records  # noqa: E402
 
 from test_preflight import gpu_env  # noqa: E402
 

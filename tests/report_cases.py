@@ -17,11 +17,12 @@ import pyarrow as pa
 
 import compare_builders as CB
 from builders import api, clock, kernel, make_incident, memcpy, nvml, span, step
-from workflow_lib import compare, records, tables
-from workflow_lib.cas import CAS
+from workflow_lib.compare import build as compare
+from workflow_lib.core import records, tables
+from workflow_lib.core.cas import CAS
 from workflow_lib.diagnose import diagnose_snapshot_file
-from workflow_lib.incident import source, write_incident
-from workflow_lib.snapshot import ingest
+from workflow_lib.core.incident import source, write_incident
+from workflow_lib.snapshot.build import ingest
 
 MS = 1_000_000
 

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from workflow_lib import candidate as C, plan as P, records, snapshot
-from workflow_lib.cas import CAS
-from workflow_lib.errors import StallcaseError
+from workflow_lib.plan import candidate as C, build as P
+from workflow_lib.core import records
+from workflow_lib.snapshot import build as snapshot
+from workflow_lib.core.cas import CAS
+from workflow_lib.core.errors import StallcaseError
 
 from incident_factory import make_incident
 from test_plan import DESIGN

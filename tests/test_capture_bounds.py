@@ -7,7 +7,7 @@ import pytest
 
 from workflow_lib.capture import Budget, FlightRecorder
 from workflow_lib.capture.ring import Ring, capacity_for
-from workflow_lib.incident import read_incident
+from workflow_lib.core.incident import read_incident
 
 MiB = 1 << 20
 

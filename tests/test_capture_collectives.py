@@ -10,7 +10,7 @@ import pickle
 import pytest
 
 from workflow_lib.capture.sources import collectives as C
-from workflow_lib.incident import read_incident
+from workflow_lib.core.incident import read_incident
 
 import fr_builders
 

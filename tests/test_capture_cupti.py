@@ -9,7 +9,7 @@ import time
 from types import SimpleNamespace
 
 from workflow_lib.capture.sources import cupti as cupti_mod
-from workflow_lib.incident import read_incident
+from workflow_lib.core.incident import read_incident
 
 from capture_helpers import recorder
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from workflow_lib.capture.sources import cupti as cupti_mod
 from workflow_lib.capture.sources.cupti import DROPPED_RUNTIME_CALLS, CuptiSource
-from workflow_lib.incident import read_incident
+from workflow_lib.core.incident import read_incident
 
 from capture_helpers import recorder
 from test_capture_cupti import CUPTI_BASE_NS, ActivityKind, FakeCupti

@@ -12,7 +12,7 @@ import pytest
 
 from workflow_lib.capture import FlightRecorder, LatencyTrigger
 from workflow_lib.capture.sources import cupti as cupti_mod
-from workflow_lib.incident import read_incident
+from workflow_lib.core.incident import read_incident
 
 from test_capture_cupti import CUPTI_BASE_NS, ActivityKind, FakeCupti, _records
 

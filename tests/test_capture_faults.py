@@ -12,7 +12,7 @@ import time
 
 from workflow_lib.capture import Budget, LatencyTrigger
 from workflow_lib.capture import writer as writer_mod
-from workflow_lib.incident import read_incident
+from workflow_lib.core.incident import read_incident
 
 from capture_helpers import recorder
 

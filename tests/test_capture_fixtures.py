@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workflow_lib.incident import read_incident
+from workflow_lib.core.incident import read_incident
 
 from capture_helpers import recorder
 

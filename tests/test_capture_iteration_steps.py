@@ -9,9 +9,9 @@ import time
 
 import pyarrow as pa
 
-from workflow_lib import records, tables
+from workflow_lib.core import records, tables
 from workflow_lib.diagnose import DiagnoseOptions, diagnose_dir
-from workflow_lib.incident import read_incident
+from workflow_lib.core.incident import read_incident
 
 from capture_helpers import busy_ms, recorder
 

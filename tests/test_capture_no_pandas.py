@@ -1,6 +1,6 @@
 """The recorder's snapshot runs inside the user's process: it must not import pandas there
 (pyarrow's pa.array/pa.table/to_numpy do, at their first call: half a second and tens of MB
-at the workload's first snapshot). workflow_lib/arrow.py builds the columns from buffers."""
+at the workload's first snapshot). workflow_lib/core/arrow.py builds the columns from buffers."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from workflow_lib import arrow
+from workflow_lib.core import arrow
 
 REPO = Path(__file__).resolve().parent.parent
 

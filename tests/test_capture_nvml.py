@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 
 from workflow_lib.capture.sources import nvml as nvml_mod
-from workflow_lib.incident import read_incident
+from workflow_lib.core.incident import read_incident
 
 from capture_helpers import recorder
 

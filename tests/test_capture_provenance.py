@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 from workflow_lib.capture import provenance
-from workflow_lib.cas import hash_file
-from workflow_lib.incident import read_incident
+from workflow_lib.core.cas import hash_file
+from workflow_lib.core.incident import read_incident
 
 from capture_helpers import recorder
 

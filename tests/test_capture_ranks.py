@@ -9,9 +9,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from workflow_lib import snapshot
+from workflow_lib.snapshot import build as snapshot
 from workflow_lib.capture import ranks
-from workflow_lib.incident import read_incident
+from workflow_lib.core.incident import read_incident
 
 ROOT = Path(__file__).resolve().parent.parent
 RANK_PROGRAM = textwrap.dedent("""
@@ -76,7 +76,7 @@ def test_a_second_run_goes_beside_the_first(tmp_path):
 def test_a_rank_from_another_host_is_written_apart_and_named(tmp_path):
     import pyarrow as pa
 
-    from workflow_lib.incident import source, write_incident
+    from workflow_lib.core.incident import source, write_incident
 
     base = {"reason": "r", "producer": "recorder", "clock": {"host": "monotonic", "unix_minus_host_ns": 0},
             "sources": {"host": source("observed")}, "artifacts": [], "workload": None}

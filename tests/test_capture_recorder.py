@@ -9,8 +9,8 @@ import time
 import pytest
 
 from workflow_lib.capture import FlightRecorder
-from workflow_lib.incident import read_incident
-from workflow_lib.records import validate
+from workflow_lib.core.incident import read_incident
+from workflow_lib.core.records import validate
 
 from capture_helpers import busy_ms, recorder
 
@@ -165,7 +165,7 @@ def test_time_window_limits_snapshot(tmp_path):
 def test_unknown_source_and_bad_id_refused(tmp_path):
     with pytest.raises(ValueError):
         FlightRecorder(sources=("host", "perf"))
-    from workflow_lib.errors import StallcaseError
+    from workflow_lib.core.errors import StallcaseError
 
     with pytest.raises(StallcaseError):
         FlightRecorder(incident_id="../x")

@@ -8,7 +8,7 @@ import time
 
 from workflow_lib.capture.ring import capacity_for
 from workflow_lib.capture.sources.sched import SchedSampler, read_task
-from workflow_lib.incident import read_incident
+from workflow_lib.core.incident import read_incident
 
 from capture_helpers import recorder
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from workflow_lib.capture.sidecar import compile_step_pattern, parse_triggers
-from workflow_lib.errors import StallcaseError
-from workflow_lib.incident import read_incident
+from workflow_lib.core.errors import StallcaseError
+from workflow_lib.core.incident import read_incident
 
 ROOT = Path(__file__).resolve().parent.parent
 PATTERN = r"step (?P<step>\d+) took (?P<ms>[\d.]+) ms"

@@ -10,7 +10,7 @@ import numpy as np
 
 from workflow_lib.capture.ring import Ring
 from workflow_lib.capture.sources.host import NAME_BITS, HostSource
-from workflow_lib.incident import read_incident
+from workflow_lib.core.incident import read_incident
 
 from capture_helpers import recorder
 

@@ -4,7 +4,7 @@ workload holds the GIL for the whole step (the periodic sampler cannot run then)
 import time
 
 from workflow_lib.capture import Budget, FlightRecorder
-from workflow_lib.incident import read_incident
+from workflow_lib.core.incident import read_incident
 
 
 def _busy(ms):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from workflow_lib.capture import LatencyTrigger
-from workflow_lib.incident import read_incident
+from workflow_lib.core.incident import read_incident
 
 from capture_helpers import busy_ms, recorder
 

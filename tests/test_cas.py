@@ -4,8 +4,8 @@ import os
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from workflow_lib.cas import CAS, hash_bytes, hash_file
-from workflow_lib.errors import DigestMismatch, StallcaseError
+from workflow_lib.core.cas import CAS, hash_bytes, hash_file
+from workflow_lib.core.errors import DigestMismatch, StallcaseError
 
 
 def test_round_trip_bytes_and_file(tmp_path):

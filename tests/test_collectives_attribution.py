@@ -192,7 +192,7 @@ def test_recorder_incident_on_monotonic_clock_with_fr_merged(tmp_path):
     # The recorder wrote steps on CLOCK_MONOTONIC; FR times (realtime) are shifted onto it on import.
     from workflow_lib.collectives import analyze_collectives, collective_wait_findings, steps_from_incidents
     from workflow_lib.importers.torch_fr import import_torch_fr
-    from workflow_lib.incident import read_incident, source, write_incident
+    from workflow_lib.core.incident import read_incident, source, write_incident
     from tests.fr_builders import write_dumps
 
     j = job(n_steps=6, late={3: (0, 40 * MS)})

@@ -7,7 +7,7 @@ import json
 from tests.collectives_helpers import make_incident
 from tests.fr_builders import MS, hang_job, job
 from workflow_lib import cli
-from workflow_lib.records import read_record
+from workflow_lib.core.records import read_record
 
 
 def test_cli_writes_a_valid_record_and_names_the_late_rank(tmp_path, capsys):
@@ -61,7 +61,7 @@ def test_cli_reads_a_version_1_record(tmp_path, capsys):
     for op in old["ops"]:
         for k in ("progress", "states", "counter_ranks"):
             op.pop(k)
-    from workflow_lib import records
+    from workflow_lib.core import records
 
     records.validate(old, "collectives")
     assert summary_lines(old)[0] == "hung on: not available (a version-1 record)"

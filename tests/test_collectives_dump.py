@@ -1,12 +1,12 @@
-"""One dump's counters, versions and wrap, across dump versions (workflow_lib/formats/fr_dump.py)."""
+"""One dump's counters, versions and wrap, across dump versions (workflow_lib/core/formats/fr_dump.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests.fr_builders import T0_NS, MS, dump, entry, to_json
-from workflow_lib.formats.fr_dump import dump_detail, dump_table, group_counters, nccl_version
-from workflow_lib.errors import InputError
+from workflow_lib.core.formats.fr_dump import dump_detail, dump_table, group_counters, nccl_version
+from workflow_lib.core.errors import InputError
 
 
 def _detail(d):

@@ -9,7 +9,7 @@ from tests.collectives_helpers import make_incident
 from tests.fr_builders import hang_job
 from workflow_lib import cli
 from workflow_lib.importers.torch_fr import import_torch_fr
-from workflow_lib.records import read_record
+from workflow_lib.core.records import read_record
 
 FIX = Path(__file__).parent / "fixtures" / "h200_fr_hang"
 
@@ -38,10 +38,10 @@ def test_real_h200_hang_dump_diagnoses(tmp_path, capsys):
 
 
 def test_collectives_rule_record_is_what_the_diagnosis_reads(tmp_path, monkeypatch):
-    from workflow_lib import records
+    from workflow_lib.core import records
     from workflow_lib.collectives import rule
     from workflow_lib.diagnose import diagnose_snapshot_file
-    from workflow_lib.snapshot import ingest
+    from workflow_lib.snapshot.build import ingest
 
     h = hang_job(16, "gil", 6)
     inc = make_incident(tmp_path, "pipe", h.dumps)

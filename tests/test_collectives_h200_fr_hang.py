@@ -17,7 +17,7 @@ import pytest
 from tests.collectives_helpers import analyze
 from workflow_lib.capture.sources import collectives as C
 from workflow_lib.importers.torch_fr import import_torch_fr
-from workflow_lib.incident import read_incident
+from workflow_lib.core.incident import read_incident
 
 FIX = Path(__file__).parent / "fixtures" / "h200_fr_hang"
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from workflow_lib import records
+from workflow_lib.core import records
 from workflow_lib.collectives import analyze_collectives, collective_wait_findings
 from workflow_lib.importers.torch_fr import import_torch_fr
-from workflow_lib.incident import read_incident
+from workflow_lib.core.incident import read_incident
 
 FIXTURE = Path(__file__).parent / "fixtures" / "h200x2_collectives"
 pytestmark = pytest.mark.skipif(

@@ -101,7 +101,7 @@ def test_skewed_enqueue_on_a_hung_op_is_no_wait(tmp_path):
 def test_dumps_imported_with_a_hostname_share_one_clock(tmp_path):
     from tests.fr_builders import write_dumps
     from workflow_lib import cli
-    from workflow_lib.incident import read_incident
+    from workflow_lib.core.incident import read_incident
 
     h = hang_job(16, "straggler", 5)
     files = [str(f) for f in write_dumps(tmp_path / "d", h.dumps)]

@@ -188,7 +188,7 @@ def test_transport_not_observed_then_observed(tmp_path):
 
 
 def test_rank_in_two_incidents_is_refused(tmp_path):
-    from workflow_lib.errors import StallcaseError
+    from workflow_lib.core.errors import StallcaseError
 
     j = job(n_steps=2)
     a = make_incident(tmp_path, "a", j.dumps)
@@ -207,7 +207,7 @@ def test_no_records_at_all(tmp_path):
 
 def test_rank_listed_without_collectives_is_a_missing_dump_not_a_culprit(tmp_path):
     # A recorder incident of rank 1 that traced no collectives, beside rank 0's FR dump.
-    from workflow_lib.incident import read_incident, source, write_incident
+    from workflow_lib.core.incident import read_incident, source, write_incident
 
     j = job(n_steps=3)
     a0 = make_incident(tmp_path, "fr0", {0: j.dumps[0]})

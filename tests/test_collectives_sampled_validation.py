@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from workflow_lib import records
+from workflow_lib.core import records
 from workflow_lib.collectives import analyze_collectives
-from workflow_lib.errors import RecordError
+from workflow_lib.core.errors import RecordError
 from workflow_lib.importers.torch_fr import import_torch_fr
-from workflow_lib.incident import read_incident
+from workflow_lib.core.incident import read_incident
 
 from fr_builders import hang_job, write_dumps
 

@@ -14,10 +14,11 @@ import pytest
 from benchmarks.noise_model import Design
 from tests import compare_builders as cb
 from tests import component_builders as B
-from workflow_lib import compare as C
-from workflow_lib import compare_components as CC
-from workflow_lib import records, stats
-from workflow_lib import verdict as V
+from workflow_lib.compare import build as C
+from workflow_lib.compare import by_component as CC
+from workflow_lib.core import records
+from workflow_lib.compare import stats
+from workflow_lib.compare import verdict as V
 
 MS = 1e6
 
@@ -335,7 +336,7 @@ def _step(i, wall, wait, *, excess, sync_verdict="attributed"):
 
 
 def test_run_components_read_the_contract():
-    from workflow_lib import components as K
+    from workflow_lib.trials import components as K
 
     ex = {"typical_ns": 900, "excess_ns": 300, "by_cause": {"input_starvation": 250}, "unexplained_ns": 50}
     steps = [_step(0, 5000, 4000, excess=None), _step(1, 900, 0, excess=None),  # warm-up, then no reference

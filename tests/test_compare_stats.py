@@ -17,10 +17,11 @@ import pytest
 
 from benchmarks.noise_model import Design, NoiseModel, simulate
 from tests import compare_builders as cb
-from workflow_lib import compare as C
-from workflow_lib import records, stats
-from workflow_lib import verdict as V
-from workflow_lib.errors import RecordError
+from workflow_lib.compare import build as C
+from workflow_lib.core import records
+from workflow_lib.compare import stats
+from workflow_lib.compare import verdict as V
+from workflow_lib.core.errors import RecordError
 
 HARSH = NoiseModel()  # 1% t3 noise + outliers + clock states
 HARSH_DRIFT = NoiseModel(drift=0.05)  # ... plus 5% linear drift over the experiment

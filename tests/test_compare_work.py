@@ -3,7 +3,8 @@ verdict, per item it says it compared per item. Runs without declared work are u
 
 from __future__ import annotations
 
-from workflow_lib import compare, records
+from workflow_lib.compare import build as compare
+from workflow_lib.core import records
 
 from compare_builders import design, executions, lognormal_values, plan
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from workflow_lib import records
-from workflow_lib.verify import verify
+from workflow_lib.core import records
+from workflow_lib.snapshot.verify import verify
 
 from incident_factory import make_incident
 
@@ -61,7 +61,7 @@ def test_second_snakemake_run_is_refused_by_the_lock_and_the_store_stays_consist
                    "metric": {"name": "step", "source": "recorder_steps", "statistic": "median", "skip_steps": 0, "unit": "ns"}},
     }
     (tmp_path / "config" / "config.yaml").write_text(json.dumps(config))  # JSON is YAML
-    from workflow_lib import layout
+    from workflow_lib.core import layout
 
     target = layout.execution("results", "inc1", layout.run_key("baseline", config["trials"], None), "b000")
     argv = _snakemake() + ["-s", str(ROOT / "Snakefile"), "-d", str(tmp_path), "--cores", "1", target]

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from workflow_lib import plan as P, records
+from workflow_lib.plan import build as P
+from workflow_lib.core import records
 
 from program_factory import make_program, record
 

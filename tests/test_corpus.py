@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from workflow_lib.cas import hash_file
+from workflow_lib.core.cas import hash_file
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "corpus"

@@ -4,7 +4,7 @@ import pytest
 
 from tests.builders import api, clock, kernel, make_incident, nvml, sched, span, step
 from workflow_lib.diagnose import DiagnoseOptions, diagnose
-from workflow_lib.records import validate
+from workflow_lib.core.records import validate
 
 DIGEST = "0" * 64
 MS = 1_000_000
@@ -273,7 +273,7 @@ def test_step_pattern_from_spans():
 
 
 def test_bad_step_pattern_is_one_line_error():
-    from workflow_lib.errors import InputError
+    from workflow_lib.core.errors import InputError
 
     inc = make_incident(steps=[step(0, 0, 10)], spans=[])
     with pytest.raises(InputError, match="exactly one group"):

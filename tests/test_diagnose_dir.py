@@ -4,9 +4,9 @@ import blake3
 import pytest
 
 from tests.builders import api, clock, kernel, make_incident, sched, span, step
-from workflow_lib import records
+from workflow_lib.core import records
 from workflow_lib.diagnose import diagnose_dir
-from workflow_lib.errors import InputError
+from workflow_lib.core.errors import InputError
 
 MS = 1_000_000
 

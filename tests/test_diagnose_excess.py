@@ -4,7 +4,7 @@ of a slow step's excess by cause (time-split, overlap-free), share_of_excess, sl
 from tests.builders import api, clock, kernel, make_incident, sched, span, step
 from workflow_lib.commands.diagnose import slow_step_lines
 from workflow_lib.diagnose import DiagnoseOptions, diagnose
-from workflow_lib.records import validate
+from workflow_lib.core.records import validate
 
 MS = 1_000_000
 DIGEST = "0" * 64

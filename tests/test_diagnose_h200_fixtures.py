@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from workflow_lib.diagnose import diagnose_dir, measures
-from workflow_lib.incident import read_incident
+from workflow_lib.core.incident import read_incident
 
 FIX = Path(__file__).parent / "fixtures" / "capture"
 MS = 1_000_000
@@ -85,7 +85,7 @@ def test_without_scheduler_evidence_host_gap_steps_become_unresolved(tmp_path):
     manifest = json.loads((inc / "manifest.json").read_text())
     (inc / manifest["tables"].pop("sched")["path"]).unlink()
     manifest["sources"]["sched"] = {"status": "not_observed", "reason": "removed for this test", "detail": {}}
-    from workflow_lib import records
+    from workflow_lib.core import records
 
     records.write_record(inc / "manifest.json", manifest, "incident_manifest")
     d = diagnose_dir(inc)

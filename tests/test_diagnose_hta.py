@@ -15,7 +15,7 @@ import pytest
 
 from workflow_lib.diagnose.breakdown import temporal_breakdown
 from workflow_lib.importers.kineto import import_kineto
-from workflow_lib.incident import read_incident
+from workflow_lib.core.incident import read_incident
 
 FIX = Path(__file__).parent / "fixtures" / "kineto"
 HTA_PYTHON = os.environ.get("HTA_PYTHON", "/work/venvs/hta/bin/python")

@@ -7,10 +7,10 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
-from workflow_lib import records
+from workflow_lib.core import records
 from workflow_lib.cli import main
 from workflow_lib.diagnose import DiagnoseOptions
-from workflow_lib.errors import InputError
+from workflow_lib.core.errors import InputError
 
 
 @pytest.mark.parametrize("name,is_wait", [

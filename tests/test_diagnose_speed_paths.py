@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from benchmarks.big_incident import big_incident
-from workflow_lib import records
+from workflow_lib.core import records
 from workflow_lib.diagnose import diagnose, manifest_digest, measures
 from workflow_lib.diagnose.types import Intervals
-from workflow_lib.errors import RecordError
-from workflow_lib.incident import read_incident
+from workflow_lib.core.errors import RecordError
+from workflow_lib.core.incident import read_incident
 from pathlib import Path
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from workflow_lib import records, snapshot
+from workflow_lib.core import records
+from workflow_lib.snapshot import build as snapshot
 from workflow_lib.capture import Budget, FlightRecorder
-from workflow_lib.verify import verify
+from workflow_lib.snapshot.verify import verify
 
 from incident_factory import make_incident
 
@@ -93,7 +94,7 @@ def test_pipeline_ingest_on_a_full_disk_is_one_error_and_keeps_what_was_complete
     before = tree_bytes(results)
     big = make_incident(tmp_path / "b", "inc2")
     (tmp_path / "b" / "data.bin").write_bytes(os.urandom(600_000))  # an input bigger than what is left
-    from workflow_lib.cas import hash_file
+    from workflow_lib.core.cas import hash_file
     m = records.read_record(big / "manifest.json", "incident_manifest")
     for a in m["artifacts"]:
         if a["role"] == "input":
@@ -150,7 +151,7 @@ def test_read_only_results_directory(tmp_path, small_fs):
     snapshot.ingest(inc, results, results / "inc1" / "snapshot.json")
     other = make_incident(tmp_path / "other", "inc2")
     (tmp_path / "other" / "src" / "work.py").write_text("print('different source')\n")
-    from workflow_lib.cas import hash_file
+    from workflow_lib.core.cas import hash_file
     m = records.read_record(other / "manifest.json", "incident_manifest")
     for a in m["artifacts"]:
         if a["role"] == "source":

@@ -9,9 +9,13 @@ import sys
 import textwrap
 from pathlib import Path
 
-from workflow_lib import plan as P, preflight as PF, records, snapshot, trials
+from workflow_lib.plan import build as P
+from workflow_lib.preflight import check as PF
+from workflow_lib.core import records
+from workflow_lib.snapshot import build as snapshot
+from workflow_lib.trials import block as trials
 from workflow_lib.diagnose import diagnose_dir
-from workflow_lib.incident import read_incident
+from workflow_lib.core.incident import read_incident
 
 ROOT = Path(__file__).resolve().parent.parent
 KINETO = ROOT / "tests" / "fixtures" / "kineto" / "new_rank0.json"

@@ -10,7 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from workflow_lib import plan as P, preflight as PF, records, snapshot, trials
+from workflow_lib.plan import build as P
+from workflow_lib.preflight import check as PF
+from workflow_lib.core import records
+from workflow_lib.snapshot import build as snapshot
+from workflow_lib.trials import block as trials
 
 from incident_factory import make_incident
 from test_plan import DESIGN

@@ -17,9 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from workflow_lib import plan as P, preflight as PF, records, snapshot
-from workflow_lib.cas import CAS, hash_file
-from workflow_lib.verify import verify
+from workflow_lib.plan import build as P
+from workflow_lib.preflight import check as PF
+from workflow_lib.core import records
+from workflow_lib.snapshot import build as snapshot
+from workflow_lib.core.cas import CAS, hash_file
+from workflow_lib.snapshot.verify import verify
 
 import compare_builders as CB
 from incident_factory import make_incident

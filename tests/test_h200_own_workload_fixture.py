@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from workflow_lib import compare, records
+from workflow_lib.compare import build as compare
+from workflow_lib.core import records
 
 H200 = Path(__file__).resolve().parent / "fixtures" / "h200"
 

@@ -8,12 +8,12 @@ import pyarrow as pa
 import pytest
 
 from tests.fixtures.kineto.generate import synthetic_trace, write
-from workflow_lib import records, tables
+from workflow_lib.core import records, tables
 from workflow_lib.diagnose import diagnose, diagnose_dir, diagnose_to_file
 from workflow_lib.diagnose.spool import StepSpool
-from workflow_lib.errors import InputError, RecordError
+from workflow_lib.core.errors import InputError, RecordError
 from workflow_lib.importers import kineto
-from workflow_lib.incident import read_incident, write_incident
+from workflow_lib.core.incident import read_incident, write_incident
 from workflow_lib.incident_stream import read_incident_by_rank
 
 RANKS = (2, 0, 5)  # out of order: the files' order is not the ranks' order

@@ -7,10 +7,10 @@ import pytest
 
 from tests.fixtures.kineto.generate import STEP_KINDS, synthetic_trace, write
 from workflow_lib.diagnose import diagnose_dir
-from workflow_lib.errors import InputError, StallcaseError
+from workflow_lib.core.errors import InputError, StallcaseError
 from workflow_lib.importers import json_stream
 from workflow_lib.importers.kineto import import_kineto
-from workflow_lib.incident import read_incident
+from workflow_lib.core.incident import read_incident
 
 FIX = Path(__file__).parent / "fixtures" / "kineto"
 

@@ -3,7 +3,8 @@ each states the fault it catches. docs/security.md lists the pass's result."""
 
 from __future__ import annotations
 
-from workflow_lib import records, trials
+from workflow_lib.core import records
+from workflow_lib.trials import block as trials
 
 from test_trials_runner import _setup
 
@@ -127,7 +128,7 @@ def test_t_ppf_refuses_quantiles_outside_the_open_unit_interval():
     """(Mutant: `q < 1.0` -> `q < 2` in stats.t_ppf: q = 1 or 1.5 would bisect to a bound.)"""
     import pytest
 
-    from workflow_lib.stats import t_ppf
+    from workflow_lib.compare.stats import t_ppf
     for q in (0.0, 1.0, 1.5, -0.1):
         with pytest.raises(ValueError, match="quantile"):
             t_ppf(q, 5)

@@ -23,7 +23,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from workflow_lib import records
+from workflow_lib.core import records
 
 from own_workload import MODULES, make_project
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from tests.builders import api, kernel, make_incident, memcpy, nvml, span, step
 from workflow_lib.cli import main
 from workflow_lib.diagnose import DiagnoseOptions, diagnose
-from workflow_lib.perfetto import export_perfetto
+from workflow_lib.report.perfetto import export_perfetto
 
 FIX = Path(__file__).parent / "fixtures" / "kineto"
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from workflow_lib import records
-from workflow_lib.cas import CAS
+from workflow_lib.core import records
+from workflow_lib.core.cas import CAS
 
 ROOT = Path(__file__).resolve().parent.parent
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]

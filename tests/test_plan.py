@@ -3,8 +3,10 @@ import subprocess
 
 import pytest
 
-from workflow_lib import plan as P, records, snapshot
-from workflow_lib.errors import MissingArtifact
+from workflow_lib.plan import build as P
+from workflow_lib.core import records
+from workflow_lib.snapshot import build as snapshot
+from workflow_lib.core.errors import MissingArtifact
 
 from incident_factory import make_incident
 
@@ -32,7 +34,7 @@ def test_plan_is_valid_deterministic_and_stored(tmp_path):
     p2 = P.build_plan(snap, d, tmp_path / "results", design=DESIGN, candidate=cand)
     assert records.digest_of(p1) == records.digest_of(p2)
     digest = P.write_plan(p1, tmp_path / "plan.json", tmp_path / "results")
-    from workflow_lib.cas import CAS
+    from workflow_lib.core.cas import CAS
 
     assert CAS(tmp_path / "results").get_bytes(digest) == records.canonical_bytes(p1)
     assert p1["arms"]["candidate"]["argv"][-1] == "2" and not p1["arms"]["candidate"]["same_as_baseline"]
@@ -77,7 +79,7 @@ def test_reconstruction_blocks_when_source_is_gone_everywhere(tmp_path):
     snap, d = _snap(tmp_path)
     p = P.build_plan(snap, d, tmp_path / "results", design=DESIGN, candidate="baseline")
     src = p["arms"]["baseline"]["sources"][0]
-    from workflow_lib.cas import CAS
+    from workflow_lib.core.cas import CAS
 
     CAS(tmp_path / "results").path_for(src["digest"]).unlink()
     (tmp_path / "src" / "work.py").unlink()
@@ -90,7 +92,7 @@ def test_manifest_env_is_refiltered_and_candidate_env_must_be_allow_listed(tmp_p
     snap = dict(snap, workload=dict(snap["workload"], env={"BASH_ENV": "/tmp/evil", "OMP_NUM_THREADS": "4"}))
     p = P.build_plan(snap, d, tmp_path / "results", design=DESIGN, candidate="baseline")
     assert p["workload"]["env"] == {"OMP_NUM_THREADS": "4"} and p["arms"]["baseline"]["env"] == {"OMP_NUM_THREADS": "4"}
-    from workflow_lib.errors import StallcaseError
+    from workflow_lib.core.errors import StallcaseError
 
     with pytest.raises(StallcaseError, match="LD_AUDIT"):
         P.build_plan(snap, d, tmp_path / "results", design=DESIGN, candidate={"env": {"LD_AUDIT": "x"}})
@@ -100,7 +102,7 @@ def test_patch_cannot_write_outside_the_sources(tmp_path):
     snap, d = _snap(tmp_path)
     patch = tmp_path / "escape.patch"
     patch.write_text("--- /dev/null\n+++ b/../../escaped.txt\n@@ -0,0 +1 @@\n+owned\n")
-    from workflow_lib.errors import StallcaseError
+    from workflow_lib.core.errors import StallcaseError
 
     with pytest.raises(StallcaseError, match="does not apply"):
         P.build_plan(snap, d, tmp_path / "results", design=DESIGN, candidate={"patch": str(patch)})

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from workflow_lib import plan as P, records, snapshot
+from workflow_lib.plan import build as P
+from workflow_lib.core import records
+from workflow_lib.snapshot import build as snapshot
 from workflow_lib.capture import provenance
-from workflow_lib.errors import StallcaseError
+from workflow_lib.core.errors import StallcaseError
 
 from program_factory import TRACKED, make_program, record
 from test_plan import DESIGN

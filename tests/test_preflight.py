@@ -5,9 +5,12 @@ import os
 
 import pytest
 
-from workflow_lib import environment, plan as P, preflight as PF, records, snapshot
-from workflow_lib.cas import CAS
-from workflow_lib.errors import PreflightBlocked
+from workflow_lib.core import environment, records
+from workflow_lib.plan import build as P
+from workflow_lib.preflight import check as PF
+from workflow_lib.snapshot import build as snapshot
+from workflow_lib.core.cas import CAS
+from workflow_lib.core.errors import PreflightBlocked
 
 from incident_factory import make_incident
 from test_plan import DESIGN

@@ -8,7 +8,8 @@ import copy
 import shutil
 from pathlib import Path
 
-from workflow_lib import environment, preflight as PF, records
+from workflow_lib.core import environment, records
+from workflow_lib.preflight import check as PF
 
 FIX = Path(__file__).parent / "fixtures" / "h200"
 

@@ -19,12 +19,13 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from workflow_lib import records, stats, tables as T
-from workflow_lib.cas import CAS
+from workflow_lib.core import records, tables as T
+from workflow_lib.compare import stats
+from workflow_lib.core.cas import CAS
 from workflow_lib.diagnose import measures as M
 from workflow_lib.diagnose.types import Intervals
-from workflow_lib.errors import StallcaseError
-from workflow_lib.incident import read_incident, source, write_incident
+from workflow_lib.core.errors import StallcaseError
+from workflow_lib.core.incident import read_incident, source, write_incident
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -325,7 +326,7 @@ def test_kineto_importer_takes_any_events(events, base):
 @FAST
 @given(st.binary(max_size=300))
 def test_restricted_unpickler_takes_any_bytes_and_never_calls(data):
-    from workflow_lib import safe_pickle
+    from workflow_lib.core import safe_pickle
 
     with tempfile.TemporaryDirectory() as d:
         cwd = os.getcwd()

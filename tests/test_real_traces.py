@@ -8,8 +8,8 @@ import pytest
 
 from workflow_lib.diagnose import diagnose_dir
 from workflow_lib.importers.kineto import import_kineto
-from workflow_lib.incident import read_incident
-from workflow_lib.records import validate
+from workflow_lib.core.incident import read_incident
+from workflow_lib.core.records import validate
 
 DIR = Path(__file__).parent / "fixtures" / "real_traces"
 TRACES = sorted(p.name for p in DIR.iterdir())

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from workflow_lib import records
-from workflow_lib.errors import RecordError
+from workflow_lib.core import records
+from workflow_lib.core.errors import RecordError
 
 GOOD = {"schema_version": 1, "kind": "preflight", "block": "b000", "plan_digest": "a" * 64, "incident_id": "x",
         "experiment": None, "node": "n", "status": "pass", "differences": [], "missing": [], "environment": {}}
@@ -65,6 +65,6 @@ def test_records_are_readable_by_others_per_umask(tmp_path):
 
     p = tmp_path / "r.json"
     records.write_record(p, GOOD, "preflight")
-    from workflow_lib.atomic import _umask
+    from workflow_lib.core.atomic import _umask
 
     assert stat.S_IMODE(os.stat(p).st_mode) == 0o666 & ~_umask()  # not mkstemp's 0600

@@ -21,7 +21,7 @@ import pytest
 
 import report_cases as RC
 from report_browser import Browser, find_chromium
-from workflow_lib import records
+from workflow_lib.core import records
 from workflow_lib.report import build_report, load_records, model, write_report_files
 
 REPO = Path(__file__).resolve().parent.parent

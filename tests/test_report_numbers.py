@@ -18,10 +18,11 @@ import pytest
 
 import report_cases as RC
 from builders import make_incident, span, step
-from workflow_lib import cli, records
-from workflow_lib.errors import StallcaseError
+from workflow_lib import cli
+from workflow_lib.core import records
+from workflow_lib.core.errors import StallcaseError
 from workflow_lib.report import build_report, fmt, html, load_records, model, summary_text, timeline, write_report_files
-from workflow_lib.snapshot import load_tables
+from workflow_lib.snapshot.build import load_tables
 
 KINDS = {"snapshot": "snapshot", "diagnosis": "diagnosis", "plan": "plan", "comparison": "comparison",
          "execution": "execution", "preflight": "preflight"}

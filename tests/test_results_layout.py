@@ -1,5 +1,5 @@
 """Results per experiment: an A/A, an A/B and a named experiment on one incident never
-overwrite each other, and results/<incident>/ shows the latest (workflow_lib/layout.py)."""
+overwrite each other, and results/<incident>/ shows the latest (workflow_lib/core/layout.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from workflow_lib import layout, records
+from workflow_lib.core import layout, records
 
 from program_factory import make_program, record
 

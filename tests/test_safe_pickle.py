@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workflow_lib.errors import InputError
-from workflow_lib.safe_pickle import RestrictedUnpickler, loads_restricted
+from workflow_lib.core.errors import InputError
+from workflow_lib.core.safe_pickle import RestrictedUnpickler, loads_restricted
 
 PLAIN = {
     "version": "2.10",
@@ -234,7 +234,7 @@ _shared_tree = st.recursive(
 def test_level_walk_agrees_with_the_exact_walk(value, share, limits):
     # The fast walk either defers (False) or reaches the exact walk's verdict. (Which limit trips first
     # may differ: one walks level by level, the other depth first.)
-    from workflow_lib import safe_pickle
+    from workflow_lib.core import safe_pickle
     if share and isinstance(value, list) and value:
         value = [value, value[0], value]  # a container reached twice
     depth, nodes, nbytes = limits

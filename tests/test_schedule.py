@@ -8,9 +8,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from workflow_lib import records
-from workflow_lib.errors import RecordError
-from workflow_lib.schedule import block_arms, make_schedule
+from workflow_lib.core import records
+from workflow_lib.core.errors import RecordError
+from workflow_lib.plan.schedule import block_arms, make_schedule
 
 from tests.compare_builders import design, plan
 

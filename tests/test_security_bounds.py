@@ -1,4 +1,4 @@
-"""Numbers and text at the boundary (issue 17): workflow_lib/bounds.py and its callers."""
+"""Numbers and text at the boundary (issue 17): workflow_lib/core/bounds.py and its callers."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pickle
 import pyarrow as pa
 import pytest
 
-from workflow_lib import bounds
-from workflow_lib.errors import InputError
+from workflow_lib.core import bounds
+from workflow_lib.core.errors import InputError
 
 
 @pytest.mark.parametrize("v, ok", [(0, True), (2**63 - 1, True), (2**63, False), (-1, False), (True, False),
@@ -54,8 +54,8 @@ def test_identifiers_refused(v):
 
 
 def test_trailing_newline_id_refused_by_check_incident_id():
-    from workflow_lib.errors import StallcaseError
-    from workflow_lib.incident import check_incident_id
+    from workflow_lib.core.errors import StallcaseError
+    from workflow_lib.core.incident import check_incident_id
     with pytest.raises(StallcaseError):
         check_incident_id("demo\n")
 
@@ -87,16 +87,16 @@ def test_same_file_twice_refused(tmp_path):
 
 
 def test_json_numbers_beyond_int64_refused_in_records():
-    from workflow_lib import records
-    from workflow_lib.errors import RecordError
+    from workflow_lib.core import records
+    from workflow_lib.core.errors import RecordError
     data = json.dumps({"schema_version": 1, "kind": "incident_manifest", "created_unix_ns": 10**30}).encode()
     with pytest.raises(RecordError, match="created_unix_ns is .* outside the int64 range"):
         records.parse_record(data, "incident_manifest", "m.json")
 
 
 def test_future_record_schema_version_names_the_newest():
-    from workflow_lib import records
-    from workflow_lib.errors import RecordError
+    from workflow_lib.core import records
+    from workflow_lib.core.errors import RecordError
     with pytest.raises(RecordError, match=r"schema_version 7 is newer .* \(newest supported: 1\)"):
         records.parse_record(b'{"schema_version": 7, "kind": "snapshot"}', "snapshot", "s.json")
 
@@ -180,7 +180,7 @@ def test_torch_fr_rank_in_file_name_beyond_int32(tmp_path):
 
 def test_torch_fr_merge_offset_that_would_wrap_is_refused(tmp_path):
     from workflow_lib.importers.torch_fr import import_torch_fr
-    from workflow_lib.incident import source, write_incident
+    from workflow_lib.core.incident import source, write_incident
     inc = tmp_path / "incs" / "x"
     steps = pa.table({"step_id": [0], "thread_id": [1], "start_ns": [1], "end_ns": [2], "rank": pa.array([None], pa.int32())})
     write_incident(inc, {"incident_id": "x", "reason": "manual", "producer": "t", "created_unix_ns": 1,

@@ -10,15 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from workflow_lib import safe_io, snapshot
-from workflow_lib.cas import CAS, hash_file
+from workflow_lib.core import safe_io
+from workflow_lib.snapshot import build as snapshot
+from workflow_lib.core.cas import CAS, hash_file
 from workflow_lib.config_check import check_config
-from workflow_lib.errors import InputError, StallcaseError
-from workflow_lib.incident import write_incident
+from workflow_lib.core.errors import InputError, StallcaseError
+from workflow_lib.core.incident import write_incident
 
 import pyarrow as pa
 
-from workflow_lib.incident import source
+from workflow_lib.core.incident import source
 
 
 def make_incident(incidents: Path, name: str = "inc1") -> Path:
@@ -43,7 +44,7 @@ def _incident_naming(tmp_path: Path, target: Path, role: str = "source") -> Path
     m.pop("tables")
     m["artifacts"] = [{"role": role, "path": str(target), "relpath": "x.py" if role == "source" else None,
                        "digest": hash_file(target), "size": target.stat().st_size}]
-    from workflow_lib.incident import read_incident
+    from workflow_lib.core.incident import read_incident
     tables = read_incident(inc).tables
     write_incident(inc, m, tables)
     return inc
@@ -81,7 +82,7 @@ def test_a_declared_root_is_read(tmp_path, monkeypatch):
 def test_a_sparse_terabyte_artifact_is_refused_by_its_size_without_reading_it(tmp_path, monkeypatch):
     # The cap is 16 GiB; a smaller cap and a sparse file just over it take the same path
     # without leaving a terabyte-sized file for other tools on a shared machine to trip over.
-    from workflow_lib import bounds
+    from workflow_lib.core import bounds
     monkeypatch.setattr(bounds, "MAX_ARTIFACT_BYTES", 1 << 20)
     big = tmp_path / "huge.bin"
     with open(big, "wb") as fh:
@@ -124,13 +125,13 @@ def test_a_fifo_is_refused_before_it_can_block(tmp_path, reader):
         from workflow_lib.importers.torch_fr import read_dump
         fn = lambda: read_dump(fifo)  # noqa: E731
     elif reader == "manifest":
-        from workflow_lib.incident import read_incident
+        from workflow_lib.core.incident import read_incident
         inc = tmp_path / "inc"
         inc.mkdir()
         os.mkfifo(inc / "manifest.json")
         fn = lambda: read_incident(inc)  # noqa: E731
     elif reader == "table":
-        from workflow_lib.incident import read_incident
+        from workflow_lib.core.incident import read_incident
         inc = make_incident(tmp_path / "incidents")
         (inc / "tables" / "steps.parquet").unlink()
         os.mkfifo(inc / "tables" / "steps.parquet")
@@ -151,7 +152,7 @@ def test_a_device_given_as_a_dump_is_refused(dev):
 
 def test_a_sparse_dump_over_the_cap_is_refused_by_size(tmp_path):
     from workflow_lib.importers.torch_fr import read_dump
-    from workflow_lib.safe_pickle import MAX_BYTES
+    from workflow_lib.core.safe_pickle import MAX_BYTES
     f = tmp_path / "dump_rank0.pkl"
     with open(f, "wb") as fh:  # sparse, just over the cap (the was 100 GB: same path)
         fh.truncate(MAX_BYTES + 1)
@@ -170,7 +171,7 @@ def test_an_output_never_replaces_a_fifo_or_a_symlink(tmp_path, kind):
         out.symlink_to(target)
     with pytest.raises(StallcaseError, match="refusing to replace it"):
         safe_io.check_output_file(out)
-    from workflow_lib.atomic import write_text
+    from workflow_lib.core.atomic import write_text
     with pytest.raises(StallcaseError, match="refusing to replace it"):
         write_text(out, "x")
     assert (out.is_symlink() and os.readlink(out) == str(target)) or (kind == "fifo" and not out.is_symlink())

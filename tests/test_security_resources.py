@@ -16,10 +16,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from workflow_lib import bounds, patterns
+from workflow_lib.core import bounds, patterns
 from workflow_lib.config_check import check_config, check_config_file
-from workflow_lib.errors import InputError, StallcaseError
-from workflow_lib.safe_pickle import loads_restricted
+from workflow_lib.core.errors import InputError, StallcaseError
+from workflow_lib.core.safe_pickle import loads_restricted
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_RSS = 2 << 30
@@ -87,7 +87,7 @@ def rle_parquet(path: Path, rows: int) -> None:
 
 
 def test_rle_parquet_of_30m_rows_refused_from_its_footer(tmp_path):
-    from workflow_lib.tables import read_table
+    from workflow_lib.core.tables import read_table
     f = tmp_path / "steps.parquet"
     rle_parquet(f, 30_000_000)
     assert f.stat().st_size < 1 << 20
@@ -163,8 +163,8 @@ runs = [["check-config", "laughs.yaml"], ["import", "torch-fr", "dump_rank0.pkl"
         ["import", "torch-fr", "memo.pkl", "--incident", "b", "--incidents-dir", "i"]]
 for argv in runs:
     assert main(argv) == 2, argv
-from workflow_lib.tables import read_table
-from workflow_lib.errors import InputError
+from workflow_lib.core.tables import read_table
+from workflow_lib.core.errors import InputError
 try:
     read_table("steps.parquet", "steps")
     raise SystemExit("accepted")

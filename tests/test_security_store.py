@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from workflow_lib import snapshot
-from workflow_lib.cas import CAS, hash_bytes
-from workflow_lib.errors import StallcaseError
-from workflow_lib.verify import verify
+from workflow_lib.snapshot import build as snapshot
+from workflow_lib.core.cas import CAS, hash_bytes
+from workflow_lib.core.errors import StallcaseError
+from workflow_lib.snapshot.verify import verify
 
 from test_security_paths import make_incident  # noqa: E402
 
@@ -51,10 +51,10 @@ def test_verify_refuses_a_symlinked_store(tmp_path):
 def test_ingest_refused_for_a_prefix_path_that_is_a_file_leaves_no_objects(tmp_path):
     inc = make_incident(tmp_path / "incidents")
     results = tmp_path / "results"
-    from workflow_lib.incident import read_incident
+    from workflow_lib.core.incident import read_incident
     m = read_incident(inc).manifest
     # The manifest's prefix directory is a file: the put would fail after the tables were stored.
-    from workflow_lib.cas import hash_file
+    from workflow_lib.core.cas import hash_file
     digest = hash_file(inc / "manifest.json")
     (results / "cas" / "blake3").mkdir(parents=True)
     (results / "cas" / "blake3" / digest[:2]).write_bytes(b"in the way")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from workflow_lib import records
+from workflow_lib.core import records
 
 REPO = Path(__file__).resolve().parent.parent
 SNAKEFILE = REPO / "Snakefile"
@@ -133,7 +133,7 @@ def _block_intervals(results: Path) -> list[tuple[int, int, str]]:
 @pytest.fixture(scope="module")
 def slurm_run(slurm, workdir):
     # The latest record is the run's end (its comparison and report); results/demo/ then links
-    # to that run's records (workflow_lib/layout.py), which is where the checks below read.
+    # to that run's records (workflow_lib/core/layout.py), which is where the checks below read.
     output = _snakemake(workdir, "slurm", "results-slurm/demo/latest.json", "results-slurm")
     return workdir / "results-slurm", output
 

@@ -2,9 +2,10 @@ import os
 
 import pytest
 
-from workflow_lib import records, snapshot
-from workflow_lib.cas import CAS
-from workflow_lib.errors import InputError, MissingArtifact
+from workflow_lib.core import records
+from workflow_lib.snapshot import build as snapshot
+from workflow_lib.core.cas import CAS
+from workflow_lib.core.errors import InputError, MissingArtifact
 
 from incident_factory import make_incident
 

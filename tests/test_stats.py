@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from workflow_lib import stats
+from workflow_lib.compare import stats
 
 
 @pytest.mark.parametrize("q,df,expected", [(0.975, 5, 2.570582), (0.975, 19, 2.093024), (0.8, 19, 0.860951),

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 import report_cases as RC
-from workflow_lib import cli, records
+from workflow_lib import cli
+from workflow_lib.core import records
 from workflow_lib.report import glance, terminal
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,9 +11,9 @@ import pytest
 
 from tests.fr_builders import MS, T0_NS, dump, entry, job, write_dumps
 from workflow_lib import cli
-from workflow_lib.errors import InputError
+from workflow_lib.core.errors import InputError
 from workflow_lib.importers.torch_fr import import_torch_fr
-from workflow_lib.incident import read_incident, source, write_incident
+from workflow_lib.core.incident import read_incident, source, write_incident
 
 
 @pytest.mark.parametrize("fmt", ["pickle", "json"])

@@ -5,7 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from workflow_lib import demo, plan as P, preflight as PF, records, snapshot, trials
+from workflow_lib import demo
+from workflow_lib.plan import build as P
+from workflow_lib.preflight import check as PF
+from workflow_lib.core import records
+from workflow_lib.snapshot import build as snapshot
+from workflow_lib.trials import block as trials
 
 from test_plan import DESIGN
 
@@ -44,7 +49,7 @@ def test_each_run_carries_its_components(tmp_path):
     observe (GPU sources on this CPU machine) is null with the reason, never 0."""
     from pathlib import Path
 
-    from workflow_lib import components as C
+    from workflow_lib.trials import components as C
 
     manifest = demo.capture(tmp_path / "inc", ["--steps", "8", "--min-ready", "2", "--producer-ms", "1"])
     cap = trials._diagnose_capture(manifest.parent.parent, skip_steps=2)

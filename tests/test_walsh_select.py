@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from workflow_lib import stats, walsh_select
+from workflow_lib.compare import stats, walsh_select
 
 
 def _full(x: np.ndarray, k: int) -> tuple[float, float, float]:

@@ -13,7 +13,7 @@ import pkgutil
 import sys
 
 from . import __version__, commands
-from .errors import StallcaseError
+from .core.errors import StallcaseError
 
 
 def _command_modules():

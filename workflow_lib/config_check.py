@@ -21,9 +21,9 @@ import os
 import re
 from typing import Any
 
-from . import bounds, safe_io
-from .errors import InputError, StallcaseError
-from .patterns import compile_pattern
+from .core import bounds, safe_io
+from .core.errors import InputError, StallcaseError
+from .core.patterns import compile_pattern
 
 _ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 

@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .errors import StallcaseError
-from .incident import MANIFEST
+from .core.errors import StallcaseError
+from .core.incident import MANIFEST
 
 WORKLOAD = Path(__file__).resolve().parent.parent / "examples" / "demo" / "workload.py"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import StallcaseError
+from .core.errors import StallcaseError
 
 BUILT_IN = frozenset({"demo"})
 """Incidents a workflow rule records itself (rules/capture.smk): their manifest may not exist yet."""

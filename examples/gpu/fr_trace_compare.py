@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from workflow_lib.collectives import analyze_collectives  # noqa: E402
 from workflow_lib.importers.torch_fr import read_dump, rank_of  # noqa: E402
 from workflow_lib.importers.torch_fr import import_torch_fr  # noqa: E402
-from workflow_lib.incident import read_incident  # noqa: E402
+from workflow_lib.core.incident import read_incident  # noqa: E402
 
 PREFIX = "nccl_trace_rank_"
 

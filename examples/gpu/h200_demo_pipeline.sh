@@ -9,7 +9,7 @@ MODE=${1:-ab}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv | tee $OUT/nvidia-smi-$MODE.csv
-python3 -m workflow_lib.environment > $OUT/environment-$MODE.json
+python3 -m workflow_lib.core.environment > $OUT/environment-$MODE.json
 # Each plan keeps its own results/demo/runs/<run>/ (A/B and A/A never overwrite each other);
 # results/demo/comparison.json etc. link the latest run.
 if [ "$MODE" = ab ]; then
@@ -20,4 +20,4 @@ else
 fi
 python3 -m snakemake --cores 8 --configfile examples/demo/h200.yaml --config incident=demo "${CAND[@]}" 2>&1 | tail -40 | tee $OUT/snakemake-$MODE.log || true
 tar czf $OUT/h200-demo-$MODE.tgz --exclude='*/work' --exclude='*/captures' results/demo/runs results/demo/*.json results/demo/logs incidents/demo 2>/dev/null || true
-python3 -m workflow_lib.compare_components results/demo/comparison.json | tee $OUT/why-changed-$MODE.txt
+python3 -m workflow_lib.compare.by_component results/demo/comparison.json | tee $OUT/why-changed-$MODE.txt

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from workflow_lib.importers.kineto import import_kineto  # noqa: E402
-from workflow_lib.incident import read_incident, write_incident  # noqa: E402
+from workflow_lib.core.incident import read_incident, write_incident  # noqa: E402
 
 MAX_DEPTH = 1
 

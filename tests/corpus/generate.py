@@ -33,9 +33,9 @@ sys.path.insert(0, str(HERE))
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from workflow_lib import tables as T  # noqa: E402
-from workflow_lib.cas import hash_bytes, hash_file  # noqa: E402
-from workflow_lib.incident import source, write_incident  # noqa: E402
+from workflow_lib.core import tables as T  # noqa: E402
+from workflow_lib.core.cas import hash_bytes, hash_file  # noqa: E402
+from workflow_lib.core.incident import source, write_incident  # noqa: E402
 
 CREATED_NS = 1_764_460_800_000_000_000  # 2025-11-30T00:00:00Z, fixed for determinism
 ENTRIES: list[dict] = []
@@ -318,7 +318,7 @@ def wrong_digest() -> None:
 
 def _good_results(dest: Path) -> tuple[Path, dict]:
     """A results tree with a valid snapshot record and its store objects."""
-    from workflow_lib.snapshot import ingest
+    from workflow_lib.snapshot.build import ingest
 
     inc = good_incident(dest.parent / "src-inc" / "inc")
     rec = ingest(inc, dest, dest / "inc" / "snapshot.json")

@@ -34,14 +34,14 @@ TARGETS = {
     "workflow_lib/diagnose/checks/host_submission.py": (["tests/test_diagnose_checks.py"], None, 3),
     "workflow_lib/diagnose/checks/launch_bound.py": (["tests/test_diagnose_checks.py"], None, 2),
     "workflow_lib/diagnose/checks/gpu_bound.py": (["tests/test_diagnose_checks.py"], None, 2),
-    "workflow_lib/stats.py": (["tests/test_stats.py", "tests/test_compare_stats.py"], None, 3),
-    "workflow_lib/verdict.py": (["tests/test_stats.py", "tests/test_compare_stats.py"], None, 3),
+    "workflow_lib/compare/stats.py": (["tests/test_stats.py", "tests/test_compare_stats.py"], None, 3),
+    "workflow_lib/compare/verdict.py": (["tests/test_stats.py", "tests/test_compare_stats.py"], None, 3),
     # run_block's status: which attempt decides a run, and the failed-fraction limit.
-    "workflow_lib/trials.py": (["tests/test_trials_runner.py", "tests/test_mutation_kills.py"], ("status = \"complete\"", "return {\"schema_version\": 1, \"kind\": \"execution\""), 8),
+    "workflow_lib/trials/block.py": (["tests/test_trials_runner.py", "tests/test_mutation_kills.py"], ("status = \"complete\"", "return {\"schema_version\": 1, \"kind\": \"execution\""), 8),
 }
 # Mutations a token swap cannot express: (file, exact text, replacement, what it breaks).
 CUSTOM = [
-    ("workflow_lib/trials.py", "    for r in runs:  # last attempt of each scheduled run decides",
+    ("workflow_lib/trials/block.py", "    for r in runs:  # last attempt of each scheduled run decides",
      "    for r in reversed(runs):  # last attempt of each scheduled run decides", "the first attempt decides a run"),
 ]
 SWAP = {"<": "<=", "<=": "<", ">": ">=", ">=": ">", "==": "!=", "!=": "==", "and": "or", "or": "and",

@@ -37,8 +37,8 @@ from pathlib import Path
 
 import blake3
 
-from ..cas import hash_file
-from ..environment import fingerprint
+from ..core.cas import hash_file
+from ..core.environment import fingerprint
 
 ENV_ALLOW = frozenset({
     "CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_MODULE_LOADING",

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from .. import tables as T
-from ..errors import StallcaseError
-from ..incident import MANIFEST, read_incident
+from ..core import tables as T
+from ..core.errors import StallcaseError
+from ..core.incident import MANIFEST, read_incident
 
 MAX_SLOTS = 1000
 

@@ -46,8 +46,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from .. import arrow, atomic
-from ..incident import check_incident_id, source
+from ..core import arrow, atomic
+from ..core.incident import check_incident_id, source
 from . import provenance
 from .budget import Budget, TargetTracker
 from .clock import HOST_CLOCK, now_ns, unix_minus_host_ns
@@ -633,7 +633,7 @@ class FlightRecorder:
         if not dest:
             return
         try:
-            from .. import records
+            from ..core import records
 
             rec = self.steps_out_record()
             records.validate(rec, "steps_out", where=f"{STEPS_OUT_ENV}={dest}")

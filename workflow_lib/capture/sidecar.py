@@ -23,9 +23,9 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import bounds
-from ..errors import InputError, StallcaseError
-from ..patterns import compile_pattern
+from ..core import bounds
+from ..core.errors import InputError, StallcaseError
+from ..core.patterns import compile_pattern
 from . import provenance
 from .budget import Budget
 from .clock import now_ns

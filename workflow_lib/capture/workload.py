@@ -13,9 +13,9 @@ import os
 import shutil
 from pathlib import Path
 
-from .. import records
-from ..errors import StallcaseError
-from ..incident import MANIFEST
+from ..core import records
+from ..core.errors import StallcaseError
+from ..core.incident import MANIFEST
 from . import provenance
 
 SOURCE_SUFFIXES = (".py", ".sh", ".pl", ".rb", ".jl", ".R", ".lua")

@@ -15,7 +15,7 @@ import sys
 import threading
 from typing import Callable
 
-from .. import incident as _incident
+from ..core import incident as _incident
 from . import ranks
 
 # The one binding through which incidents reach the disk; tests substitute it to

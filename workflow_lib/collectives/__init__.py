@@ -10,7 +10,7 @@
     findings.py   per-step `collective_wait` findings for the diagnosis
 
 One flight-recorder dump (parse, rows, pg_status counters) is read in
-workflow_lib/formats/fr_dump.py, shared with capture and the importers.
+workflow_lib/core/formats/fr_dump.py, shared with capture and the importers.
 
 Imported lazily: the analysis needs pandas, which no caller should pay for by importing
 the package.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..incident import Incident
+from ..core.incident import Incident
 from .attribute import attribute
 from .clocks import domains
 from .culprits import culprits

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..incident import Incident
+from ..core.incident import Incident
 from .load import to_pandas
 from .match import KEY
 from .types import (ATTRIBUTED, MATCHED, NOT_ATTRIBUTED, PENDING, PROGRESS_COMPLETED, PROGRESS_PENDING, UNRESOLVED,

@@ -16,7 +16,7 @@ domain (uncertainty null: not comparable), and their host times are never compar
 
 from __future__ import annotations
 
-from ..incident import Incident
+from ..core.incident import Incident
 from .types import ClockDomain, Options, RankSource
 
 REF_PREFIX = "ref_clock:"

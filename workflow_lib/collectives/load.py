@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..errors import StallcaseError
-from ..incident import Incident
+from ..core.errors import StallcaseError
+from ..core.incident import Incident
 from .types import RankSource
 
 NCCL_KERNEL = re.compile(r"nccl", re.IGNORECASE)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 
-from .. import records
+from ..core import records
 
 
 def collectives_snapshot_file(snapshot_path: str | os.PathLike, store_root: str | os.PathLike,
                               out_path: str | os.PathLike) -> dict:
     """Analyse the collectives of a snapshot's tables (read back from the store, verified); write the record."""
-    from ..snapshot import load_tables
+    from ..snapshot.build import load_tables
     from .analyze import analyze_collectives
 
     snap = records.read_record(snapshot_path, "snapshot")

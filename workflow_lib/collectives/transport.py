@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..incident import Incident
+from ..core.incident import Incident
 
 PREFIXES = ("nvlink_", "pcie_")
 

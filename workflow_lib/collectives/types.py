@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from ..vocabulary import P2P_OPS  # noqa: F401  (one definition, in the vocabulary; re-exported for the stage)
+from ..core.vocabulary import P2P_OPS  # noqa: F401  (one definition, in the vocabulary; re-exported for the stage)
 
 SCHEMA_VERSION = 2
 

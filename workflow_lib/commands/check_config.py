@@ -16,7 +16,7 @@ def run(args: argparse.Namespace) -> int:
     import yaml
 
     from ..config_check import check_config, check_config_file
-    from ..errors import StallcaseError
+    from ..core.errors import StallcaseError
 
     for f in args.files:
         check_config_file(f)  # counts alias expansion on the node graph first

@@ -90,10 +90,10 @@ def summary_lines(record: dict, all_ops: bool = False) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import records
+    from ..core import records
     from ..collectives import Options, analyze_collectives
-    from ..errors import StallcaseError
-    from ..incident import read_incident
+    from ..core.errors import StallcaseError
+    from ..core.incident import read_incident
 
     if args.min_wait_ms is not None and not args.min_wait_ms >= 0:
         raise StallcaseError("--min-wait-ms", f"must be a non-negative number of milliseconds, got {args.min_wait_ms}")

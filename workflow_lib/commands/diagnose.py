@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     import tempfile
 
     from ..diagnose import DiagnoseOptions, diagnose_to_file
-    from ..errors import InputError
+    from ..core.errors import InputError
 
     opts = DiagnoseOptions.from_settings(args.step_pattern, args.wait_span, where="--step-pattern/--wait-span")
     out = Path(args.output)

@@ -30,7 +30,7 @@ def _merge(base: dict, extra: dict) -> dict:
 def _override(item: str) -> tuple[str, object]:
     import yaml
 
-    from ..errors import StallcaseError
+    from ..core.errors import StallcaseError
 
     key, sep, value = item.partition("=")
     if not sep or not key:
@@ -41,8 +41,8 @@ def _override(item: str) -> tuple[str, object]:
 def run(args: argparse.Namespace) -> int:
     import yaml
 
-    from .. import config_errors
-    from ..errors import StallcaseError
+    from ..core import config_errors
+    from ..core.errors import StallcaseError
     from ..missing_incident import manifest_path
 
     if not args.configfiles and not args.config:

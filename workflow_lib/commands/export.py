@@ -15,9 +15,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import records
-    from ..incident import read_incident
-    from ..perfetto import export_perfetto
+    from ..core import records
+    from ..core.incident import read_incident
+    from ..report.perfetto import export_perfetto
 
     inc = read_incident(args.incident_dir)
     diag = records.read_record(args.diagnosis, "diagnosis") if args.diagnosis else None

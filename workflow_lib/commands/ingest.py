@@ -18,10 +18,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..errors import InputError
-    from ..incident import check_incident_id
-    from .. import layout
-    from ..snapshot import ingest
+    from ..core.errors import InputError
+    from ..core.incident import check_incident_id
+    from ..core import layout
+    from ..snapshot.build import ingest
 
     inc = Path(args.incident_dir)
     if not inc.is_dir():

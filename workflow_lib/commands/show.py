@@ -11,9 +11,9 @@ import argparse
 import os
 from pathlib import Path
 
-from .. import layout
-from ..errors import StallcaseError
-from ..incident import check_incident_id
+from ..core import layout
+from ..core.errors import StallcaseError
+from ..core.incident import check_incident_id
 
 NAME = "show"
 HELP = "summarize an incident's records in the terminal, or write its HTML report (--html)"

@@ -20,8 +20,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..errors import StallcaseError
-    from ..verify import Throttled, verify
+    from ..core.errors import StallcaseError
+    from ..snapshot.verify import Throttled, verify
 
     # Progress only to a terminal: stderr of a pipeline run stays the one error line.
     progress = Throttled(lambda line: print(line, file=sys.stderr, flush=True)) if sys.stderr.isatty() else None

@@ -16,8 +16,8 @@ from pathlib import Path
 import blake3
 import numpy as np
 
-from .. import records
-from ..incident import MANIFEST, Incident
+from ..core import records
+from ..core.incident import MANIFEST, Incident
 from ..incident_stream import RankedIncident, read_incident_by_rank
 from . import evidence as evidence_mod
 from . import excess as excess_mod
@@ -279,7 +279,7 @@ def diagnose_snapshot_file(snapshot_path: str | os.PathLike, store_root: str | o
     """Rule entry: diagnose a snapshot record's tables (read back from the store, verified),
     with the `collectives` rule's record when given (not re-analysed here). `settings` is the
     workflow's `diagnose:` config section (schema-checked by the workflow)."""
-    from ..snapshot import load_tables
+    from ..snapshot.build import load_tables
 
     if options is None and settings:
         options = DiagnoseOptions.from_config(settings)

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..incident import Incident
+from ..core.incident import Incident
 from . import measures
 from .evidence import rank_key
 

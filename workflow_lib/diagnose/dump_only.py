@@ -8,8 +8,8 @@ record already written (the `collectives` rule), it is read instead of re-analys
 
 from __future__ import annotations
 
-from .. import records
-from ..incident import Incident
+from ..core import records
+from ..core.incident import Incident
 
 CULPRITS_LISTED = 20
 

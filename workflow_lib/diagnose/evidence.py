@@ -14,8 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import vocabulary
-from ..incident import Incident
+from ..core import vocabulary
+from ..core.incident import Incident
 from . import measures
 from .index import IntervalIndex
 from .types import Intervals

@@ -17,8 +17,8 @@ import json
 import os
 import tempfile
 
-from .. import json_pretty, records
-from ..errors import RecordError
+from ..core import json_pretty, records
+from ..core.errors import RecordError
 from . import next_experiments
 
 _KEY = records.SAMPLED_ARRAYS["diagnosis"]

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from .. import bounds
-from ..errors import InputError
-from ..patterns import compile_pattern
-from ..incident import Incident
+from ..core import bounds
+from ..core.errors import InputError
+from ..core.patterns import compile_pattern
+from ..core.incident import Incident
 from .evidence import rank_key
 
 

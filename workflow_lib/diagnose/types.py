@@ -28,7 +28,7 @@ def segment_regex(patterns: tuple[str, ...]):
     """Patterns matched as whole name segments (see DEFAULT_WAIT_PATTERNS), on the linear-time
     engine (span names come from the trace; the patterns from the user). RE2 has no lookaround,
     so the segment edges are consumed: callers only ask whether a name matches (`search`)."""
-    from ..patterns import compile_pattern
+    from ..core.patterns import compile_pattern
 
     body = "|".join(f"(?:{p})" for p in patterns)
     return compile_pattern(r"(?:^|[^A-Za-z0-9])(?:" + body + r")(?:$|[^A-Za-z0-9])", "--wait-span", ignorecase=True)
@@ -81,7 +81,7 @@ class DiagnoseOptions:
                       where: str = "diagnose") -> "DiagnoseOptions":
         """Options from the CLI flags or the workflow's `diagnose:` config key, regexes checked
         (one-line error naming the field)."""
-        from ..errors import InputError
+        from ..core.errors import InputError
 
         kw: dict = {"step_pattern": step_pattern}
         if step_pattern is not None:

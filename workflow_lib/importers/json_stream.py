@@ -22,8 +22,8 @@ import os
 import re
 from typing import Callable, TypeVar
 
-from .. import bounds, safe_io
-from ..errors import InputError
+from ..core import bounds, safe_io
+from ..core.errors import InputError
 
 CHUNK_BYTES = 2 << 20          # cut the event array into ~2 MiB pieces (peak memory ~ a few pieces)
 MAX_VALUE_BYTES = 256 << 20    # one event or one metadata value larger than this is refused

@@ -23,10 +23,10 @@ import pyarrow.compute as pc
 
 import blake3
 
-from .. import bounds, vocabulary
-from ..errors import InputError, StallcaseError
-from ..patterns import compile_pattern
-from ..incident import MANIFEST, incident_dir, source
+from ..core import bounds, vocabulary
+from ..core.errors import InputError, StallcaseError
+from ..core.patterns import compile_pattern
+from ..core.incident import MANIFEST, incident_dir, source
 from ..incident_stream import IncidentWriter
 from . import kineto_events as ke
 from .json_stream import read_trace
@@ -37,7 +37,7 @@ DEFAULT_STEP_PATTERN = r"ProfilerStep#(\d+)"
 FALLBACK_STEP_PATTERN = r"(?i)(?<![A-Za-z0-9])(?:train_step|training_step|step|iteration|iter)[ _#:-]?(\d+)(?![A-Za-z0-9])"
 
 # Calls that block the calling host thread until the GPU catches up: one definition for every
-# stage (workflow_lib/vocabulary.py: CUDA runtime, driver and HIP; .item() shows up as
+# stage (workflow_lib/core/vocabulary.py: CUDA runtime, driver and HIP; .item() shows up as
 # cudaMemcpyAsync + cudaStreamSynchronize, the second is the sync).
 _COPY_KIND = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|PtoP)\b")
 

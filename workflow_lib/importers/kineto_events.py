@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from .. import bounds
+from ..core import bounds
 from .json_stream import PieceRefused
 
 _i64 = pa.int64()
@@ -44,7 +44,7 @@ EVENT = pa.struct([
     ("ts", pa.float64()), ("dur", pa.float64()), ("args", ARGS),
 ])
 
-from ..vocabulary import SOURCE_ALIASES
+from ..core.vocabulary import SOURCE_ALIASES
 
 KERNEL = SOURCE_ALIASES["kernel"]
 MEMCPY = SOURCE_ALIASES["memcpy"]
@@ -132,7 +132,7 @@ def parse_piece(piece: bytes) -> pa.StructArray:
         try:
             events = json.loads(b"[" + piece + b"]")
         except RecursionError:
-            from ..errors import InputError
+            from ..core.errors import InputError
             raise InputError(None, "trace JSON is nested too deeply") from None
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise PieceRefused() from None
@@ -163,7 +163,7 @@ def _check_utf8(arr: pa.StructArray) -> None:
         try:
             arr.field(name).validate(full=True)
         except pa.ArrowInvalid:
-            from ..errors import InputError
+            from ..core.errors import InputError
             raise InputError(None, "trace is not UTF-8 text") from None
 
 

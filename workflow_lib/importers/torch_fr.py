@@ -3,7 +3,7 @@
 A dump is what `torch._C._distributed_c10d._dump_nccl_trace()` returns (a pickle) or its
 JSON twin (`_dump_nccl_trace_json`), one per rank, as written to
 `TORCH_NCCL_DEBUG_INFO_TEMP_FILE<rank>` with `TORCH_NCCL_TRACE_BUFFER_SIZE` set. The
-format is read in workflow_lib/formats/fr_dump.py (shared with the recorder's source).
+format is read in workflow_lib/core/formats/fr_dump.py (shared with the recorder's source).
 
 What lands in the table, and why:
   - enqueue_ns = time_created_ns: the host's CLOCK_REALTIME when the op was enqueued.
@@ -30,10 +30,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import bounds
-from .. import incident as incident_mod
-from ..formats.fr_dump import dump_detail, dump_table, rank_of, read_dump, versions
-from ..errors import InputError, StallcaseError
+from ..core import bounds
+from ..core import incident as incident_mod
+from ..core.formats.fr_dump import dump_detail, dump_table, rank_of, read_dump, versions
+from ..core.errors import InputError, StallcaseError
 
 PRODUCER = "torch-fr-import"
 __all__ = ["import_torch_fr", "read_dump", "rank_of", "dump_table", "PRODUCER"]

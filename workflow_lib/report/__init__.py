@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .. import atomic, records
-from ..errors import StallcaseError
+from ..core import atomic, records
+from ..core.errors import StallcaseError
 from . import html, model, terminal, text, timeline
 from .model import Records
 
@@ -53,7 +53,7 @@ def load_records(snapshot_path, diagnosis_path=None, plan_path=None, comparison_
 
 
 def _tables(snapshot: dict, store_root):
-    from ..snapshot import load_tables
+    from ..snapshot.build import load_tables
 
     return load_tables(snapshot, store_root)
 
@@ -88,7 +88,7 @@ def write_report_files(snapshot_path, diagnosis_path, plan_path, comparison_path
     incident = _tables(recs.snapshot, store_root)
     trace = Path(out_path).parent / PERFETTO_NAME
     if perfetto:
-        from ..perfetto import export_perfetto
+        from .perfetto import export_perfetto
 
         export_perfetto(incident, recs.diagnosis, trace)
     href = PERFETTO_NAME if trace.is_file() else None

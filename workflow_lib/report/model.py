@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import records
+from ..core import records
 from . import fmt
 
 SLOW_FACTOR = 1.25

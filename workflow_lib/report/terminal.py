@@ -1,7 +1,7 @@
 """What the workflow prints when it ends (the Snakefile's onsuccess and onerror handlers).
 
 On success: the verdict line and the report's path. On error: the first stallcase error of
-this run in one line, read from the rule logs (rules log through workflow_lib.rulelog, which
+this run in one line, read from the rule logs (rules log through workflow_lib.core.rulelog, which
 writes `error: <file>: <problem>`), with the fix. Neither handler raises: a summary that fails
 must not hide the run's own outcome.
 """
@@ -39,7 +39,7 @@ def fix_for(message: str) -> str:
 
 def success_lines(results_dir, incident: str) -> list[str]:
     """The verdict line and where the report is, from the run's own records."""
-    from .. import records
+    from ..core import records
     from .glance import verdict_line
 
     base = Path(results_dir) / incident
@@ -85,9 +85,9 @@ def first_error(results_dir, incident: str | None, since: float = STARTED) -> tu
 
 
 def _blocked_preflight(log: Path, since: float) -> tuple[float, str, Path] | None:
-    from .. import records
-    from ..errors import StallcaseError
-    from ..preflight import readable_diff
+    from ..core import records
+    from ..core.errors import StallcaseError
+    from ..preflight.check import readable_diff
 
     try:
         st = log.stat()

@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..diagnose import measures
-from ..incident import Incident
-from ..vocabulary import TABLE_SOURCES, rank_key
+from ..core.incident import Incident
+from ..core.vocabulary import TABLE_SOURCES, rank_key
 from . import fmt, palette
 
 RAW_TRACK_LIMIT = 40_000

@@ -18,9 +18,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...formats.fr_dump import dump_detail, dump_table, parse_dump, versions
-from ...errors import StallcaseError
-from ...incident import source
+from ...core.formats.fr_dump import dump_detail, dump_table, parse_dump, versions
+from ...core.errors import StallcaseError
+from ...core.incident import source
 
 FR_ENV = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
 

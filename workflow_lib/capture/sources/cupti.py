@@ -25,9 +25,9 @@ from operator import attrgetter, itemgetter
 import numpy as np
 import pyarrow as pa
 
-from ... import arrow
+from ...core import arrow
 from ..clock import now_ns
-from ...incident import source
+from ...core.incident import source
 from ..ring import Ring
 
 try:  # the binding object; None when cupti-python is not installed
@@ -40,8 +40,8 @@ CALIBRATION_READS = 7
 MEMCPY_KINDS = {0: "unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
                 8: "DtoD", 9: "HtoH", 10: "PtoP"}
 # Runtime calls that block the calling host thread until the GPU reaches a point: one
-# definition for every stage (workflow_lib/vocabulary.py; cudaFree yes, cudaMalloc no).
-from ...vocabulary import is_sync_call
+# definition for every stage (workflow_lib/core/vocabulary.py; cudaFree yes, cudaMalloc no).
+from ...core.vocabulary import is_sync_call
 # Runtime calls left out of runtime_api: queries that return at once, neither enqueue GPU
 # work nor wait for it. PyTorch issues some per kernel launch (cudaGetLastError after each
 # launch, cudaGetDevice in device guards), doubling the records of a launch-bound loop.

@@ -31,7 +31,7 @@ import weakref
 import numpy as np
 import pyarrow as pa
 
-from ... import arrow
+from ...core import arrow
 from ..clock import now_ns
 from ..ring import Ring, RingCopy
 

@@ -16,9 +16,9 @@ import threading
 import numpy as np
 import pyarrow as pa
 
-from ... import arrow
+from ...core import arrow
 from ..clock import now_ns
-from ...incident import source
+from ...core.incident import source
 from ..ring import Ring
 
 try:  # the binding object; None when nvidia-ml-py is not installed

@@ -15,9 +15,9 @@ import threading
 import numpy as np
 import pyarrow as pa
 
-from ... import arrow
+from ...core import arrow
 from ..clock import now_ns
-from ...incident import source
+from ...core.incident import source
 from ..ring import Ring
 
 _STATES = "RSDZTtXxKWPI"

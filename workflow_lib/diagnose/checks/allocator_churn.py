@@ -1,5 +1,5 @@
 """allocator_churn: the host was inside device-memory allocation or release calls
-(cudaMalloc/cudaFree and their driver/HIP spellings, see workflow_lib/vocabulary.py) and the
+(cudaMalloc/cudaFree and their driver/HIP spellings, see workflow_lib/core/vocabulary.py) and the
 GPU went idle behind them.
 
 Evidence required: host API calls (runtime_api) and GPU activity. cudaFree waits for the

@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from . import components as K
+from ..trials import components as K
 from . import verdict as V
 
 MEASURED_ARMS = ("A", "B", "A'")
@@ -338,7 +338,7 @@ def describe(record: dict) -> str:
 if __name__ == "__main__":
     import sys
 
-    from . import records
+    from ..core import records
 
     for path in sys.argv[1:]:
         print(path)

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 from . import atomic
 # Not to_numpy(), scalars or group_by in the checks: the recorder's writer runs them in the
-# workload's process, where those import pandas (workflow_lib/arrow.py).
+# workload's process, where those import pandas (workflow_lib/core/arrow.py).
 from .arrow import count_negative, values
 from .errors import InputError
 

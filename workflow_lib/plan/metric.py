@@ -27,8 +27,8 @@ from __future__ import annotations
 from pathlib import Path
 from statistics import median
 
-from . import records
-from .errors import RecordError
+from ..core import records
+from ..core.errors import RecordError
 
 SOURCES = ("auto", "recorder_steps", "stdout_regex", "stdout_steps", "process_wall")
 PER = ("step", "item", "token")
@@ -100,8 +100,8 @@ def _work(data: dict, skip: int) -> dict | None:
 
 def _pattern(pattern, what: str, **kw):
     """The user's pattern on the linear-time engine (the workload's output is not ours)."""
-    from .errors import InputError
-    from .patterns import compile_pattern
+    from ..core.errors import InputError
+    from ..core.patterns import compile_pattern
 
     try:
         return compile_pattern(pattern, what, **kw)

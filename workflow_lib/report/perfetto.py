@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import atomic
-from .incident import Incident
+from ..core.incident import Incident
 
 _HOST, _GPU, _DIAG = 0, 100, 999  # pid offsets inside a rank's block of 1000
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from . import bounds, records, safe_io
-from .cas import CAS, hash_file
-from .errors import InputError, MissingArtifact
-from .incident import MANIFEST, check_incident_id, read_incident
+from ..core import bounds, records, safe_io
+from ..core.cas import CAS, hash_file
+from ..core.errors import InputError, MissingArtifact
+from ..core.incident import MANIFEST, check_incident_id, read_incident
 
 DEFAULT_STORE_ROLES = ("source", "input", "patch")
 
@@ -146,8 +146,8 @@ def ingest(incident_path: str | os.PathLike, store_root: str | os.PathLike, out_
 
 def load_tables(snapshot: dict, store_root: str | os.PathLike):
     """The snapshot's tables back from the store (digest-verified) as an Incident-like object."""
-    from . import tables as T
-    from .incident import Incident
+    from ..core import tables as T
+    from ..core.incident import Incident
 
     cas = CAS(store_root)
     loaded = {name: T.read_table(cas.get(e["digest"]), name) for name, e in snapshot["tables"].items()}

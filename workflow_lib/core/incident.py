@@ -2,7 +2,7 @@
 
     <incidents_dir>/<incident_id>/
         manifest.json              schemas/incident_manifest.schema.json
-        tables/<name>.parquet      one per table in workflow_lib.tables.TABLES that was written
+        tables/<name>.parquet      one per table in workflow_lib.core.tables.TABLES that was written
 
 Tables are written first, the manifest last (atomically), so a directory without a
 manifest is an incomplete incident and is never ingested. The manifest records each

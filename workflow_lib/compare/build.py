@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import compare_components, records, stats
+from . import by_component as compare_components, stats
+from ..core import records
 from . import verdict as V
-from .errors import RecordError
+from ..core.errors import RecordError
 
 SCHEMA_VERSION = 2  # 2: components[], change_explained, predictions, sentence
 MEASURED_ARMS = ("A", "B", "A'")

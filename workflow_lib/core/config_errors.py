@@ -19,7 +19,7 @@ import jsonschema
 
 from .errors import StallcaseError
 
-CONFIG_SCHEMA = Path(__file__).resolve().parent.parent / "schemas" / "config.schema.json"
+CONFIG_SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.json"
 
 
 class ConfigError(StallcaseError):

@@ -17,11 +17,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from . import records
-from .cas import CAS, hash_file
-from .errors import MissingArtifact, StallcaseError
+from ..core import records
+from ..core.cas import CAS, hash_file
+from ..core.errors import MissingArtifact, StallcaseError
 from . import candidate as candidate_lib
-from .capture.provenance import allowed_env
+from ..capture.provenance import allowed_env
 from .metric import resolve as resolve_metric
 from .schedule import make_schedule
 

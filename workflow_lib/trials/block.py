@@ -25,9 +25,9 @@ import time
 from pathlib import Path
 from statistics import mean, median
 
-from . import environment, records
-from . import metric as metric_mod
-from .plan import NODE_ENV, materialize_arm, trial_env  # noqa: F401  (NODE_ENV: read by callers)
+from ..core import environment, records
+from ..plan import metric as metric_mod
+from ..plan.build import NODE_ENV, materialize_arm, trial_env  # noqa: F401  (NODE_ENV: read by callers)
 
 EXECUTION_VERSION = 2
 
@@ -102,7 +102,7 @@ def read_metric(design_metric: dict, steps_file: Path, stdout: str, wall_ns: int
 
 def _spans_of(incident_dir: Path):
     """The run's spans table, or None when its incident has none (the components say so)."""
-    from .incident import read_incident
+    from ..core.incident import read_incident
 
     inc = read_incident(incident_dir)
     return inc.table("spans") if inc.observed("host") else None
@@ -112,8 +112,8 @@ def _diagnose_capture(capture_dir: Path, skip_steps: int = 0) -> dict | None:
     """The run's own incident (if the workload snapshotted) and its diagnosis, written beside it,
     with the per-step components the comparison explains the change with (components.py)."""
     from .components import run_components
-    from .diagnose import diagnose_dir
-    from .errors import StallcaseError
+    from ..diagnose import diagnose_dir
+    from ..core.errors import StallcaseError
 
     found = sorted(p.parent for p in capture_dir.glob("*/manifest.json"))
     if not found:
@@ -185,7 +185,7 @@ def _open_log(log_path):
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
         return open(log_path, "a", encoding="utf-8")
     except OSError as exc:
-        from .errors import StallcaseError
+        from ..core.errors import StallcaseError
 
         raise StallcaseError(log_path, f"cannot open the block's log: {exc.strerror or exc}") from None
 
@@ -261,7 +261,7 @@ def run_block_rule(plan_path, preflight_path, block: str, store_root, work_root,
     pre = records.read_record(preflight_path, "preflight")
     plan_digest = records.digest_of(plan)
     if pre["plan_digest"] != plan_digest:
-        from .errors import RecordError
+        from ..core.errors import RecordError
 
         raise RecordError(preflight_path, f"preflight checked plan {pre['plan_digest']}, not this plan {plan_digest}")
     record = run_block(plan, plan_digest, pre, records.digest_of(pre), block, store_root, work_root, log_path=log_path)

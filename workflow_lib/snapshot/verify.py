@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import layout, records
-from .atomic import TMP_PREFIX
-from .cas import ALGO, CAS, hash_file
-from .errors import StallcaseError
-from .incident import MANIFEST, read_incident
+from ..core import layout, records
+from ..core.atomic import TMP_PREFIX
+from ..core.cas import ALGO, CAS, hash_file
+from ..core.errors import StallcaseError
+from ..core.incident import MANIFEST, read_incident
 
 # Logs and trial work dirs (materialized sources, the workload's own outputs) are not
 # records: layout.holds_records says which paths are, for every run's directory too.

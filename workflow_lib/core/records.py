@@ -23,7 +23,7 @@ from jsonschema import Draft202012Validator
 from . import atomic, bounds, json_pretty, safe_io
 from .errors import InputError, RecordError
 
-SCHEMA_DIR = Path(os.environ.get("STALLCASE_SCHEMAS", Path(__file__).resolve().parent.parent / "schemas"))
+SCHEMA_DIR = Path(os.environ.get("STALLCASE_SCHEMAS", Path(__file__).resolve().parents[2] / "schemas"))
 
 
 def canonical_bytes(record: Any) -> bytes:

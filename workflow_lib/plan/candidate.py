@@ -21,8 +21,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .cas import CAS, hash_bytes
-from .errors import StallcaseError
+from ..core.cas import CAS, hash_bytes
+from ..core.errors import StallcaseError
 
 # Same cap as the pinned source tree (capture/provenance.py): a candidate is source, not data.
 TREE_CAP_BYTES = 64 << 20

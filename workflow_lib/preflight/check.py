@@ -20,10 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import atomic, environment, layout, records
-from .plan import trial_env
-from .cas import CAS, hash_file
-from .errors import PreflightBlocked, StallcaseError
+from ..core import atomic, environment, layout, records
+from ..plan.build import trial_env
+from ..core.cas import CAS, hash_file
+from ..core.errors import PreflightBlocked, StallcaseError
 
 REGISTRY = layout.REGISTRY  # results/<incident>/experiments.json
 

@@ -208,7 +208,7 @@ def compare(planned: dict, observed: dict) -> list[dict]:
     return diffs
 
 
-if __name__ == "__main__":  # python -m workflow_lib.environment: print this node's fingerprint
+if __name__ == "__main__":  # python -m workflow_lib.core.environment: print this node's fingerprint
     import json
 
     json.dump(fingerprint(), sys.stdout, indent=2, default=str)

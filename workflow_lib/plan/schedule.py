@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import RecordError
+from ..core.errors import RecordError
 
 ARMS_MEASURED = ("A", "B", "A'")
 

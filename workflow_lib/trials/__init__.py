@@ -1,0 +1,6 @@
+"""Trials stage: one block of interleaved A / B / A' runs on one GPU.
+
+In: the run's plan.json and the block's preflight record. Out: execution/<block>.json
+(schemas/execution.schema.json). Run by rule `trials` (rules/trials.smk) through
+block.run_block_rule; components.py splits one run's time per component.
+"""
