@@ -14,7 +14,7 @@ from workflow_lib.diagnose.spool import StepSpool
 from workflow_lib.core.errors import InputError, RecordError
 from workflow_lib.importers import kineto
 from workflow_lib.core.incident import read_incident, write_incident
-from workflow_lib.incident_stream import read_incident_by_rank
+from workflow_lib.core.incident_stream import read_incident_by_rank
 
 RANKS = (2, 0, 5)  # out of order: the files' order is not the ranks' order
 

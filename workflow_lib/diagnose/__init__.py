@@ -18,7 +18,7 @@ import numpy as np
 
 from ..core import records
 from ..core.incident import MANIFEST, Incident
-from ..incident_stream import RankedIncident, read_incident_by_rank
+from ..core.incident_stream import RankedIncident, read_incident_by_rank
 from . import evidence as evidence_mod
 from . import excess as excess_mod
 from . import measures, next_experiments, timeline

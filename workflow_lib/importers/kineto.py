@@ -27,7 +27,7 @@ from ..core import bounds, vocabulary
 from ..core.errors import InputError, StallcaseError
 from ..core.patterns import compile_pattern
 from ..core.incident import MANIFEST, incident_dir, source
-from ..incident_stream import IncidentWriter
+from ..core.incident_stream import IncidentWriter
 from . import kineto_events as ke
 from .json_stream import read_trace
 

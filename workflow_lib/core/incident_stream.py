@@ -22,12 +22,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .core import tables
-from .core.atomic import atomic_path
-from .core.cas import hash_file
-from .core.errors import InputError, StallcaseError
-from .core.incident import Incident, open_incident, write_manifest
-from .core.vocabulary import rank_key
+from . import tables
+from .atomic import atomic_path
+from .cas import hash_file
+from .errors import InputError, StallcaseError
+from .incident import Incident, open_incident, write_manifest
+from .vocabulary import rank_key
 
 
 class IncidentWriter:
