@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     import shutil
     import tempfile
 
-    from ..diagnose import DiagnoseOptions, diagnose_dir
+    from ..diagnose import DiagnoseOptions, diagnose_to_file
     from ..core.errors import InputError
     from ..report.text import collectives_verdict_lines, slow_step_lines
 
@@ -40,14 +40,14 @@ def run(args: argparse.Namespace) -> int:
     if not traces:
         if len(paths) != 1:
             raise InputError(paths[1], "one incident directory at a time")
-        rec = diagnose_dir(paths[0], options=opts, out_path=out)
+        rec = diagnose_to_file(paths[0], out, options=opts)
     else:
         from ..importers.kineto import import_kineto
 
         tmp = Path(tempfile.mkdtemp(prefix="stallcase-diagnose-"))
         try:
             inc = import_kineto(traces, incident_id="trace", incidents_dir=tmp, step_pattern=args.step_pattern)
-            rec = diagnose_dir(inc, options=DiagnoseOptions.from_settings(None, args.wait_span), out_path=out)
+            rec = diagnose_to_file(inc, out, options=DiagnoseOptions.from_settings(None, args.wait_span))
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     s = rec["summary"]

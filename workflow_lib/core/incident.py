@@ -88,6 +88,11 @@ def write_incident(
         rel = f"tables/{name}.parquet"
         tables.write_table(path / rel, name, table)
         entries[name] = {"path": rel, "rows": table.num_rows, "digest": hash_file(path / rel)}
+    return write_manifest(path, manifest, entries)
+
+
+def write_manifest(path: Path, manifest: dict, entries: dict[str, dict]) -> Path:
+    """The manifest last, once every table named in `entries` (path, rows, digest) is on disk."""
     full = dict(manifest)
     full["tables"] = entries
     full.setdefault("schema_version", MANIFEST_VERSION)
@@ -119,6 +124,19 @@ def _safe_member(root: Path, rel: str, where: Path, what: str = "table path") ->
 def read_incident(path: str | os.PathLike, *, verify: bool = True) -> Incident:
     """Read and verify an incident directory: manifest schema, table digests, table schemas."""
     path = Path(path)
+    manifest, paths = open_incident(path, verify=verify)
+    loaded: dict[str, pa.Table] = {}
+    for name, tpath in paths.items():
+        table = tables.read_table(tpath, name)
+        if table.num_rows != manifest["tables"][name]["rows"]:
+            raise InputError(tpath, f"manifest says {manifest['tables'][name]['rows']} rows, file has {table.num_rows}")
+        loaded[name] = table
+    return Incident(path=path, manifest=manifest, tables=loaded)
+
+
+def open_incident(path: Path, *, verify: bool = True) -> tuple[dict, dict[str, Path]]:
+    """Every check of read_incident short of reading the tables' rows: (manifest, table name ->
+    file). Digests, footers and the size cap are checked here; rows when they are read."""
     mpath = path / MANIFEST
     if not path.is_dir():
         raise InputError(path, "incident directory not found")
@@ -131,7 +149,6 @@ def read_incident(path: str | os.PathLike, *, verify: bool = True) -> Incident:
     if manifest.get("window"):
         w = manifest["window"]
         bounds.window(w.get("start_ns", 0), w.get("end_ns", w.get("start_ns", 0)), "window", mpath)
-    loaded: dict[str, pa.Table] = {}
     seen_paths: dict[str, str] = {}
     for name, entry in manifest["tables"].items():  # before any is read: one file is one table
         if name not in tables.TABLES:
@@ -141,6 +158,7 @@ def read_incident(path: str | os.PathLike, *, verify: bool = True) -> Incident:
             raise InputError(mpath, f"tables '{seen_paths[key]}' and '{name}' name the same file {entry['path']!r}")
         seen_paths[key] = name
     total_bytes = 0
+    paths: dict[str, Path] = {}
     for name, entry in manifest["tables"].items():
         if name not in tables.TABLES:
             raise InputError(mpath, f"manifest names unknown table '{name}'")
@@ -155,8 +173,5 @@ def read_incident(path: str | os.PathLike, *, verify: bool = True) -> Incident:
         total_bytes += tables.footer_bytes(tpath, name)
         if total_bytes > bounds.MAX_INCIDENT_TABLE_BYTES:
             raise InputError(tpath, f"the incident's tables expand to more than {bounds.MAX_INCIDENT_TABLE_BYTES} bytes together")
-        table = tables.read_table(tpath, name)
-        if table.num_rows != entry["rows"]:
-            raise InputError(tpath, f"manifest says {entry['rows']} rows, file has {table.num_rows}")
-        loaded[name] = table
-    return Incident(path=path, manifest=manifest, tables=loaded)
+        paths[name] = tpath
+    return manifest, paths

@@ -20,9 +20,57 @@ _ONE_LINE = json.JSONEncoder(sort_keys=True, ensure_ascii=False, allow_nan=False
 _SCALAR = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
 
 
+# Elements of a long array encoded per piece: a writer streams pieces of this many elements,
+# so a 1M-step record is never one string in memory (issue 26).
+BATCH = 1024
+_CANON = json.JSONEncoder(sort_keys=True, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+class Encoded:
+    """A long array (more than LONG_ARRAY elements) whose elements are already encoded, kept
+    outside memory by whoever made it: `pretty()` yields each element as _ONE_LINE encodes it,
+    `canonical()` as records.canonical_bytes does (both as str, one per element, in order).
+    Laid out by chunks/canonical_chunks exactly as the list itself would be (issue 26: a
+    diagnosis' steps go to disk rank by rank and are never a list of dicts)."""
+
+    def __init__(self, n: int, pretty, canonical):
+        if n <= LONG_ARRAY:
+            raise ValueError(f"Encoded holds long arrays only (> {LONG_ARRAY} elements), not {n}")
+        self.n, self.pretty, self.canonical = n, pretty, canonical
+
+
 def dumps(value: Any) -> str:
     """`value` as pretty JSON text (no trailing newline)."""
     return "".join(_chunks(value, 0))
+
+
+def chunks(value: Any) -> Iterator[str]:
+    """dumps(value) in pieces (their concatenation is dumps(value)), for writing as they come."""
+    return _chunks(value, 0)
+
+
+def canonical_chunks(value: Any) -> Iterator[str]:
+    """records.canonical_bytes(value) as text in pieces: the same characters as
+    json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False), for hashing a
+    record without holding its canonical text whole."""
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        yield "{"
+        for i, key in enumerate(sorted(value)):
+            yield ("," if i else "") + _CANON.encode(key) + ":"
+            yield from canonical_chunks(value[key])
+        yield "}"
+    elif isinstance(value, Encoded):
+        yield "["
+        for i, text in enumerate(value.canonical()):
+            yield ("," if i else "") + text
+        yield "]"
+    elif isinstance(value, (list, tuple)) and len(value) > LONG_ARRAY:
+        yield "["
+        for lo in range(0, len(value), BATCH):
+            yield ("," if lo else "") + ",".join(map(_CANON.encode, value[lo:lo + BATCH]))
+        yield "]"
+    else:
+        yield _CANON.encode(value)
 
 
 def _chunks(value: Any, level: int) -> Iterator[str]:
@@ -38,6 +86,12 @@ def _chunks(value: Any, level: int) -> Iterator[str]:
             first = False
             yield from _chunks(value[key], level + 1)
         yield "\n" + "  " * level + "}"
+    elif isinstance(value, Encoded):
+        inner = "\n" + "  " * (level + 1)
+        yield "["
+        for i, line in enumerate(value.pretty()):
+            yield ("," if i else "") + inner + line
+        yield "\n" + "  " * level + "]"
     elif isinstance(value, (list, tuple)):
         if not value:
             yield "[]"
@@ -45,7 +99,8 @@ def _chunks(value: Any, level: int) -> Iterator[str]:
         inner = "\n" + "  " * (level + 1)
         yield "["
         if len(value) > LONG_ARRAY:
-            yield inner + ("," + inner).join(map(_ONE_LINE.encode, value))
+            for lo in range(0, len(value), BATCH):
+                yield ("," if lo else "") + inner + ("," + inner).join(map(_ONE_LINE.encode, value[lo:lo + BATCH]))
         else:
             for i, item in enumerate(value):
                 yield inner if i == 0 else "," + inner

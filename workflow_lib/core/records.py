@@ -80,10 +80,14 @@ def _sampled(kind: str, record: Any) -> tuple[Any, list[int] | None]:
     items = record.get(key) if key and isinstance(record, dict) else None
     if not isinstance(items, list) or len(items) <= SAMPLE_ABOVE:
         return record, None
-    n = len(items)
-    step = max(1, (n - 2 * SAMPLE_EDGE) // SAMPLE_SPREAD)
-    idx = sorted(set(range(SAMPLE_EDGE)) | set(range(n - SAMPLE_EDGE, n)) | set(range(SAMPLE_EDGE, n - SAMPLE_EDGE, step)))
+    idx = sample_index(len(items))
     return dict(record, **{key: [items[i] for i in idx]}), idx
+
+
+def sample_index(n: int) -> list[int]:
+    """The items of an n-item array (n > SAMPLE_ABOVE) validated against the full schema."""
+    step = max(1, (n - 2 * SAMPLE_EDGE) // SAMPLE_SPREAD)
+    return sorted(set(range(SAMPLE_EDGE)) | set(range(n - SAMPLE_EDGE, n)) | set(range(SAMPLE_EDGE, n - SAMPLE_EDGE, step)))
 
 
 def _shape_error(kind: str, record: dict, idx: list[int]) -> str | None:
@@ -96,16 +100,21 @@ def _shape_error(kind: str, record: dict, idx: list[int]) -> str | None:
     return None
 
 
-def validate(record: Any, kind: str, *, where: str | os.PathLike | None = None) -> None:
+def validate(record: Any, kind: str, *, where: str | os.PathLike | None = None, positions: list[int] | None = None) -> None:
     """Raise RecordError (one line: where, JSON path, problem) if `record` violates schema `kind`.
     Arrays named in SAMPLED_ARRAYS with more than SAMPLE_ABOVE items are checked on a sample
-    plus a shape check of every item (see there)."""
-    checked, idx = _sampled(kind, record)
+    plus a shape check of every item (see there). `positions`: the record already holds only
+    the sample, these are its items' places in the whole array (the caller checks shapes)."""
+    if positions is not None:
+        checked, idx = record, None
+    else:
+        checked, idx = _sampled(kind, record)
+    idx_map = positions if positions is not None else idx
     err = _first_error(kind, checked)
     if err is not None:
         path = list(err.absolute_path)
-        if idx is not None and len(path) > 1 and path[0] == SAMPLED_ARRAYS[kind] and isinstance(path[1], int):
-            path[1] = idx[path[1]]  # name the item's place in the real record
+        if idx_map is not None and len(path) > 1 and path[0] == SAMPLED_ARRAYS[kind] and isinstance(path[1], int):
+            path[1] = idx_map[path[1]]  # name the item's place in the real record
         loc = "/".join(str(p) for p in path) or "(root)"
         msg = err.message if len(err.message) < 300 else err.message[:300] + "..."
         raise RecordError(where or f"<{kind} record>", f"violates {kind} schema at {loc}: {msg}")
@@ -133,14 +142,27 @@ def write_record(path: str | os.PathLike, record: dict, kind: str) -> str:
     """
     _check_finite(record, path)
     validate(record, kind, where=path)
+    return write_validated(path, record)
+
+
+def write_validated(path: str | os.PathLike, record: dict) -> str:
+    """write_record's write, for a record its caller validated (a json_pretty.Encoded array
+    inside is checked item by item where it was encoded). Returns its digest."""
+    # Hashed and written in pieces (json_pretty): a record of a million steps is never one
+    # string or one bytes object in memory. Hashed first, so bad text writes nothing.
+    h = blake3.blake3()
     try:
-        data = canonical_bytes(record)
+        for piece in json_pretty.canonical_chunks(record):
+            h.update(piece.encode("utf-8"))
     except UnicodeEncodeError as exc:
         raise RecordError(path, f"record holds text that is not valid Unicode ({exc.reason}: {exc.object[exc.start:exc.end]!r})") from None
     # Pretty on disk for people reading the artifact tree; the digest is over canonical bytes.
-    pretty = json_pretty.dumps(record) + "\n"
-    atomic.write_text(path, pretty)
-    return blake3.blake3(data).hexdigest()
+    with atomic.atomic_path(path) as tmp:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+            for piece in json_pretty.chunks(record):
+                fh.write(piece)
+            fh.write("\n")
+    return h.hexdigest()
 
 
 def parse_record(data: bytes, kind: str, where: str | os.PathLike) -> dict:

@@ -3,6 +3,7 @@ time) and checks that attribute a delay only with the evidence the attribution n
 
     diagnose(incident, incident_id=..., snapshot_digest=..., options=DiagnoseOptions()) -> record
     diagnose_dir(incident_dir, options=...) -> record  (snapshot_digest = blake3 of manifest.json)
+    diagnose_to_file(incident_dir, out_path) -> record less steps (memory of one rank; spool.py)
 
 The record validates against schemas/diagnosis.schema.json.
 """
@@ -16,7 +17,8 @@ import blake3
 import numpy as np
 
 from ..core import records
-from ..core.incident import MANIFEST, Incident, read_incident
+from ..core.incident import MANIFEST, Incident
+from ..core.incident_stream import RankedIncident, read_incident_by_rank
 from . import evidence as evidence_mod
 from . import excess as excess_mod
 from . import job as job_mod
@@ -26,7 +28,7 @@ from .checks.base import CheckInput, make_base
 from .steps import step_table
 from .types import DIAGNOSIS_VERSION, DiagnoseOptions, Finding, Intervals, StepWindow
 
-__all__ = ["diagnose", "diagnose_dir", "DiagnoseOptions", "NAMES"]
+__all__ = ["diagnose", "diagnose_dir", "diagnose_to_file", "DiagnoseOptions", "NAMES"]
 
 
 def _step_measures(ev, starts, ends, src) -> dict[str, np.ndarray]:
@@ -58,9 +60,10 @@ def _window_record(ev, lo: int, hi: int, src, origin: int, opts: DiagnoseOptions
 
 
 def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, options: DiagnoseOptions | None = None,
-             validate: bool = True, collectives: dict | None = None) -> dict:
+             validate: bool = True, collectives: dict | None = None, spool=None) -> dict:
     """Diagnose every step of every rank; returns a diagnosis record (validated unless the
-    caller writes it with records.write_record, which validates anyway)."""
+    caller writes it with records.write_record, which validates anyway). With a
+    spool.StepSpool, each rank's steps go there as the rank is done (write with spool.write_spooled)."""
     opts = options or DiagnoseOptions()
     from . import dump_only as coll_diagnosis
 
@@ -78,7 +81,10 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
     coll = _collective_findings(incident, collectives) or job_mod.collective_span_findings(incident, origin)
     for rk in np.unique(rank_keys):  # ranks are few
         sel = np.flatnonzero(rank_keys == rk)
-        ev = evidence_mod.build(incident, int(rk), origin, wait_re)
+        # A RankedIncident reads one rank's rows here and lets them go after the rank is done.
+        rank_inc = incident.for_rank(int(rk)) if isinstance(incident, RankedIncident) else incident
+        ev = evidence_mod.build(rank_inc, int(rk), origin, wait_re)
+        del rank_inc
         starts = steps["start_ns"].to_numpy()[sel] - origin
         ends = steps["end_ns"].to_numpy()[sel] - origin
         ids = steps["step_id"].to_numpy()[sel]
@@ -92,18 +98,32 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
             rank_recs.append(_step_record(sw, ev, src, opts, m, i, origin, coll.get((ev.rank, int(ids[i]))), cold[i]))
         ref = excess_mod.attach(rank_recs, opts)
         slow.extend(_slow_with_growth(rank_recs, ref, ev, starts, ends, opts))
-        step_records.extend(rank_recs)
-    record = diagnosis_record(incident, incident_id, snapshot_digest, opts, step_records, windows, slow, coll)
-    if validate:
+        if spool is None:
+            step_records.extend(rank_recs)
+        else:
+            spool.add(rank_recs)
+        del ev, m, rank_recs  # before the next rank's evidence is built
+    record = diagnosis_record(incident, incident_id, snapshot_digest, opts, step_records, windows, slow, coll, spool)
+    if validate and spool is None:
         records.validate(record, "diagnosis")
+    elif validate:
+        spool.validate(record)  # its steps are on disk: the same sample, read back
     return record
 
 
 def diagnosis_record(incident: Incident, incident_id: str, snapshot_digest: str, opts: DiagnoseOptions,
-                     steps: list[dict], windows: list[dict], slow: list[dict] | None, coll: dict | None = None) -> dict:
-    """The diagnosis record around its steps: the one shape of it, also for dump-only incidents."""
-    summary = _summary(steps, windows, slow)
-    job = job_mod.summary(incident, steps, opts.wait_regex(), coll)
+                     steps: list[dict], windows: list[dict], slow: list[dict] | None, coll: dict | None = None,
+                     spool=None) -> dict:
+    """The diagnosis record around its steps: the one shape of it, also for dump-only incidents
+    (with a spool: the steps and their sums come from it)."""
+    if spool is None:
+        summary = _summary(steps, windows, slow)
+        job = job_mod.summary(incident, steps, opts.wait_regex(), coll)
+        experiments = next_experiments.rank(steps)
+    else:
+        summary = _summary_of(spool.totals, windows, slow)
+        job = job_mod.summary_of(incident, spool.job, opts.wait_regex(), coll)
+        experiments = next_experiments.ranked(spool.experiments)
     if job is not None:
         summary["job"] = job
     return {
@@ -115,9 +135,9 @@ def diagnosis_record(incident: Incident, incident_id: str, snapshot_digest: str,
         "sources": {name: {"status": s.get("status"), "reason": s.get("reason")}
                     for name, s in sorted(incident.manifest.get("sources", {}).items())},
         "checks": list(NAMES),
-        "steps": steps,
+        "steps": steps if spool is None else spool.steps(),
         "summary": summary,
-        "next_experiments": job_mod.experiments(job, next_experiments.rank(steps)),
+        "next_experiments": job_mod.experiments(job, experiments),
     }
 
 
@@ -206,23 +226,41 @@ def _slow_with_growth(recs: list[dict], ref: dict, ev, starts, ends, opts) -> li
 
 
 def _summary(steps: list[dict], windows: list[dict], slow: list[dict] | None = None) -> dict:
-    by_check: dict[str, dict] = {n: {"attributed_steps": 0, "unresolved_steps": 0, "not_applicable_steps": 0, "explains_ns": 0}
-                                 for n in NAMES}
+    return _summary_of(step_totals(steps), windows, slow)
+
+
+def step_totals(steps: list[dict], into: dict | None = None) -> dict:
+    """What the summary adds up over steps, added to `into` (rank by rank = all at once)."""
+    t = into if into is not None else {
+        "steps": 0, "wall_ns": 0, "explained_ns": 0, "unexplained_ns": 0,
+        "by_check": {n: {"attributed_steps": 0, "unresolved_steps": 0, "not_applicable_steps": 0, "explains_ns": 0}
+                     for n in NAMES},
+        "warm_up": None}
+    t["warm_up"] = warmup.totals(steps, t["warm_up"])
+    by_check = t["by_check"]
     for st in steps:
         for f in st["findings"]:
             b = by_check[f["check"]]
             b[f"{f['verdict']}_steps"] += 1
             b["explains_ns"] += f["explains_ns"]
+    t["steps"] += len(steps)
+    t["wall_ns"] += sum(s["wall_ns"] for s in steps)
+    t["explained_ns"] += sum(s["explained_ns"] for s in steps)
+    t["unexplained_ns"] += sum(s["unexplained_ns"] for s in steps)
+    return t
+
+
+def _summary_of(totals: dict, windows: list[dict], slow: list[dict] | None = None) -> dict:
     out = {
-        "steps": len(steps),
-        "wall_ns": sum(s["wall_ns"] for s in steps),
-        "explained_ns": sum(s["explained_ns"] for s in steps),
-        "unexplained_ns": sum(s["unexplained_ns"] for s in steps),
-        "by_check": by_check,
+        "steps": totals["steps"],
+        "wall_ns": totals["wall_ns"],
+        "explained_ns": totals["explained_ns"],
+        "unexplained_ns": totals["unexplained_ns"],
+        "by_check": totals["by_check"],
         "windows": windows,
         "slow_steps": sorted(slow or [], key=lambda s: -s["excess_ns"])[:excess_mod.MAX_SLOW_LISTED],
     }
-    warm = warmup.summary(steps)
+    warm = warmup.summary_of(totals["warm_up"])
     if warm is not None:
         out["warm_up"] = warm
     return out
@@ -236,12 +274,30 @@ def manifest_digest(incident_dir: str | os.PathLike) -> str:
 def diagnose_dir(incident_dir: str | os.PathLike, *, options: DiagnoseOptions | None = None,
                  out_path: str | os.PathLike | None = None) -> dict:
     """Read an incident directory, diagnose it, and (if out_path) write the record atomically."""
-    inc = read_incident(incident_dir)
+    inc = read_incident_by_rank(incident_dir)  # rank by rank: memory follows one rank's rows
     record = diagnose(inc, incident_id=inc.manifest["incident_id"], snapshot_digest=manifest_digest(incident_dir), options=options,
                       validate=out_path is None)
     if out_path is not None:
         records.write_record(out_path, record, "diagnosis")
     return record
+
+
+def diagnose_to_file(incident_dir: str | os.PathLike, out_path: str | os.PathLike, *,
+                     options: DiagnoseOptions | None = None) -> dict:
+    """diagnose_dir(out_path=...) in memory bounded by one rank: the tables are read rank by
+    rank and the steps go to disk as each rank is done (spool.py). The file is the same;
+    returns the record less its `steps` (they are in the file)."""
+    from .spool import StepSpool, write_spooled
+
+    inc = read_incident_by_rank(incident_dir)
+    with StepSpool(out_path) as spool:
+        record = diagnose(inc, incident_id=inc.manifest["incident_id"], snapshot_digest=manifest_digest(incident_dir),
+                          options=options, validate=False, spool=spool)
+        if isinstance(record["steps"], list):  # dump-only, or few steps: a plain record
+            records.write_record(out_path, record, "diagnosis")
+        else:
+            write_spooled(out_path, record, spool)
+    return {k: v for k, v in record.items() if k != "steps"}
 
 
 def diagnose_snapshot_file(snapshot_path: str | os.PathLike, store_root: str | os.PathLike, out_path: str | os.PathLike,

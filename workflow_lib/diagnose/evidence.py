@@ -188,7 +188,8 @@ def _table_for_rank(t: pa.Table, rk: int) -> pa.Table:
 def sources_of(inc: Incident) -> Sources:
     producer = str(inc.manifest.get("producer", ""))
     steps_ranks = set(rank_key(inc.table("steps")["rank"]).tolist())
-    k_ranks = set(rank_key(inc.table("kernels")["rank"]).tolist())
+    # An incident read rank by rank lists a table's ranks without reading its rows.
+    k_ranks = set((inc.ranks("kernels") if hasattr(inc, "ranks") else rank_key(inc.table("kernels")["rank"])).tolist())
 
     def seen(name: str) -> bool:
         src = inc.manifest["sources"].get(name)

@@ -117,42 +117,62 @@ def _late_rank(step_id: int, ranks: list[int], coll: dict) -> int | None:
     return max(sorted(weight), key=weight.get) if weight else None
 
 
+def rank_digest(step_records: list[dict]) -> dict | None:
+    """What the job summary needs from one rank's step records (None for steps without a rank):
+    its steps' walls, its attributed time per check, and the span names behind its own top
+    cause. Small next to the records: the summary can be made while they go to disk (spool.py)."""
+    recs = [r for r in step_records if r.get("rank") is not None]  # validated after: spool.validate
+    if not recs:
+        return None
+    by = {r["step_id"]: r for r in recs}  # the last record of a step id, as summary reads them
+    totals: dict[str, int] = {}
+    for rec in by.values():
+        for f in rec["findings"]:
+            if f["verdict"] == "attributed" and f["explains_ns"]:
+                totals[f["check"]] = totals.get(f["check"], 0) + int(f["explains_ns"])
+    own = {k: v for k, v in totals.items() if k != "collective_wait"}  # a rank's own cause: not its wait for others
+    top = max(sorted(own), key=own.get) if own else None
+    names: dict[str, int] = {}
+    for rec in by.values():
+        for f in rec["findings"]:
+            if f["check"] == top and f["verdict"] == "attributed":
+                for name, ns in (f["evidence"].get("spans") or {}).items():  # name -> ns (checks/base.top_names)
+                    names[name] = names.get(name, 0) + int(ns)
+    return {"rank": recs[0]["rank"], "walls": {s: int(r["wall_ns"]) for s, r in by.items()},
+            "cause": {"check": top, "explains_ns": totals.get(top, 0) if top else 0},
+            "spans": [n for n, _ in sorted(names.items(), key=lambda kv: -kv[1])[:MAX_LINKED_SPANS]],
+            "wait_ns": totals.get("collective_wait", 0)}
+
+
 def summary(incident: Incident, step_records: list[dict], wait_regex, coll: dict | None = None) -> dict | None:
-    """The diagnosis's `summary.job` (None for a single-rank incident). In a synchronous job
-    every rank's step lasts as long as the slowest's, so a step's slowest rank is the one the
-    others waited for inside its collectives (`coll`); without collectives, the longest step."""
-    ranks = sorted({r["rank"] for r in step_records if r["rank"] is not None})
+    """The diagnosis's `summary.job` (None for a single-rank incident)."""
+    by_rank: dict[int, list[dict]] = {}
+    for r in step_records:
+        if r["rank"] is not None:
+            by_rank.setdefault(r["rank"], []).append(r)
+    return summary_of(incident, [rank_digest(recs) for recs in by_rank.values()], wait_regex, coll)
+
+
+def summary_of(incident: Incident, digests: list[dict | None], wait_regex, coll: dict | None = None) -> dict | None:
+    """`summary.job` from each rank's rank_digest. In a synchronous job every rank's step lasts
+    as long as the slowest's, so a step's slowest rank is the one the others waited for inside
+    its collectives (`coll`); without collectives, the longest step."""
+    # One digest per rank: diagnose's rank keys are the ranks (vocabulary.rank_key).
+    dig = {d["rank"]: d for d in digests if d is not None}
+    ranks = sorted(dig)
     if len(ranks) < 2:
         return None
     role = roles(incident)
-    by = {(r["rank"], r["step_id"]): r for r in step_records if r["rank"] is not None}
-    common = set.intersection(*[{s for (rk, s) in by if rk == r} for r in ranks])
+    common = set.intersection(*[set(dig[r]["walls"]) for r in ranks])
     slowest_count = {r: 0 for r in ranks}
     for s in common:
         late = _late_rank(s, ranks, coll or {})
-        slowest_count[late if late is not None else max(ranks, key=lambda r: (by[(r, s)]["wall_ns"], -r))] += 1
-    cause, waits = {}, {}
-    for r in ranks:
-        totals: dict[str, int] = {}
-        for (rk, s), rec in by.items():
-            if rk != r:
-                continue
-            for f in rec["findings"]:
-                if f["verdict"] == "attributed" and f["explains_ns"]:
-                    totals[f["check"]] = totals.get(f["check"], 0) + int(f["explains_ns"])
-        own = {k: v for k, v in totals.items() if k != "collective_wait"}  # a rank's own cause: not its wait for others
-        top = max(sorted(own), key=own.get) if own else None
-        cause[r] = {"check": top, "explains_ns": totals.get(top, 0) if top else 0}
-        waits[r] = totals.get("collective_wait", 0)
+        slowest_count[late if late is not None else max(ranks, key=lambda r: (dig[r]["walls"][s], -r))] += 1
+    cause = {r: dict(dig[r]["cause"]) for r in ranks}
+    waits = {r: dig[r]["wait_ns"] for r in ranks}
     slowest = max(ranks, key=lambda r: (slowest_count[r], -r)) if common else None
     if slowest is not None:
-        spans = [f["evidence"].get("spans") for (rk, s), rec in by.items() if rk == slowest
-                 for f in rec["findings"] if f["check"] == cause[slowest]["check"] and f["verdict"] == "attributed"]
-        names: dict[str, int] = {}
-        for d in spans:  # evidence "spans": name -> ns (checks/base.top_names)
-            for name, ns in (d or {}).items():
-                names[name] = names.get(name, 0) + int(ns)
-        cause[slowest]["spans"] = [n for n, _ in sorted(names.items(), key=lambda kv: -kv[1])[:MAX_LINKED_SPANS]]
+        cause[slowest]["spans"] = list(dig[slowest]["spans"])
     waited = sorted(r for r in ranks if r != slowest and waits[r] > 0)
     return {"ranks": ranks, "roles": {str(r): v for r, v in sorted(role.items())},
             "common_steps": len(common), "slowest_rank_steps": {str(r): n for r, n in slowest_count.items()},

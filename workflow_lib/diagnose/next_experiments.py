@@ -62,29 +62,41 @@ def _transfer_change(kinds: dict[str, int]) -> str:
 
 
 def rank(steps: list[dict]) -> list[dict]:
-    steady = steady_steps(steps)
-    totals: dict[str, dict] = {}
-    kinds: dict[str, int] = {}
-    for st in steady:
+    return ranked(totals(steps))
+
+
+def totals(steps: list[dict], into: dict | None = None) -> dict:
+    """What the ranking needs from the steady-state steps, added to `into`: attributed time and
+    steps per check with a candidate, transfer time by kind, and the number of steady steps (steps
+    of one rank at a time give what all of them at once give)."""
+    acc = {"checks": {}, "kinds": {}, "steady": 0} if into is None else into
+    checks, kinds = acc["checks"], acc["kinds"]
+    for st in steady_steps(steps):
+        acc["steady"] += 1
         for f in st["findings"]:
             if f["verdict"] != "attributed" or f["check"] not in CANDIDATES or f["explains_ns"] <= 0:
                 continue
-            t = totals.setdefault(f["check"], {"ns": 0, "steps": 0})
+            t = checks.setdefault(f["check"], {"ns": 0, "steps": 0})
             t["ns"] += f["explains_ns"]
             t["steps"] += 1
             if f["check"] == "transfer_stall":
                 for k, b in f["evidence"].get("by_kind", {}).items():
                     kinds[k] = kinds.get(k, 0) + int(b.get("critical_ns", 0))
-    ordered = sorted(totals.items(), key=lambda kv: (-kv[1]["ns"], kv[0]))
+    return acc
+
+
+def ranked(acc: dict) -> list[dict]:
+    """The ranked next experiments from `totals`."""
+    ordered = sorted(acc["checks"].items(), key=lambda kv: (-kv[1]["ns"], kv[0]))
     out = []
     for i, (check, t) in enumerate(ordered, 1):
         change, risk, why = CANDIDATES[check]
         if check == "transfer_stall":
-            change = _transfer_change(kinds)
+            change = _transfer_change(acc["kinds"])
         out.append({
             "rank": i, "check": check, "candidate_change": change,
             "recoverable_upper_bound_ns": int(t["ns"]), "steps": t["steps"],
-            "per_step_upper_bound_ns": int(t["ns"] // max(len(steady), 1)),
+            "per_step_upper_bound_ns": int(t["ns"] // max(acc["steady"], 1)),
             "risk": risk, "risk_note": why,
         })
     return out

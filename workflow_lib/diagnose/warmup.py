@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+MAX_IDS_LISTED = 16  # summary.warm_up.step_ids: the first ones, not all
+
 
 def cold_steps(wall_ns: np.ndarray, opts) -> list[dict | None]:
     """Per step (time order): {position, typical_ns, basis} for a warm-up step, else None."""
@@ -33,10 +35,27 @@ def cold_steps(wall_ns: np.ndarray, opts) -> list[dict | None]:
 
 def summary(steps: list[dict]) -> dict | None:
     """summary.warm_up: the warm-up cost, reported once ("warm-up: 1.6 s, once per process")."""
-    warm = [(s, f) for s in steps for f in s["findings"] if f["check"] == "warm_up" and f["verdict"] == "attributed"]
-    if not warm:
+    return summary_of(totals(steps))
+
+
+def totals(steps: list[dict], into: dict | None = None) -> dict:
+    """What summary adds up over the warm-up steps, added to `into` (steps of one rank at a
+    time, in record order, give what all of them at once give)."""
+    acc = {"steps": 0, "step_ids": [], "wall_ns": 0, "over_typical_ns": 0} if into is None else into
+    for s in steps:
+        for f in s["findings"]:
+            if f["check"] == "warm_up" and f["verdict"] == "attributed":
+                acc["steps"] += 1
+                if len(acc["step_ids"]) < MAX_IDS_LISTED:
+                    acc["step_ids"].append(s["step_id"])
+                acc["wall_ns"] += s["wall_ns"]
+                acc["over_typical_ns"] += max(s["wall_ns"] - (f["evidence"].get("typical_ns") or 0), 0)
+    return acc
+
+
+def summary_of(acc: dict) -> dict | None:
+    """summary.warm_up from `totals` (None without warm-up steps)."""
+    if not acc["steps"]:
         return None
-    wall = sum(s["wall_ns"] for s, _ in warm)
-    over = sum(max(s["wall_ns"] - (f["evidence"].get("typical_ns") or 0), 0) for s, f in warm)
-    return {"steps": len(warm), "step_ids": [s["step_id"] for s, _ in warm][:16], "wall_ns": int(wall),
-            "over_typical_ns": int(over), "once_per_process": True}
+    return {"steps": acc["steps"], "step_ids": list(acc["step_ids"]), "wall_ns": int(acc["wall_ns"]),
+            "over_typical_ns": int(acc["over_typical_ns"]), "once_per_process": True}

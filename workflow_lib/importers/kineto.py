@@ -26,7 +26,8 @@ import blake3
 from ..core import bounds, vocabulary
 from ..core.errors import InputError, StallcaseError
 from ..core.patterns import compile_pattern
-from ..core.incident import MANIFEST, incident_dir, source, write_incident
+from ..core.incident import MANIFEST, incident_dir, source
+from ..core.incident_stream import IncidentWriter
 from . import origin
 from . import kineto_events as ke
 from .json_stream import read_trace
@@ -335,30 +336,35 @@ def import_kineto(files, *, incident_id: str, incidents_dir: str | os.PathLike =
     step_rx = compile_pattern(step_pattern or DEFAULT_STEP_PATTERN, "--step-pattern")
     if step_rx.groups != 1:
         raise InputError("--step-pattern", "the regex needs exactly one group capturing the step id")
-    parts: dict[str, list[pa.Table]] = {}
     ranks, unix_known, artifacts, bases = [], True, [], set()
-    for i, path in enumerate(files):
-        pieces, meta = _read_one(path)
-        rank = _rank_of(meta, i, path)
-        if rank in ranks:
-            raise InputError(path, f"rank {rank} appears in more than one trace file")
-        ranks.append(rank)
-        base, shift, known = _base(meta, pieces, path)
-        unix_known &= known
-        done = _finish(pieces, rank, base, shift, step_rx, path)
-        bases.add(done.pop("_basis"))
-        for name, t in done.items():  # checked here, an error names this trace and its field
-            parts.setdefault(name, []).append(origin.checked(name, t, path, origin.KINETO_FIELDS))
-        artifacts.append({"role": "input", "path": str(path.resolve()), "relpath": None,
-                          "digest": _hash_streaming(path), "size": path.stat().st_size})
-        del pieces
-    data = {name: pa.concat_tables(ts, promote_options="permissive") for name, ts in parts.items()}
-    if data["steps"].num_rows == 0:
-        raise InputError(files[0], f"no step spans match {step_rx.pattern!r}: profile with schedule/step() or pass --step-pattern")
-    write_incident(out_dir, _manifest(incident_id, data, ranks, unix_known, artifacts, step_rx.pattern, sorted(bases)), data)
-    del data, parts
-    pa.default_memory_pool().release_unused()  # hand parse buffers back before the caller goes on
+    # Rank by rank: each rank's tables go to disk as it finishes, so memory holds one rank's
+    # columns whatever the number of ranks (incident_stream.IncidentWriter).
+    with IncidentWriter(out_dir, _TABLES) as w:
+        for i, path in enumerate(files):
+            pieces, meta = _read_one(path)
+            rank = _rank_of(meta, i, path)
+            if rank in ranks:
+                raise InputError(path, f"rank {rank} appears in more than one trace file")
+            ranks.append(rank)
+            base, shift, known = _base(meta, pieces, path)
+            unix_known &= known
+            done = _finish(pieces, rank, base, shift, step_rx, path)
+            del pieces
+            bases.add(done.pop("_basis"))
+            for name in _TABLES:  # checked here, an error names this trace and its field
+                w.add(name, origin.checked(name, done.pop(name), path, origin.KINETO_FIELDS))
+            del done
+            pa.default_memory_pool().release_unused()  # hand this rank's parse buffers back before the next
+            artifacts.append({"role": "input", "path": str(path.resolve()), "relpath": None,
+                              "digest": _hash_streaming(path), "size": path.stat().st_size})
+        if w.rows["steps"] == 0:
+            raise InputError(files[0], f"no step spans match {step_rx.pattern!r}: profile with schedule/step() or pass --step-pattern")
+        w.finish(_manifest(incident_id, w.rows, w.window(), ranks, unix_known, artifacts, step_rx.pattern, sorted(bases)))
     return out_dir
+
+
+# The tables a Kineto import writes, in the order write_incident wrote them.
+_TABLES = ("kernels", "memcpy", "runtime_api", "spans", "steps")
 
 
 _BASIS = {"pattern": "step spans matched by the step pattern",
@@ -366,24 +372,22 @@ _BASIS = {"pattern": "step spans matched by the step pattern",
           "window": "no step annotations: one step over each rank's trace window"}
 
 
-def _manifest(incident_id: str, data: dict[str, pa.Table], ranks: list[int], unix_known: bool, artifacts: list, pattern: str,
-              bases: list[str] = ("pattern",)) -> dict:
-    gpu = data["kernels"].num_rows + data["memcpy"].num_rows
+def _manifest(incident_id: str, rows: dict[str, int], window: dict | None, ranks: list[int], unix_known: bool,
+              artifacts: list, pattern: str, bases: list[str] = ("pattern",)) -> dict:
+    gpu = rows["kernels"] + rows["memcpy"]
     not_in_kineto = "Kineto traces carry no {}"
-    starts = [pc.min(t["start_ns"]).as_py() for t in data.values() if t.num_rows]
-    ends = [pc.max(t["end_ns"]).as_py() for t in data.values() if t.num_rows]
     return {
         "incident_id": incident_id,
         "reason": "import",
         "producer": "kineto-import",
         "clock": {"host": "realtime", "unix_minus_host_ns": 0 if unix_known else None},
-        "window": {"start_ns": min(starts), "end_ns": max(ends)} if starts else None,
+        "window": window,
         "ranks": sorted(ranks),
         "sources": {
             "kernels": source("observed") if gpu else source("not_observed", "trace has no CUDA/HIP GPU activity (profiled without ProfilerActivity.CUDA, or another device kind such as MTIA, whose events are not read)"),
             "memcpy": source("observed") if gpu else source("not_observed", "trace has no GPU activity"),
-            "runtime_api": source("observed") if data["runtime_api"].num_rows else source("not_observed", "trace has no cuda_runtime/cuda_driver events"),
-            "spans": source("observed") if data["spans"].num_rows else source("not_observed", "trace has no cpu_op/user_annotation events"),
+            "runtime_api": source("observed") if rows["runtime_api"] else source("not_observed", "trace has no cuda_runtime/cuda_driver events"),
+            "spans": source("observed") if rows["spans"] else source("not_observed", "trace has no cpu_op/user_annotation events"),
             "steps": source("observed", None, pattern=pattern, basis="; ".join(_BASIS[b] for b in bases)),
             "sched": source("not_observed", not_in_kineto.format("scheduler samples")),
             "nvml": source("not_observed", not_in_kineto.format("NVML samples")),
