@@ -49,7 +49,9 @@ class IncidentWriter:
 
     def __enter__(self) -> "IncidentWriter":
         # The directories this writer creates go again with its files when the import fails.
-        self._made = [d for d in (self.path / "tables", self.path) if not d.exists()]
+        # Every folder up to the first that exists (the incidents directory too, when the import
+        # made it), innermost first.
+        self._made = [d for d in (self.path / "tables", *(self.path / "tables").parents) if not d.exists()]
         (self.path / "tables").mkdir(parents=True, exist_ok=True)
         self._stack.__enter__()
         for name in self.names:
