@@ -26,22 +26,11 @@ from workflow_lib.core import records
 from workflow_lib.core.incident import read_incident
 
 from producer_consumer import MODULES, make_project
+from e2e_design import trials_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
-TRIALS = textwrap.dedent("""
-    trials:
-      blocks: 6
-      runs_per_arm: 1
-      control_runs: 1
-      warmup_runs: 0
-      seed: 20261201
-      max_retries: 1
-      max_failed_fraction: 0.34
-      confidence: 0.95
-      run_timeout_s: 120
-      metric: {name: consumer_step, source: auto, per: step, statistic: median, skip_steps: 5, unit: ns, role: consumer}
-""")
+TRIALS = trials_yaml("name: consumer_step, source: auto, per: step, statistic: median, skip_steps: 5, unit: ns, role: consumer")
 
 
 def _sh(argv, cwd, env, timeout=600):

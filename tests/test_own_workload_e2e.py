@@ -26,23 +26,12 @@ import pytest
 from workflow_lib.core import records
 
 from own_workload import MODULES, make_project
+from e2e_design import trials_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 KINETO = ROOT / "tests" / "fixtures" / "kineto" / "new_rank0.json"
 PY = sys.executable
-TRIALS = textwrap.dedent("""
-    trials:
-      blocks: 6
-      runs_per_arm: 1
-      control_runs: 1
-      warmup_runs: 0
-      seed: 20261201
-      max_retries: 1
-      max_failed_fraction: 0.34
-      confidence: 0.95
-      run_timeout_s: 120
-      metric: {name: iteration_time, source: auto, per: step, statistic: median, skip_steps: 3, unit: ns}
-""")
+TRIALS = trials_yaml("name: iteration_time, source: auto, per: step, statistic: median, skip_steps: 3, unit: ns")
 STEPS = "20"
 
 

@@ -26,23 +26,11 @@ from workflow_lib.core import records  # noqa: E402
 from workflow_lib.core.incident import read_incident  # noqa: E402
 
 from ddp_job import MODULES, make_project  # noqa: E402
+from e2e_design import trials_yaml  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TORCHRUN = Path(sys.executable).parent / "torchrun"
-TRIALS = textwrap.dedent("""
-    trials:
-      blocks: 6
-      runs_per_arm: 1
-      control_runs: 1
-      warmup_runs: 0
-      seed: 20261201
-      max_retries: 1
-      max_failed_fraction: 0.34
-      confidence: 0.95
-      run_timeout_s: 120
-      record_runs: false
-      metric: {name: step_time, source: auto, per: step, statistic: median, skip_steps: 3, unit: ns}
-""")
+TRIALS = trials_yaml("name: step_time, source: auto, per: step, statistic: median, skip_steps: 3, unit: ns", record_runs=False)
 
 
 def _sh(argv, cwd, env, timeout=900):
