@@ -22,13 +22,19 @@ from ..core.incident_stream import RankedIncident, read_incident_by_rank
 from . import evidence as evidence_mod
 from . import excess as excess_mod
 from . import job as job_mod
-from . import measures, next_experiments, timeline, warmup
+from . import columns, measures, next_experiments, timeline, warmup
+from .batch import StepFrame
 from .checks import CHECKS, NAMES
 from .checks.base import CheckInput, make_base
 from .steps import step_table
 from .types import DIAGNOSIS_VERSION, DiagnoseOptions, Finding, Intervals, StepWindow
 
 __all__ = ["diagnose", "diagnose_dir", "diagnose_to_file", "DiagnoseOptions", "NAMES"]
+
+# Above this many steps in a rank the checks run over all of them at once (columns.py): per
+# step, ~15 checks of ~10 NumPy calls each cost ~2 ms a step (docs/benchmarks.md, issue 26).
+# Below it the per-step path keeps every step's evidence in full.
+BATCH_ABOVE = 20_000
 
 
 def _step_measures(ev, starts, ends, src) -> dict[str, np.ndarray]:
@@ -60,10 +66,12 @@ def _window_record(ev, lo: int, hi: int, src, origin: int, opts: DiagnoseOptions
 
 
 def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, options: DiagnoseOptions | None = None,
-             validate: bool = True, collectives: dict | None = None, spool=None) -> dict:
+             validate: bool = True, collectives: dict | None = None, spool=None, batch: bool | None = None) -> dict:
     """Diagnose every step of every rank; returns a diagnosis record (validated unless the
     caller writes it with records.write_record, which validates anyway). With a
-    spool.StepSpool, each rank's steps go there as the rank is done (write with spool.write_spooled)."""
+    spool.StepSpool, each rank's steps go there as the rank is done (write with spool.write_spooled).
+    `batch`: all steps of a rank at once (diagnose/columns.py) or step by step; by default
+    batched above BATCH_ABOVE steps in a rank (the same verdicts and explains either way)."""
     opts = options or DiagnoseOptions()
     from . import dump_only as coll_diagnosis
 
@@ -76,6 +84,7 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
     wait_re = opts.wait_regex()
     rank_keys = steps["rank_key"].to_numpy()
     step_records, windows, slow = [], [], []
+    acc = Sums()
     # Collective waits: the flight recorder's matched ops when there are any, else the
     # collectives' host spans matched across ranks (job.py).
     coll = _collective_findings(incident, collectives) or job_mod.collective_span_findings(incident, origin)
@@ -92,18 +101,32 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
         m = _step_measures(ev, starts, ends, src)
         cold = warmup.cold_steps(ends - starts, opts)
         windows.append(_window_record(ev, int(starts.min()), int(ends.max()), src, origin, opts))
-        rank_recs = []
-        for i in range(sel.size):  # steps, not events
+
+        def step_record(i: int) -> dict:
             sw = StepWindow(int(ids[i]), ev.rank, int(tids[i]), int(starts[i]), int(ends[i]))
-            rank_recs.append(_step_record(sw, ev, src, opts, m, i, origin, coll.get((ev.rank, int(ids[i]))), cold[i]))
-        ref = excess_mod.attach(rank_recs, opts)
-        slow.extend(_slow_with_growth(rank_recs, ref, ev, starts, ends, opts))
+            return _step_record(sw, ev, src, opts, m, i, origin, coll.get((ev.rank, int(ids[i]))), cold[i])
+
+        if (batch if batch is not None else sel.size > BATCH_ABOVE) and StepFrame.disjoint(starts, ends):
+            cols = columns.diagnose_rank(ev, StepFrame(ids, tids, starts, ends), src, opts, m, cold, origin, coll, step_record)
+            rows = excess_mod.slow_steps([cols.detail[k] for k in sorted(cols.detail)], opts.slow_step_factor)
+            slow.extend(_growth(rows, {int(ids[k]): k for k in cols.detail}, cols.excess, ev, starts, ends))
+            rank_recs = [columns.step_dict(cols, k) for k in range(sel.size)]
+            acc.totals = columns.step_totals(cols, acc.totals)
+            columns.experiments(cols, acc.experiments)
+            acc.job.append(columns.rank_digest(cols))
+            del cols
+        else:
+            rank_recs = [step_record(i) for i in range(sel.size)]  # steps, not events
+            ref = excess_mod.attach(rank_recs, opts)
+            rows = excess_mod.slow_steps(rank_recs, opts.slow_step_factor)
+            slow.extend(_growth(rows, {r["step_id"]: i for i, r in enumerate(rank_recs)}, ref, ev, starts, ends))
+            acc.add(rank_recs)
         if spool is None:
             step_records.extend(rank_recs)
         else:
             spool.add(rank_recs)
         del ev, m, rank_recs  # before the next rank's evidence is built
-    record = diagnosis_record(incident, incident_id, snapshot_digest, opts, step_records, windows, slow, coll, spool)
+    record = diagnosis_record(incident, incident_id, snapshot_digest, opts, step_records, windows, slow, coll, spool, acc)
     if validate and spool is None:
         records.validate(record, "diagnosis")
     elif validate:
@@ -111,19 +134,35 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
     return record
 
 
+class Sums:
+    """What the summary, the next experiments and the job summary add up over the steps, rank
+    by rank (rank by rank gives what all steps at once give)."""
+
+    def __init__(self):
+        self.totals: dict | None = None
+        self.experiments = next_experiments.totals([])
+        self.job: list[dict | None] = []  # job.rank_digest of each rank
+
+    def add(self, steps: list[dict]) -> None:
+        """One rank's step records."""
+        self.totals = step_totals(steps, self.totals)
+        next_experiments.totals(steps, self.experiments)
+        self.job.append(job_mod.rank_digest(steps))
+
+
 def diagnosis_record(incident: Incident, incident_id: str, snapshot_digest: str, opts: DiagnoseOptions,
                      steps: list[dict], windows: list[dict], slow: list[dict] | None, coll: dict | None = None,
-                     spool=None) -> dict:
+                     spool=None, acc: Sums | None = None) -> dict:
     """The diagnosis record around its steps: the one shape of it, also for dump-only incidents
-    (with a spool: the steps and their sums come from it)."""
-    if spool is None:
-        summary = _summary(steps, windows, slow)
-        job = job_mod.summary(incident, steps, opts.wait_regex(), coll)
-        experiments = next_experiments.rank(steps)
-    else:
-        summary = _summary_of(spool.totals, windows, slow)
-        job = job_mod.summary_of(incident, spool.job, opts.wait_regex(), coll)
-        experiments = next_experiments.ranked(spool.experiments)
+    (`acc`: the sums made rank by rank; without it they are made from `steps`; with a spool
+    the steps come from it)."""
+    if acc is None:
+        acc = Sums()
+        acc.add(steps)
+        acc.job = [job_mod.rank_digest([s for s in steps if s["rank"] == r]) for r in dict.fromkeys(s["rank"] for s in steps if s["rank"] is not None)]
+    summary = _summary_of(acc.totals, windows, slow)
+    job = job_mod.summary_of(incident, acc.job, opts.wait_regex(), coll)
+    experiments = next_experiments.ranked(acc.experiments)
     if job is not None:
         summary["job"] = job
     return {
@@ -210,12 +249,11 @@ def _step_record(sw: StepWindow, ev, src, opts, m: dict, i: int, origin: int, co
     return rec
 
 
-def _slow_with_growth(recs: list[dict], ref: dict, ev, starts, ends, opts) -> list[dict]:
-    """This rank's slow steps, each naming the kernels and host spans whose time grew."""
-    rows = excess_mod.slow_steps(recs, opts.slow_step_factor)
+def _growth(rows: list[dict], pos: dict, ref: dict, ev, starts, ends) -> list[dict]:
+    """This rank's slow steps (excess.slow_steps), each naming the kernels and host spans whose
+    time grew; `pos` maps a step id to its row in the rank's steps."""
     if not rows or not ref:
         return rows
-    pos = {r["step_id"]: i for i, r in enumerate(recs)}
     idx = np.array([pos[r["step_id"]] for r in rows], np.int64)
     comp = ref["comparable"]
     k = excess_mod.grew(starts, ends, ev.k_name.codes, ev.k_name.dictionary, ev.k_start, ev.k_end, idx, comp)

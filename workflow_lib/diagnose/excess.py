@@ -122,3 +122,74 @@ def grew(starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, names, ev_star
         out.append({str(names[int(top[j])]): int(delta[j]) for j in order if delta[j] > 0})
     return out
 
+
+
+def attach_columns(wall: np.ndarray, explains: np.ndarray, verdict: np.ndarray, opts) -> dict:
+    """attach() for one rank's steps held as columns (diagnose/columns.py): explains is
+    (steps, checks) in checks.NAMES order. Returns {} without a reference, else the typical
+    step, the comparable rows, the causes, each step's excess and by-cause split (an int
+    matrix) and each finding's share of the excess (NaN where null)."""
+    from .checks import NAMES
+
+    n = int(wall.size)
+    comp = np.arange(opts.warmup_steps, n)
+    if comp.size < opts.min_comparable_steps:
+        return {}
+    typical = int(np.median(wall[comp]))
+    causes = sorted({cause_of(c) for c in NAMES})
+    of = np.array([causes.index(cause_of(c)) for c in NAMES], np.int64)
+    amt = np.zeros((n, len(causes)), np.int64)
+    for j in range(len(NAMES)):
+        amt[:, of[j]] += explains[:, j]
+    typ = np.median(amt[comp], axis=0).astype(np.int64)
+    growth = np.maximum(amt - typ, 0)
+    in_comp = np.zeros(n, bool)
+    in_comp[comp] = True
+    ex = (wall - typical).astype(np.int64)
+    g = growth.astype(float)
+    tot = g.sum(axis=1)
+    over = in_comp & (ex > 0) & (tot > ex)
+    g[over] = np.floor(g[over] * (ex[over] / tot[over])[:, None])
+    g[~(in_comp & (ex > 0))] = 0
+    by = g.astype(np.int64)
+    unexplained = np.where(ex > 0, np.maximum(ex - by.sum(axis=1), 0), 0)
+    share = np.full(explains.shape, np.nan)
+    pos = in_comp & (ex > 0)
+    if pos.any():
+        s = by[:, of][pos] / ex[pos][:, None]
+        busy = np.array([cause_of(c) == "gpu_work_growth" for c in NAMES], bool)
+        s[:, busy] = np.where(explains[pos][:, busy] == 0, 0.0, s[:, busy])
+        nz = s != 0
+        s[nz] = [round(float(v), 6) for v in s[nz].tolist()]  # Python's round, as attach() rounds
+        share[pos] = s
+    return {"typical_ns": typical, "comparable": comp, "in_comp": in_comp, "causes": causes, "excess_ns": ex,
+            "by_cause": by, "unexplained_ns": unexplained, "share": share,
+            "typical_by_cause": {c: int(typ[k]) for k, c in enumerate(causes)}}
+
+
+def excess_of(ex: dict, k: int) -> dict | None:
+    """Step k's `excess` object from attach_columns' result (None outside the reference)."""
+    if not ex or not ex["in_comp"][k]:
+        return None
+    row = ex["by_cause"][k]
+    return {"typical_ns": ex["typical_ns"], "excess_ns": int(ex["excess_ns"][k]),
+            "by_cause": {c: int(row[i]) for i, c in enumerate(ex["causes"]) if row[i] > 0},
+            "unexplained_ns": int(ex["unexplained_ns"][k])}
+
+
+def fill_record(rec: dict, ex: dict, k: int) -> None:
+    """Set a step record's excess and its findings' share_of_excess from attach_columns."""
+    rec["excess"] = excess_of(ex, k)
+    for j, f in enumerate(rec["findings"]):
+        v = ex["share"][k, j] if ex else np.nan
+        f["share_of_excess"] = None if np.isnan(v) else float(v)
+
+
+def slow_rows(ex: dict, wall: np.ndarray, factor: float, ids: np.ndarray) -> np.ndarray:
+    """Rows of the steps slow_steps() lists for one rank (largest excess first, at most
+    MAX_SLOW_LISTED), from attach_columns' result."""
+    if not ex or ex["typical_ns"] <= 0:
+        return np.zeros(0, np.int64)
+    rows = np.flatnonzero(ex["in_comp"] & (wall >= factor * ex["typical_ns"]))
+    order = np.lexsort((ids[rows], -ex["excess_ns"][rows]))  # slow_steps' order within a rank
+    return rows[order][:MAX_SLOW_LISTED]

@@ -3,10 +3,8 @@
 A step record is ~9 KB of Python objects (3 KB of JSON): 16 ranks x 3,313 steps held ~480 MiB
 until the record was written, and a 1M-step incident would hold ~9 GB (issue 26). Here each
 rank's steps are encoded as soon as the rank is diagnosed, into two unnamed temp files (the
-line the pretty file will hold, the canonical text the digest is over); the summary and the
-next experiments are added up as they go (step_totals with warmup.totals,
-next_experiments.totals over the steady-state steps, job.rank_digest for the job summary: rank
-by rank gives what all steps at once give). The record keeps its shape: `steps` is a json_pretty.Encoded
+line the pretty file will hold, the canonical text the digest is over); the summary's sums are
+made rank by rank beside it (diagnose.Sums). The record keeps its shape: `steps` is a json_pretty.Encoded
 array, laid out byte for byte as the list would be, and validated as records.validate validates
 a long array: the full schema on the same sample (read back from the spool), every step's
 field set against the sample's, every number finite.
@@ -20,7 +18,6 @@ import tempfile
 
 from ..core import json_pretty, records
 from ..core.errors import RecordError
-from . import job, next_experiments
 
 _KEY = records.SAMPLED_ARRAYS["diagnosis"]
 
@@ -29,9 +26,6 @@ class StepSpool:
     def __init__(self, where: str | os.PathLike):
         self.where = where
         self.n = 0
-        self.totals: dict | None = None
-        self.experiments = next_experiments.totals([])
-        self.job: list[dict | None] = []  # job.rank_digest of each rank: the job summary's input
         self._shapes: dict[frozenset, int] = {}  # field set -> first step holding it
         self._pretty = tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n")
         self._canon = tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n")
@@ -48,8 +42,6 @@ class StepSpool:
 
     def add(self, steps: list[dict]) -> None:
         """One rank's step records, in record order; they may be dropped once added."""
-        from . import step_totals
-
         for st in steps:
             records._check_finite(st, self.where)
             self._shapes.setdefault(frozenset(st), self.n)
@@ -61,9 +53,6 @@ class StepSpool:
                 raise RecordError(self.where, f"record holds text that is not valid Unicode ({exc.reason}: "
                                               f"{exc.object[exc.start:exc.end]!r})") from None
             self.n += 1
-        self.totals = step_totals(steps, self.totals)
-        next_experiments.totals(steps, self.experiments)
-        self.job.append(job.rank_digest(steps))
 
     def _lines(self, fh):
         fh.flush()

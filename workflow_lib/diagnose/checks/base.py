@@ -70,26 +70,28 @@ def calls_in_step(ci: "CheckInput", kind: np.ndarray) -> np.ndarray:
     return rows[kind[rows]]
 
 
-def next_gpu_start(ev: RankEvidence, after_ns: np.ndarray, step_end_ns: int) -> np.ndarray:
+def next_gpu_start(ev: RankEvidence, after_ns: np.ndarray, step_end_ns: "int | np.ndarray") -> np.ndarray:
     """For each time in `after_ns`: the first GPU activity starting at or after it, bounded by
     the step end (and never before the time itself)."""
     g = ev.gpu_start_sorted
+    step_end_ns = np.broadcast_to(np.asarray(step_end_ns, np.int64), np.shape(after_ns))  # one step, or one per time
     j = np.searchsorted(g, after_ns, side="left")
     nxt = np.where(j < g.size, g[np.minimum(j, g.size - 1)], step_end_ns)
     return np.minimum(np.maximum(nxt, after_ns), step_end_ns)
 
 
-def next_host_start(ev: RankEvidence, thread_id: np.ndarray, after_ns: np.ndarray, step_end_ns: int) -> np.ndarray:
+def next_host_start(ev: RankEvidence, thread_id: np.ndarray, after_ns: np.ndarray, step_end_ns: "int | np.ndarray") -> np.ndarray:
     """For each (thread, time): the first host span of that thread starting at or after the
     time (the host went on to run named work), bounded by the step end."""
-    out = np.full(after_ns.size, step_end_ns, np.int64)
+    step_end_ns = np.broadcast_to(np.asarray(step_end_ns, np.int64), np.shape(after_ns))  # one step, or one per time
+    out = np.array(step_end_ns, np.int64)
     for tid in np.unique(thread_id).tolist():  # threads are few
         starts = ev.span_starts_by_thread.get(int(tid))
         if starts is None or starts.size == 0:
             continue
         m = thread_id == tid
         j = np.searchsorted(starts, after_ns[m], side="left")
-        out[m] = np.where(j < starts.size, starts[np.minimum(j, starts.size - 1)], step_end_ns)
+        out[m] = np.where(j < starts.size, starts[np.minimum(j, starts.size - 1)], step_end_ns[m])
     return np.minimum(np.maximum(out, after_ns), step_end_ns)
 
 

@@ -20,6 +20,7 @@ import re
 import numpy as np
 
 from .. import measures
+from ..batch import NOT_APPLICABLE, UNRESOLVED, StepsInput, StepFindings, answer
 from ..types import Finding
 from .base import CheckInput, attributed, not_applicable, top_names, unresolved
 
@@ -64,3 +65,20 @@ def _first_seen_regions(ci: CheckInput, sel: np.ndarray) -> list[str]:
         if _REGION.match(name):
             out.add(name)
     return sorted(out)[:10]
+
+
+def check_steps(si: StepsInput) -> StepFindings:
+    """check() for every step of a rank at once (diagnose/batch.py)."""
+    fr, ev = si.frame, si.ev
+    cold = si.is_cold
+    if not si.src.spans:
+        out = answer(NAME, fr, np.zeros(fr.n, bool), measures.empty(), otherwise=UNRESOLVED)
+        out.verdict[cold] = NOT_APPLICABLE
+        out.missing = [(), ("host spans (spans table not observed)",)]
+        out.missing_code = (~cold).astype(np.int32)
+        return out
+    rows = np.flatnonzero(ev.span_is_compile)
+    _, k = fr.overlapping(ev.span_start[rows], ev.span_end[rows])
+    hit = np.bincount(k, minlength=fr.n)[: fr.n] > 0
+    claimed = fr.pieces(measures.union(ev.span_start[rows], ev.span_end[rows]))
+    return answer(NAME, fr, ~cold & hit & (fr.per_step(claimed) >= si.opts.min_gap_ns), claimed)

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import measures
 from ..evidence import launching_threads, step_sched
 from ..types import Finding, Intervals
-from .. import measures
 from .base import CheckInput, attributed, not_applicable, unresolved
 
 NAME = "cpu_contention"

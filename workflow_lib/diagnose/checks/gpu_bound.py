@@ -8,7 +8,10 @@ Explains: the step's kernel-busy time.
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import measures
+from ..batch import UNRESOLVED, StepFindings, StepsInput, answer, uniform
 from ..types import Finding
 from .base import CheckInput, attributed, not_applicable, unresolved
 
@@ -27,3 +30,13 @@ def check(ci: CheckInput) -> Finding:
     if wall > 0 and frac >= ci.opts.gpu_bound_min_busy_fraction:
         return attributed(NAME, kbusy, **ev)
     return not_applicable(NAME, **ev)
+
+
+def check_steps(si: StepsInput) -> StepFindings:
+    """check() for every step of a rank at once (diagnose/batch.py)."""
+    if not si.src.kernels:
+        return uniform(NAME, si.frame.n, UNRESOLVED, ("GPU activity (kernels table not observed)",))
+    wall = si.frame.wall
+    busy = si.frame.per_step(si.ev.kernel_busy)
+    frac = np.where(wall > 0, busy / np.maximum(wall, 1), 0.0)
+    return answer(NAME, si.frame, (wall > 0) & (frac >= si.opts.gpu_bound_min_busy_fraction), si.ev.kernel_busy)

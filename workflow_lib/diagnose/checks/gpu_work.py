@@ -9,6 +9,7 @@ fraction >= 0.9). Growth of this time over the typical step is the excess cause
 
 from __future__ import annotations
 
+from ..batch import UNRESOLVED, StepsInput, StepFindings, answer, uniform
 from ..types import Finding
 from .base import CheckInput, attributed, not_applicable, unresolved
 
@@ -22,3 +23,10 @@ def check(ci: CheckInput) -> Finding:
     if busy.total_ns == 0:
         return not_applicable(NAME, busy_ns=0)
     return attributed(NAME, busy, busy_ns=busy.total_ns, intervals=len(busy))
+
+
+def check_steps(si: StepsInput) -> StepFindings:
+    """check() for every step of a rank at once (diagnose/batch.py)."""
+    if not si.src.kernels:
+        return uniform(NAME, si.frame.n, UNRESOLVED, ("GPU activity (kernels table not observed)",))
+    return answer(NAME, si.frame, si.frame.per_step(si.base.busy) > 0, si.base.busy)

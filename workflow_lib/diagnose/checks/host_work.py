@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import measures
+from ..batch import NOT_APPLICABLE, UNRESOLVED, StepsInput, StepFindings, answer, uniform
 from ..types import Finding
 from .base import CheckInput, attributed, not_applicable, top_names, unresolved
 
@@ -44,3 +45,19 @@ def check(ci: CheckInput) -> Finding:
     names = ev.span_name[sel]
     return attributed(NAME, claimed, basis=BASIS, host_span_ns=claimed.total_ns,
                       spans=top_names(names, ev.span_end[sel] - ev.span_start[sel]))
+
+
+def check_steps(si: StepsInput) -> StepFindings:
+    """check() for every step of a rank at once (diagnose/batch.py)."""
+    n, ev, fr = si.frame.n, si.ev, si.frame
+    if si.src.kernels:
+        return uniform(NAME, n, NOT_APPLICABLE)
+    if not si.src.spans:
+        return uniform(NAME, n, UNRESOLVED, ("host spans (spans table not observed)",))
+    i, k = fr.overlapping(ev.span_start, ev.span_end)
+    s, e = ev.span_start[i], ev.span_end[i]
+    mine = (ev.span_thread[i] == fr.tids[k]) & ~((s <= fr.starts[k]) & (e >= fr.ends[k]))
+    i, k = i[mine], k[mine]
+    work = measures.union(np.maximum(ev.span_start[i], fr.starts[k]), np.minimum(ev.span_end[i], fr.ends[k]))
+    claimed = measures.subtract(work, ev.wait_union) if len(ev.wait_union) else work
+    return answer(NAME, fr, fr.per_step(claimed) > 0, claimed)

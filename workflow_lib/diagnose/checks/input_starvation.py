@@ -10,6 +10,7 @@ time itself, labelled "basis: host-only": there is no GPU to idle, the step wait
 from __future__ import annotations
 
 from .. import measures
+from ..batch import UNRESOLVED, StepsInput, StepFindings, answer, uniform
 from ..types import Finding
 from .base import CheckInput, attributed, not_applicable, top_names, unresolved
 
@@ -39,3 +40,14 @@ def check(ci: CheckInput) -> Finding:
         evidence["note"] = "the host waited but the GPU stayed busy: the wait was hidden"
         return not_applicable(NAME, **evidence)
     return attributed(NAME, claimed, **evidence)
+
+
+def check_steps(si: StepsInput) -> StepFindings:
+    """check() for every step of a rank at once (diagnose/batch.py)."""
+    if not si.src.spans:
+        return uniform(NAME, si.frame.n, UNRESOLVED, ("host spans (spans table not observed)",))
+    fr, ev = si.frame, si.ev
+    wait = fr.pieces(ev.wait_union)
+    claimed = wait if not si.src.kernels else measures.intersect(si.base.idle, wait)
+    got = fr.per_step(claimed)
+    return answer(NAME, fr, (fr.per_step(wait) > 0) & (got >= si.opts.min_gap_ns), claimed)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import measures
+from ..batch import StepsInput, StepFindings, answer
 from ..types import Finding, Intervals
 from .base import CheckInput, attributed, not_applicable, top_names
 
@@ -43,3 +44,8 @@ def check(ci: CheckInput) -> Finding:
         evidence["compile_spans"] = top_names(ev.span_name[sel][comp], (ev.span_end[sel] - ev.span_start[sel])[comp])
     evidence["gpu_busy_ns"] = ci.base.busy.total_ns
     return attributed(NAME, whole, **evidence)
+
+
+def check_steps(si: StepsInput) -> StepFindings:
+    """check() for every step of a rank at once (diagnose/batch.py): the cold steps whole."""
+    return answer(NAME, si.frame, si.is_cold, si.frame.windows)

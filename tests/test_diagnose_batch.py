@@ -1,0 +1,82 @@
+"""The batched diagnosis (all steps of a rank at once: diagnose/batch.py, columns.py) gives
+what the per-step path gives: the same verdict, explains_ns and missing evidence for every
+check of every step, the same measures, gaps and excess, the same summary and next
+experiments, on every incident committed under tests/fixtures and on synthetic ones.
+Only the evidence differs: kept in full for the warm-up, slow and matched-collective steps."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks.big_incident import big_incident
+from workflow_lib.core.incident import read_incident
+from workflow_lib.diagnose import columns, diagnose, measures
+from workflow_lib.diagnose.batch import StepFrame
+from workflow_lib.diagnose.types import Intervals
+
+FIXTURES = Path(__file__).parent / "fixtures"
+INCIDENTS = sorted({p.parent for p in FIXTURES.rglob("manifest.json")})
+
+
+def _without_evidence(step: dict) -> dict:
+    return dict(step, findings=[{k: v for k, v in f.items() if k != "evidence"} for f in step["findings"]])
+
+
+def _same(inc, monkeypatch) -> None:
+    a = diagnose(inc, incident_id="x", snapshot_digest="0" * 64, batch=False, validate=False)
+    ranks = []
+    real = columns.diagnose_rank
+    monkeypatch.setattr(columns, "diagnose_rank", lambda ev, *a, **k: ranks.append(ev.rank) or real(ev, *a, **k))
+    b = diagnose(inc, incident_id="x", snapshot_digest="0" * 64, batch=True, validate=True)
+    assert len(ranks) == len({s["rank"] for s in b["steps"]})  # every rank went through the batched path
+    assert len(a["steps"]) == len(b["steps"])
+    for sa, sb in zip(a["steps"], b["steps"]):
+        assert _without_evidence(sa) == _without_evidence(sb), (sa["rank"], sa["step_id"])
+        if any(f["evidence"] for f in sb["findings"]):  # a step kept in detail: all of it
+            assert sa == sb
+    assert a["summary"] == b["summary"]
+    assert a["next_experiments"] == b["next_experiments"]
+
+
+def test_fixtures_are_found():
+    assert len(INCIDENTS) >= 20
+
+
+@pytest.mark.parametrize("path", INCIDENTS, ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_batched_equals_per_step_on_fixture(path, monkeypatch):
+    _same(read_incident(path), monkeypatch)
+
+
+@pytest.mark.parametrize("kernels,host", [(True, True), (False, True), (True, False)])
+def test_batched_equals_per_step_on_synthetic(kernels, host, monkeypatch):
+    _same(big_incident(700, with_kernels=kernels, with_host=host), monkeypatch)
+
+
+def _per_step_pieces(iv: Intervals, starts, ends):
+    out = []
+    for k, (lo, hi) in enumerate(zip(starts.tolist(), ends.tolist())):
+        c = measures.clip(iv, lo, hi)
+        out += [(k, int(a), int(b)) for a, b in zip(c.start_ns, c.end_ns)]
+    return out
+
+
+def test_split_is_per_step_clipping():
+    rng = random.Random(7)
+    for _ in range(200):
+        edges = np.cumsum([rng.randint(0, 30) for _ in range(2 * rng.randint(1, 8))]).astype(np.int64)
+        starts, ends = edges[0::2], edges[1::2]  # disjoint, some adjacent, some empty
+        raw = [(rng.randint(-5, 200), rng.randint(0, 40)) for _ in range(rng.randint(0, 12))]
+        iv = measures.union(np.array([s for s, _ in raw], np.int64), np.array([s + d for s, d in raw], np.int64))
+        frame = StepFrame(np.arange(starts.size), np.zeros(starts.size, np.int64), starts, ends)
+        p, k = frame.split(iv)
+        assert [(int(a), int(b), int(c)) for a, b, c in zip(k, p.start_ns, p.end_ns)] == _per_step_pieces(iv, starts, ends)
+        assert frame.per_step(iv).tolist() == [measures.clip(iv, lo, hi).total_ns for lo, hi in zip(starts, ends)]
+
+
+def test_overlapping_steps_are_not_a_frame():
+    assert StepFrame.disjoint(np.array([0, 10]), np.array([10, 20]))
+    assert not StepFrame.disjoint(np.array([0, 5]), np.array([10, 20]))

@@ -1,0 +1,227 @@
+"""All steps of a rank at once: the interval algebra of the checks over sorted arrays.
+
+A per-step check sees one step's window and clips the rank's evidence to it. Here a rank's
+steps (disjoint, in time order) are one `StepFrame`, and a per-step interval set is a global
+disjoint union *split at the step boundaries*: every piece lies inside one step, so the
+per-step set of step k is exactly the pieces whose step is k. An operation on such sets
+(measures.intersect / subtract / union) may merge two pieces that touch at a boundary;
+`StepFrame.split` cuts them again. Per-step totals are prefix-sum lookups
+(measures.covered_between), per-piece facts are one `searchsorted` to their step.
+
+A check answers for all steps with `StepFindings`: a verdict per step, its claimed pieces
+(inside the steps it attributed), and the missing evidence per step. `resolve` then does
+what timeline.resolve does step by step: in check order, each check is credited with the
+part of its claim no earlier check took.
+
+The per-step path (diagnose/__init__.py `_step_record`) stays the reference:
+tests/test_diagnose_batch.py checks that both give the same verdicts, explains_ns and
+missing evidence on every fixture incident. A check without a `check_steps` runs through
+`per_step`, the per-step check called once per step (the same answer, at per-step speed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import measures
+from .evidence import RankEvidence, Sources
+from .types import FINDING_VERDICTS, DiagnoseOptions, Intervals, StepWindow
+
+_I64 = np.int64
+ATTRIBUTED, UNRESOLVED, NOT_APPLICABLE = (FINDING_VERDICTS.index(v) for v in ("attributed", "unresolved", "not_applicable"))
+
+
+def _iv(s, e) -> Intervals:
+    return Intervals(np.asarray(s, _I64), np.asarray(e, _I64))
+
+
+@dataclass(frozen=True)
+class StepFrame:
+    """One rank's steps, disjoint and in time order (relative ns)."""
+
+    ids: np.ndarray
+    tids: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return int(self.starts.size)
+
+    @property
+    def wall(self) -> np.ndarray:
+        return self.ends - self.starts
+
+    @property
+    def windows(self) -> Intervals:
+        return _iv(self.starts, self.ends)
+
+    @staticmethod
+    def disjoint(starts: np.ndarray, ends: np.ndarray) -> bool:
+        """Whether steps in start order never overlap (what the frame needs)."""
+        return bool(np.all(ends >= starts)) and bool(np.all(starts[1:] >= ends[:-1]))
+
+    def split(self, iv: Intervals) -> tuple[Intervals, np.ndarray]:
+        """The pieces of a disjoint union inside the steps, cut at step boundaries, and the
+        step index of each piece (both in time order)."""
+        if len(iv) == 0 or self.n == 0:
+            return measures.empty(), np.zeros(0, _I64)
+        k0 = np.searchsorted(self.ends, iv.start_ns, side="right")  # first step ending after the start
+        k1 = np.searchsorted(self.starts, iv.end_ns, side="left")  # steps starting before the end
+        cnt = np.maximum(k1 - k0, 0)
+        total = int(cnt.sum())
+        if total == 0:
+            return measures.empty(), np.zeros(0, _I64)
+        which = np.repeat(np.arange(cnt.size), cnt)
+        first = np.cumsum(cnt) - cnt
+        k = np.repeat(k0, cnt) + (np.arange(total) - np.repeat(first, cnt))
+        s = np.maximum(iv.start_ns[which], self.starts[k])
+        e = np.minimum(iv.end_ns[which], self.ends[k])
+        keep = e > s
+        return _iv(s[keep], e[keep]), k[keep]
+
+    def pieces(self, iv: Intervals) -> Intervals:
+        return self.split(iv)[0]
+
+    def per_step(self, iv: Intervals) -> np.ndarray:
+        """ns of a disjoint union inside each step."""
+        return measures.covered_between(iv, self.starts, self.ends)
+
+    def only(self, iv: Intervals, mask: np.ndarray) -> Intervals:
+        """The pieces of `iv` inside the steps where `mask` holds."""
+        p, k = self.split(iv)
+        keep = mask[k]
+        return _iv(p.start_ns[keep], p.end_ns[keep])
+
+    def step_of(self, t: np.ndarray) -> np.ndarray:
+        """Step index holding each time (start <= t < end), -1 outside every step."""
+        k = np.searchsorted(self.starts, t, side="right") - 1
+        kk = np.maximum(k, 0)
+        return np.where((k >= 0) & (t < self.ends[kk]), k, -1)
+
+    def overlapping(self, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(event index, step index) for every event [s, e) overlapping a step (start < step
+        end and end > step start: IntervalIndex.overlapping's rule)."""
+        k0 = np.searchsorted(self.ends, s, side="right")
+        k1 = np.searchsorted(self.starts, e, side="left")
+        cnt = np.maximum(k1 - k0, 0)
+        total = int(cnt.sum())
+        which = np.repeat(np.arange(cnt.size), cnt)
+        first = np.cumsum(cnt) - cnt
+        k = np.repeat(k0, cnt) + (np.arange(total) - np.repeat(first, cnt))
+        return which, k
+
+    def last_step_overlapped(self, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+        """Per event: the index of the last step it overlaps (-1 when none)."""
+        k0 = np.searchsorted(self.ends, s, side="right")
+        k1 = np.searchsorted(self.starts, e, side="left")
+        return np.where(k1 > k0, k1 - 1, -1)
+
+
+@dataclass(frozen=True)
+class StepsBase:
+    """The steps' GPU timeline, computed once and shared by the checks (checks/base.StepBase
+    for all steps)."""
+
+    busy: Intervals  # pieces
+    idle: Intervals  # pieces: each step's window less the busy time
+    idle_step: np.ndarray  # step of each idle piece
+    idle_long: Intervals  # idle pieces of at least options.min_gap_ns
+
+
+def make_base(frame: StepFrame, ev: RankEvidence, min_gap_ns: int) -> StepsBase:
+    busy = frame.pieces(ev.busy)
+    idle, k = frame.split(measures.subtract(frame.windows, ev.busy))
+    keep = (idle.end_ns - idle.start_ns) >= min_gap_ns
+    return StepsBase(busy, idle, k, _iv(idle.start_ns[keep], idle.end_ns[keep]))
+
+
+@dataclass(frozen=True)
+class StepsInput:
+    """What every batched check receives (checks/base.CheckInput for all steps)."""
+
+    frame: StepFrame
+    base: StepsBase
+    ev: RankEvidence
+    src: Sources
+    opts: DiagnoseOptions
+    cold: list
+    """Per step: the warm-up record of a cold first step ({position, typical_ns, basis}) or None."""
+
+    @property
+    def is_cold(self) -> np.ndarray:
+        return np.array([c is not None for c in self.cold], bool)
+
+
+@dataclass
+class StepFindings:
+    """One check's answer for every step of a rank."""
+
+    check: str
+    verdict: np.ndarray  # int8 per step: index into FINDING_VERDICTS
+    claimed: Intervals  # pieces inside the attributed steps
+    missing: list = field(default_factory=lambda: [()])  # distinct missing tuples; code 0 is ()
+    missing_code: np.ndarray | None = None  # int32 per step into `missing`
+    evidence: dict = field(default_factory=dict)  # step index -> evidence dict, where kept
+    kinds_ns: dict = field(default_factory=dict)  # transfer_stall: step -> {copy kind: critical ns}
+
+    def missing_of(self, k: int) -> tuple:
+        return self.missing[int(self.missing_code[k])] if self.missing_code is not None else ()
+
+
+def uniform(check: str, n: int, verdict: int, missing: tuple = ()) -> StepFindings:
+    """The same verdict on every step, nothing claimed (a source absent for the whole rank)."""
+    codes = np.full(n, 1 if missing else 0, np.int32)
+    return StepFindings(check, np.full(n, verdict, np.int8), measures.empty(), [(), tuple(missing)], codes)
+
+
+def answer(check: str, frame: StepFrame, attributed: np.ndarray, claimed: Intervals,
+           otherwise: int = NOT_APPLICABLE) -> StepFindings:
+    """attributed where the mask holds (claims kept only there), `otherwise` elsewhere."""
+    verdict = np.where(attributed, ATTRIBUTED, otherwise).astype(np.int8)
+    return StepFindings(check, verdict, frame.only(claimed, attributed), [()], np.zeros(frame.n, np.int32))
+
+
+def per_step(check_module, si: StepsInput, rank: int | None, keep_evidence: np.ndarray | None = None) -> StepFindings:
+    """A per-step check run on each step: the reference answer at per-step speed (for checks
+    without a batched form). Evidence is kept where `keep_evidence` holds."""
+    from .checks.base import CheckInput
+    from .checks.base import make_base as step_base
+
+    f, n = si.frame, si.frame.n
+    verdict = np.zeros(n, np.int8)
+    codes = np.zeros(n, np.int32)
+    missing: dict[tuple, int] = {(): 0}
+    cs, ce = [], []
+    evidence, kinds = {}, {}
+    for k in range(n):  # steps: this is the slow path
+        sw = StepWindow(int(f.ids[k]), rank, int(f.tids[k]), int(f.starts[k]), int(f.ends[k]))
+        got = check_module.check(CheckInput(sw, step_base(sw, si.ev, si.opts.min_gap_ns), si.ev, si.src, si.opts, si.cold[k]))
+        verdict[k] = FINDING_VERDICTS.index(got.verdict)
+        codes[k] = missing.setdefault(tuple(got.missing), len(missing))
+        if got.verdict == "attributed":
+            c = measures.clip(got.claimed, sw.start_ns, sw.end_ns)
+            cs.append(c.start_ns)
+            ce.append(c.end_ns)
+            if "by_kind" in got.evidence:
+                kinds[k] = {kind: int(b.get("critical_ns", 0)) for kind, b in got.evidence["by_kind"].items()}
+        if keep_evidence is not None and keep_evidence[k]:
+            evidence[k] = got.evidence
+    claimed = measures.union(np.concatenate(cs), np.concatenate(ce)) if cs else measures.empty()
+    return StepFindings(check_module.NAME, verdict, f.pieces(claimed), list(missing), codes, evidence, kinds)
+
+
+def resolve(frame: StepFrame, found: list[StepFindings]) -> tuple[np.ndarray, np.ndarray]:
+    """(explains_ns per step and finding, n x len(found); explained_ns per step), crediting
+    each finding, in the given order, only with time no earlier finding took."""
+    explains = np.zeros((frame.n, len(found)), _I64)
+    taken = measures.empty()
+    for j, fnd in enumerate(found):
+        if len(fnd.claimed) == 0:
+            continue
+        own = measures.subtract(fnd.claimed, taken) if len(taken) else fnd.claimed
+        explains[:, j] = frame.per_step(own)
+        taken = measures.union_many(taken, own)
+    return explains, frame.per_step(taken)

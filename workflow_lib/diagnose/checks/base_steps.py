@@ -1,0 +1,86 @@
+"""The helpers of checks/base.py for all steps of a rank at once (diagnose/batch.py).
+
+Each gives, for every step, what its per-step namesake gives for one: the same rule, read
+from the same evidence, over arrays of steps instead of one window.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import measures
+from ..batch import StepFrame, StepsInput, uniform, UNRESOLVED
+from ..types import Intervals
+from .base import next_gpu_start, next_host_start
+
+def calls_of(si: StepsInput, kind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(call rows, steps they overlap) for the rank's host CUDA calls where `kind` holds, one
+    pair per call and step (checks/base.calls_in_step for all steps)."""
+    ev = si.ev
+    rows = np.flatnonzero(kind)
+    which, k = si.frame.overlapping(ev.rt_start[rows], ev.rt_end[rows])
+    return rows[which], k
+
+
+def has_any(frame: StepFrame, step_of_pair: np.ndarray) -> np.ndarray:
+    return np.bincount(step_of_pair, minlength=frame.n)[: frame.n] > 0
+
+
+def _thread_step_keys(tid: np.ndarray, k: np.ndarray, threads: np.ndarray) -> np.ndarray:
+    return k.astype(np.int64) * (threads.size + 1) + np.searchsorted(threads, tid)
+
+
+def call_windows(si: StepsInput, rows: np.ndarray, pair_rows: np.ndarray, pair_steps: np.ndarray) -> tuple[Intervals, Intervals]:
+    """checks/base.call_windows for every step at once: `rows` are the calls (each once) and
+    (pair_rows, pair_steps) the steps each overlaps. Returns (blocked, windows) as disjoint
+    unions inside the steps the calls overlap."""
+    ev, fr = si.ev, si.frame
+    s, e, tid = ev.rt_start[rows], ev.rt_end[rows], ev.rt_thread[rows]
+    last = fr.last_step_overlapped(s, e)
+    ok = last >= 0
+    s, e, tid, last = s[ok], e[ok], tid[ok], last[ok]
+    blocked = fr.pieces(measures.union(s, e))
+    # A call's window runs until the GPU starts again or its thread begins a named span,
+    # bounded by the end of the last step it overlaps (each step clips its own calls' windows).
+    hi = fr.ends[last]
+    stop = np.minimum(next_gpu_start(ev, e, hi), next_host_start(ev, tid, e, hi))
+    windows = fr.pieces(measures.union(s, np.maximum(stop, e)))
+    if len(ev.wait_union):
+        after = measures.subtract(windows, blocked)
+        windows = measures.union_many(blocked, measures.subtract(after, ev.wait_union))
+        # Declared waits of threads that made none of the step's calls are never a call's.
+        w = np.flatnonzero(ev.span_is_wait)
+        wi, wk = fr.overlapping(ev.span_start[w], ev.span_end[w])
+        if wi.size:
+            threads = np.unique(np.concatenate([ev.rt_thread[pair_rows], ev.span_thread[w]]))
+            mine = np.isin(_thread_step_keys(ev.span_thread[w][wi], wk, threads),
+                           _thread_step_keys(ev.rt_thread[pair_rows], pair_steps, threads))
+            wi, wk = wi[~mine], wk[~mine]
+            if wi.size:
+                a = np.maximum(ev.span_start[w][wi], fr.starts[wk])
+                b = np.minimum(ev.span_end[w][wi], fr.ends[wk])
+                windows = measures.subtract(windows, measures.union(a, b))
+    return blocked, windows
+
+
+def needs_calls_and_kernels(si: StepsInput, check: str):
+    """checks/base.needs_calls_and_kernels for all steps (a source is absent for the rank)."""
+    missing = []
+    if not si.src.runtime_api:
+        missing.append("host CUDA API calls (runtime_api not observed)")
+    if not si.src.kernels:
+        missing.append("GPU activity (kernels not observed)")
+    return uniform(check, si.frame.n, UNRESOLVED, tuple(missing)) if missing else None
+
+
+def host_gaps(si: StepsInput) -> tuple[Intervals, np.ndarray]:
+    """checks/base.host_gaps for all steps: GPU idle gaps (>= min_gap_ns) outside synchronizing,
+    allocator and declared-wait time, as pieces with their step."""
+    ev = si.ev
+    cand = si.base.idle_long
+    for u in (ev.sync_union, ev.alloc_union, ev.wait_union):
+        if len(u):
+            cand = measures.subtract(cand, u)
+    p, k = si.frame.split(cand)
+    keep = (p.end_ns - p.start_ns) >= si.opts.min_gap_ns
+    return Intervals(p.start_ns[keep], p.end_ns[keep]), k[keep]

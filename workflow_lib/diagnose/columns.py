@@ -1,0 +1,207 @@
+"""One rank's diagnosis as columns: every step at once (diagnose/batch.py), no dict per step.
+
+`diagnose_rank` gives, for the rank's steps, what the per-step path gives in its step records
+(the measures, the gaps, each check's verdict, explains_ns and missing evidence, the excess
+over the typical step and each finding's share of it), as arrays. Evidence (free-form per
+check) is kept in full only for the steps a reader looks at first: the warm-up steps, the
+slow steps (summary.slow_steps) and the steps whose collective wait was matched across ranks;
+those steps are made by the per-step path itself (`detail`), so their records are exactly
+what the per-step path writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import batch, excess as excess_mod, measures
+from .checks import CHECKS, NAMES
+from .types import FINDING_VERDICTS, StepWindow
+
+_I64 = np.int64
+
+
+@dataclass
+class RankColumns:
+    rank: int | None
+    frame: batch.StepFrame
+    origin_ns: int
+    measures: dict  # name -> int64 array, or None where its source was not observed
+    kernels_observed: bool  # overlap_factor is kernel_sum / busy where kernels were observed
+    gaps_count: np.ndarray
+    gaps_total_ns: np.ndarray
+    gaps_longest: list  # per step: [(start_ns, end_ns, length_ns)] absolute, longest first
+    verdict: np.ndarray  # (steps, checks) int8 into FINDING_VERDICTS, checks in NAMES order
+    explains_ns: np.ndarray  # (steps, checks) int64
+    missing: list  # per check: its distinct missing tuples
+    missing_code: np.ndarray  # (steps, checks) int32 into missing[check]
+    explained_ns: np.ndarray
+    excess: dict = field(default_factory=dict)  # excess_mod.attach_columns' result
+    detail: dict = field(default_factory=dict)  # step index -> the per-step path's record
+    kinds_ns: dict = field(default_factory=dict)  # step index -> transfer_stall {kind: critical ns}
+
+    @property
+    def unexplained_ns(self) -> np.ndarray:
+        return self.frame.wall - self.explained_ns
+
+
+def _gaps(frame: batch.StepFrame, base: batch.StepsBase, observed: bool, origin: int, limit: int):
+    n = frame.n
+    if not observed:
+        return np.zeros(n, _I64), np.zeros(n, _I64), [[] for _ in range(n)]
+    g, k = base.idle, base.idle_step
+    length = g.end_ns - g.start_ns
+    count = np.bincount(k, minlength=n)[:n].astype(_I64)
+    total = np.bincount(k, weights=length, minlength=n)[:n].astype(_I64)
+    # The `limit` longest per step, longest first, ties in time order (measures.gap_records).
+    order = np.lexsort((np.arange(k.size), -length, k))
+    ks = k[order]
+    first = np.searchsorted(ks, np.arange(n), side="left")
+    rank_in_step = np.arange(ks.size) - first[ks]
+    top = order[rank_in_step < limit]
+    top = top[np.lexsort((np.arange(top.size), k[top]))]  # grouped by step, longest first within
+    longest = [[] for _ in range(n)]
+    for i in top.tolist():  # at most `limit` per step
+        longest[int(k[i])].append((int(g.start_ns[i] + origin), int(g.end_ns[i] + origin), int(length[i])))
+    return count, total, longest
+
+
+def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, origin: int,
+                  coll: dict | None, step_record) -> RankColumns:
+    """All checks over all of the rank's steps; `m` the per-step measures (_step_measures),
+    `coll` (rank, step_id) -> matched collective finding, `step_record(k)` the per-step path's
+    record of step index k (for the steps kept in detail)."""
+    base = batch.make_base(frame, ev, opts.min_gap_ns)
+    si = batch.StepsInput(frame, base, ev, src, opts, cold)
+    found = []
+    for c in CHECKS:
+        found.append(c.check_steps(si) if hasattr(c, "check_steps") else batch.per_step(c, si, ev.rank))
+    explains, explained = batch.resolve(frame, found)
+    n, nc = frame.n, len(CHECKS)
+    verdict = np.stack([f.verdict for f in found], axis=1) if nc else np.zeros((n, 0), np.int8)
+    missing_code = np.stack([f.missing_code for f in found], axis=1)
+    kinds = dict(found[NAMES.index("transfer_stall")].kinds_ns)
+    cnt, tot, longest = _gaps(frame, base, src.kernels, origin, opts.max_gaps_listed)
+    cols = RankColumns(ev.rank, frame, origin, m, src.kernels, cnt, tot, longest, verdict, explains, [f.missing for f in found],
+                       missing_code, explained, kinds_ns=kinds)
+    # Steps whose collective wait was matched across ranks: the per-step path credits that
+    # wait first (diagnose._collective_claim); they are made there and their rows replaced.
+    if coll:
+        for k in np.flatnonzero([(ev.rank, int(i)) in coll for i in frame.ids]).tolist():
+            _take_record(cols, k, step_record(k))
+    cols.excess = excess_mod.attach_columns(frame.wall, cols.explains_ns, cols.verdict, opts)
+    slow = excess_mod.slow_rows(cols.excess, frame.wall, opts.slow_step_factor, frame.ids)
+    for k in sorted(set(np.flatnonzero(si.is_cold).tolist()) | set(slow.tolist()) - set(cols.detail)):
+        _take_record(cols, k, step_record(k))
+    for k, rec in cols.detail.items():
+        excess_mod.fill_record(rec, cols.excess, k)
+    return cols
+
+
+def _take_record(cols: RankColumns, k: int, rec: dict) -> None:
+    """Step k as the per-step path made it (its findings in NAMES order)."""
+    cols.detail[k] = rec
+    for j, f in enumerate(rec["findings"]):
+        cols.verdict[k, j] = FINDING_VERDICTS.index(f["verdict"])
+        cols.explains_ns[k, j] = f["explains_ns"]
+        ms = cols.missing[j]
+        t = tuple(f["missing"])
+        if t not in ms:
+            ms.append(t)
+        cols.missing_code[k, j] = ms.index(t)
+        if f["check"] == "transfer_stall" and f["verdict"] == "attributed":
+            cols.kinds_ns[k] = {kind: int(b.get("critical_ns", 0)) for kind, b in f["evidence"].get("by_kind", {}).items()}
+    cols.explained_ns[k] = rec["explained_ns"]
+
+
+def step_dict(cols: RankColumns, k: int) -> dict:
+    """Step k as a step record; the evidence is the per-step path's where kept, else {}."""
+    if k in cols.detail:
+        return cols.detail[k]
+    fr = cols.frame
+    rec = {name: (None if v is None else int(v[k])) for name, v in cols.measures.items()}
+    of = measures.overlap_factor(rec["kernel_sum_ns"], rec["busy_ns"]) if cols.kernels_observed else None
+    rec.update(step_id=int(fr.ids[k]), rank=cols.rank, thread_id=int(fr.tids[k]),
+               start_ns=int(fr.starts[k] + cols.origin_ns), end_ns=int(fr.ends[k] + cols.origin_ns), overlap_factor=of,
+               gaps={"count": int(cols.gaps_count[k]), "total_ns": int(cols.gaps_total_ns[k]),
+                     "longest": [{"start_ns": a, "end_ns": b, "length_ns": c} for a, b, c in cols.gaps_longest[k]]},
+               findings=[{"check": name, "verdict": FINDING_VERDICTS[int(cols.verdict[k, j])],
+                          "explains_ns": int(cols.explains_ns[k, j]), "evidence": {},
+                          "missing": list(cols.missing[j][int(cols.missing_code[k, j])])} for j, name in enumerate(NAMES)],
+               explained_ns=int(cols.explained_ns[k]), unexplained_ns=int(fr.wall[k] - cols.explained_ns[k]))
+    excess_mod.fill_record(rec, cols.excess, k)
+    return rec
+
+
+# What the summary, the next experiments and the job summary add up over a rank's steps, from
+# the columns (diagnose.step_totals, next_experiments.totals and job.rank_digest over records).
+
+def step_totals(cols: RankColumns, into: dict | None) -> dict:
+    from . import step_totals as record_totals, warmup
+
+    t = record_totals([], into)
+    cold = [cols.detail[k] for k in sorted(cols.detail)
+            if cols.verdict[k, NAMES.index("warm_up")] == batch.ATTRIBUTED]
+    t["warm_up"] = warmup.totals(cold, t["warm_up"])
+    for j, name in enumerate(NAMES):
+        b = t["by_check"][name]
+        counts = np.bincount(cols.verdict[:, j], minlength=len(FINDING_VERDICTS))
+        for v, word in enumerate(FINDING_VERDICTS):
+            b[f"{word}_steps"] += int(counts[v])
+        b["explains_ns"] += int(cols.explains_ns[:, j].sum())
+    t["steps"] += cols.frame.n
+    t["wall_ns"] += int(cols.frame.wall.sum())
+    t["explained_ns"] += int(cols.explained_ns.sum())
+    t["unexplained_ns"] += int(cols.unexplained_ns.sum())
+    return t
+
+
+def experiments(cols: RankColumns, acc: dict) -> dict:
+    from .next_experiments import CANDIDATES
+
+    steady = cols.verdict[:, NAMES.index("warm_up")] != batch.ATTRIBUTED
+    acc["steady"] += int(steady.sum())
+    for j, name in enumerate(NAMES):
+        if name not in CANDIDATES:
+            continue
+        hit = steady & (cols.verdict[:, j] == batch.ATTRIBUTED) & (cols.explains_ns[:, j] > 0)
+        if not hit.any():
+            continue
+        t = acc["checks"].setdefault(name, {"ns": 0, "steps": 0})
+        t["ns"] += int(cols.explains_ns[hit, j].sum())
+        t["steps"] += int(hit.sum())
+        if name == "transfer_stall":
+            for k in np.flatnonzero(hit).tolist():
+                for kind, ns in cols.kinds_ns.get(k, {}).items():
+                    acc["kinds"][kind] = acc["kinds"].get(kind, 0) + ns
+    return acc
+
+
+def rank_digest(cols: RankColumns) -> dict | None:
+    """job.rank_digest from columns. The span names behind the rank's top cause come from the
+    steps whose evidence is kept (`detail`): the slow, warm-up and matched-collective steps."""
+    from .job import MAX_LINKED_SPANS
+
+    if cols.rank is None:
+        return None
+    ids = cols.frame.ids
+    last = np.zeros(ids.size, bool)
+    _, first_rev = np.unique(ids[::-1], return_index=True)
+    last[ids.size - 1 - first_rev] = True  # the last row of each step id, as job.rank_digest keeps
+    att = (cols.verdict == batch.ATTRIBUTED) & (cols.explains_ns != 0) & last[:, None]
+    totals = {name: int(cols.explains_ns[att[:, j], j].sum()) for j, name in enumerate(NAMES) if att[:, j].any()}
+    own = {k: v for k, v in totals.items() if k != "collective_wait"}
+    top = max(sorted(own), key=own.get) if own else None
+    names: dict[str, int] = {}
+    for k in sorted(cols.detail):
+        if not last[k]:
+            continue
+        for f in cols.detail[k]["findings"]:
+            if f["check"] == top and f["verdict"] == "attributed":
+                for name, ns in (f["evidence"].get("spans") or {}).items():
+                    names[name] = names.get(name, 0) + int(ns)
+    walls = {int(s): int(w) for s, w in zip(ids[last].tolist(), cols.frame.wall[last].tolist())}
+    return {"rank": cols.rank, "walls": walls, "cause": {"check": top, "explains_ns": totals.get(top, 0) if top else 0},
+            "spans": [n for n, _ in sorted(names.items(), key=lambda kv: -kv[1])[:MAX_LINKED_SPANS]],
+            "wait_ns": totals.get("collective_wait", 0)}
