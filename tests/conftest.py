@@ -44,6 +44,21 @@ def _declared_roots(tmp_path_factory):
     yield
 
 
+# Test modules whose every diagnosis is made on both paths and compared (tests/diagnose_crosscheck.py).
+CROSSCHECKED = {"test_diagnose_checks", "test_diagnose_credit_bounds", "test_diagnose_transfer_stall", "test_diagnose_excess",
+                "test_diagnose_job", "test_diagnose_sources_agree"}
+
+
+@pytest.fixture(autouse=True)
+def _diagnosis_paths_agree(request, monkeypatch):
+    mod = request.module
+    if mod.__name__.rsplit(".", 1)[-1] in CROSSCHECKED and hasattr(mod, "diagnose"):
+        from tests.diagnose_crosscheck import crosschecked
+
+        monkeypatch.setattr(mod, "diagnose", crosschecked(mod.diagnose))
+    yield
+
+
 @pytest.fixture(scope="session")
 def demo_pipeline(tmp_path_factory):
     wd = tmp_path_factory.mktemp("demo-pipeline")

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from benchmarks.big_incident import big_incident
+from tests.diagnose_crosscheck import assert_same
 from workflow_lib.core.incident import read_incident
 from workflow_lib.diagnose import columns, diagnose, measures
 from workflow_lib.diagnose.batch import StepFrame
@@ -22,10 +23,6 @@ FIXTURES = Path(__file__).parent / "fixtures"
 INCIDENTS = sorted({p.parent for p in FIXTURES.rglob("manifest.json")})
 
 
-def _without_evidence(step: dict) -> dict:
-    return dict(step, findings=[{k: v for k, v in f.items() if k != "evidence"} for f in step["findings"]])
-
-
 def _same(inc, monkeypatch) -> None:
     a = diagnose(inc, incident_id="x", snapshot_digest="0" * 64, batch=False, validate=False)
     ranks = []
@@ -33,13 +30,7 @@ def _same(inc, monkeypatch) -> None:
     monkeypatch.setattr(columns, "diagnose_rank", lambda ev, *a, **k: ranks.append(ev.rank) or real(ev, *a, **k))
     b = diagnose(inc, incident_id="x", snapshot_digest="0" * 64, batch=True, validate=True)
     assert len(ranks) == len({s["rank"] for s in b["steps"]})  # every rank went through the batched path
-    assert len(a["steps"]) == len(b["steps"])
-    for sa, sb in zip(a["steps"], b["steps"]):
-        assert _without_evidence(sa) == _without_evidence(sb), (sa["rank"], sa["step_id"])
-        if any(f["evidence"] for f in sb["findings"]):  # a step kept in detail: all of it
-            assert sa == sb
-    assert a["summary"] == b["summary"]
-    assert a["next_experiments"] == b["next_experiments"]
+    assert_same(a, b)
 
 
 def test_fixtures_are_found():
@@ -80,3 +71,10 @@ def test_split_is_per_step_clipping():
 def test_overlapping_steps_are_not_a_frame():
     assert StepFrame.disjoint(np.array([0, 10]), np.array([10, 20]))
     assert not StepFrame.disjoint(np.array([0, 5]), np.array([10, 20]))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_batched_equals_per_step_on_random_incidents(seed, monkeypatch):
+    from tests.random_incident import random_incident
+
+    _same(random_incident(seed), monkeypatch)

@@ -166,6 +166,7 @@ class StepFindings:
     missing_code: np.ndarray | None = None  # int32 per step into `missing`
     evidence: dict = field(default_factory=dict)  # step index -> evidence dict, where kept
     kinds_ns: dict = field(default_factory=dict)  # transfer_stall: step -> {copy kind: critical ns}
+    spans_ns: dict = field(default_factory=dict)  # evidence "spans" ({name: ns}) summed over attributed steps
 
     def missing_of(self, k: int) -> tuple:
         return self.missing[int(self.missing_code[k])] if self.missing_code is not None else ()
@@ -195,7 +196,7 @@ def per_step(check_module, si: StepsInput, rank: int | None, keep_evidence: np.n
     codes = np.zeros(n, np.int32)
     missing: dict[tuple, int] = {(): 0}
     cs, ce = [], []
-    evidence, kinds = {}, {}
+    evidence, kinds, spans = {}, {}, {}
     for k in range(n):  # steps: this is the slow path
         sw = StepWindow(int(f.ids[k]), rank, int(f.tids[k]), int(f.starts[k]), int(f.ends[k]))
         got = check_module.check(CheckInput(sw, step_base(sw, si.ev, si.opts.min_gap_ns), si.ev, si.src, si.opts, si.cold[k]))
@@ -207,10 +208,34 @@ def per_step(check_module, si: StepsInput, rank: int | None, keep_evidence: np.n
             ce.append(c.end_ns)
             if "by_kind" in got.evidence:
                 kinds[k] = {kind: int(b.get("critical_ns", 0)) for kind, b in got.evidence["by_kind"].items()}
+            for name, ns in (got.evidence.get("spans") or {}).items():
+                spans[name] = spans.get(name, 0) + int(ns)
         if keep_evidence is not None and keep_evidence[k]:
             evidence[k] = got.evidence
     claimed = measures.union(np.concatenate(cs), np.concatenate(ce)) if cs else measures.empty()
-    return StepFindings(check_module.NAME, verdict, f.pieces(claimed), list(missing), codes, evidence, kinds)
+    return StepFindings(check_module.NAME, verdict, f.pieces(claimed), list(missing), codes, evidence, kinds, spans)
+
+
+def top_names_summed(step: np.ndarray, names, rows: np.ndarray, weights: np.ndarray, limit: int = 5) -> dict[str, int]:
+    """checks/base.top_names of each step's rows (event rows into the Names `names`, weighted),
+    summed over the steps: what the per-step evidence "spans" add up to."""
+    if rows.size == 0:
+        return {}
+    codes = names.codes[rows].astype(np.int64)
+    text = names.dictionary.astype(str)
+    srank = np.empty(text.size, np.int64)
+    srank[np.argsort(text, kind="stable")] = np.arange(text.size)  # top_names breaks ties by name
+    nc = np.int64(text.size)
+    u, inv = np.unique(step.astype(np.int64) * nc + codes, return_inverse=True)
+    tot = np.bincount(inv, weights=weights.astype(float))
+    st, cd = u // nc, u % nc
+    order = np.lexsort((srank[cd], -tot, st))
+    first = np.searchsorted(st[order], st[order], side="left")
+    top = order[(np.arange(order.size) - first) < limit]
+    out: dict[str, int] = {}
+    for c, t in zip(cd[top].tolist(), tot[top].tolist()):  # distinct (step, name) pairs kept
+        out[text[c]] = out.get(text[c], 0) + int(t)
+    return out
 
 
 def resolve(frame: StepFrame, found: list[StepFindings]) -> tuple[np.ndarray, np.ndarray]:

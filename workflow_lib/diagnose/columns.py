@@ -40,6 +40,7 @@ class RankColumns:
     excess: dict = field(default_factory=dict)  # excess_mod.attach_columns' result
     detail: dict = field(default_factory=dict)  # step index -> the per-step path's record
     kinds_ns: dict = field(default_factory=dict)  # step index -> transfer_stall {kind: critical ns}
+    spans_ns: list = field(default_factory=list)  # per check: its evidence "spans" summed over attributed steps
 
     @property
     def unexplained_ns(self) -> np.ndarray:
@@ -84,7 +85,7 @@ def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, or
     kinds = dict(found[NAMES.index("transfer_stall")].kinds_ns)
     cnt, tot, longest = _gaps(frame, base, src.kernels, origin, opts.max_gaps_listed)
     cols = RankColumns(ev.rank, frame, origin, m, src.kernels, cnt, tot, longest, verdict, explains, [f.missing for f in found],
-                       missing_code, explained, kinds_ns=kinds)
+                       missing_code, explained, kinds_ns=kinds, spans_ns=[f.spans_ns for f in found])
     # Steps whose collective wait was matched across ranks: the per-step path credits that
     # wait first (diagnose._collective_claim); they are made there and their rows replaced.
     if coll:
@@ -179,8 +180,8 @@ def experiments(cols: RankColumns, acc: dict) -> dict:
 
 
 def rank_digest(cols: RankColumns) -> dict | None:
-    """job.rank_digest from columns. The span names behind the rank's top cause come from the
-    steps whose evidence is kept (`detail`): the slow, warm-up and matched-collective steps."""
+    """job.rank_digest from columns (the span names behind the top cause: its checks' evidence
+    "spans" summed over its attributed steps, StepFindings.spans_ns)."""
     from .job import MAX_LINKED_SPANS
 
     if cols.rank is None:
@@ -193,14 +194,7 @@ def rank_digest(cols: RankColumns) -> dict | None:
     totals = {name: int(cols.explains_ns[att[:, j], j].sum()) for j, name in enumerate(NAMES) if att[:, j].any()}
     own = {k: v for k, v in totals.items() if k != "collective_wait"}
     top = max(sorted(own), key=own.get) if own else None
-    names: dict[str, int] = {}
-    for k in sorted(cols.detail):
-        if not last[k]:
-            continue
-        for f in cols.detail[k]["findings"]:
-            if f["check"] == top and f["verdict"] == "attributed":
-                for name, ns in (f["evidence"].get("spans") or {}).items():
-                    names[name] = names.get(name, 0) + int(ns)
+    names = cols.spans_ns[NAMES.index(top)] if top else {}
     walls = {int(s): int(w) for s, w in zip(ids[last].tolist(), cols.frame.wall[last].tolist())}
     return {"rank": cols.rank, "walls": walls, "cause": {"check": top, "explains_ns": totals.get(top, 0) if top else 0},
             "spans": [n for n, _ in sorted(names.items(), key=lambda kv: -kv[1])[:MAX_LINKED_SPANS]],

@@ -20,7 +20,7 @@ import re
 import numpy as np
 
 from .. import measures
-from ..batch import NOT_APPLICABLE, UNRESOLVED, StepsInput, StepFindings, answer
+from ..batch import NOT_APPLICABLE, UNRESOLVED, StepFindings, StepsInput, answer, top_names_summed
 from ..types import Finding
 from .base import CheckInput, attributed, not_applicable, top_names, unresolved
 
@@ -78,7 +78,12 @@ def check_steps(si: StepsInput) -> StepFindings:
         out.missing_code = (~cold).astype(np.int32)
         return out
     rows = np.flatnonzero(ev.span_is_compile)
-    _, k = fr.overlapping(ev.span_start[rows], ev.span_end[rows])
+    w, k = fr.overlapping(ev.span_start[rows], ev.span_end[rows])
     hit = np.bincount(k, minlength=fr.n)[: fr.n] > 0
     claimed = fr.pieces(measures.union(ev.span_start[rows], ev.span_end[rows]))
-    return answer(NAME, fr, ~cold & hit & (fr.per_step(claimed) >= si.opts.min_gap_ns), claimed)
+    att = ~cold & hit & (fr.per_step(claimed) >= si.opts.min_gap_ns)
+    out = answer(NAME, fr, att, claimed)
+    on = att[k]
+    r = rows[w[on]]
+    out.spans_ns = top_names_summed(k[on], ev.span_name, r, ev.span_end[r] - ev.span_start[r])
+    return out

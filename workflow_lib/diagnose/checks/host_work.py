@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import measures
-from ..batch import NOT_APPLICABLE, UNRESOLVED, StepsInput, StepFindings, answer, uniform
+from ..batch import NOT_APPLICABLE, UNRESOLVED, StepFindings, StepsInput, answer, top_names_summed, uniform
 from ..types import Finding
 from .base import CheckInput, attributed, not_applicable, top_names, unresolved
 
@@ -60,4 +60,8 @@ def check_steps(si: StepsInput) -> StepFindings:
     i, k = i[mine], k[mine]
     work = measures.union(np.maximum(ev.span_start[i], fr.starts[k]), np.minimum(ev.span_end[i], fr.ends[k]))
     claimed = measures.subtract(work, ev.wait_union) if len(ev.wait_union) else work
-    return answer(NAME, fr, fr.per_step(claimed) > 0, claimed)
+    att = fr.per_step(claimed) > 0
+    out = answer(NAME, fr, att, claimed)
+    on = att[k]
+    out.spans_ns = top_names_summed(k[on], ev.span_name, i[on], ev.span_end[i[on]] - ev.span_start[i[on]])
+    return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import measures
+from ..batch import ATTRIBUTED, NOT_APPLICABLE, UNRESOLVED, StepFindings, StepsInput, uniform
 from ..evidence import launch_rows
 from ..types import Finding
 from .base import CheckInput, attributed, not_applicable, unresolved
@@ -71,3 +72,103 @@ def check(ci: CheckInput) -> Finding:
     claimed = measures.intersect(ci.base.idle, measures.clip(launching, step.start_ns, step.end_ns))
     evidence["host_pauses_left_to_host_ns"] = int(pause[(pause > 0) & ~short].sum())
     return attributed(NAME, claimed, **evidence)
+
+
+def _grouped_median_int(g: np.ndarray, v: np.ndarray, n: int) -> np.ndarray:
+    """int(np.median(v[g == k])) for every group k (0 where empty)."""
+    order = np.lexsort((v, g))
+    gs, vs = g[order], v[order]
+    lo = np.searchsorted(gs, np.arange(n), side="left")
+    hi = np.searchsorted(gs, np.arange(n), side="right")
+    cnt = hi - lo
+    a = vs[np.minimum(lo + (cnt - 1) // 2, max(vs.size - 1, 0))] if vs.size else np.zeros(n, np.int64)
+    b = vs[np.minimum(lo + cnt // 2, max(vs.size - 1, 0))] if vs.size else np.zeros(n, np.int64)
+    med = (a.astype(float) + b.astype(float)) / 2  # np.median of two middles: their mean
+    return np.where(cnt > 0, med, 0).astype(np.int64)
+
+
+def _running_max_by_group(g: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """np.maximum.accumulate of v within each run of equal g (g ascending): values are replaced
+    by their ranks so that group offsets cannot overflow."""
+    if v.size == 0:
+        return v
+    uniq, r = np.unique(v, return_inverse=True)
+    width = np.int64(uniq.size + 1)
+    key = g.astype(np.int64) * width + r
+    return uniq[np.maximum.accumulate(key) - g.astype(np.int64) * width]
+
+
+def check_steps(si: StepsInput) -> StepFindings:
+    """check() for every step of a rank at once (diagnose/batch.py)."""
+    missing = []
+    if not si.src.kernels:
+        missing.append("GPU kernels (kernels not observed)")
+    if not si.src.runtime_api:
+        missing.append("host launch calls (runtime_api not observed)")
+    fr, ev, opts = si.frame, si.ev, si.opts
+    n = fr.n
+    if missing:
+        return uniform(NAME, n, UNRESOLVED, tuple(missing))
+    # Kernels by the step their start falls in (searchsorted on the step window, as per step).
+    ks = fr.step_of(ev.k_start)
+    inside = ks >= 0
+    kidx = np.flatnonzero(inside)
+    kstep = ks[inside]
+    count = np.bincount(kstep, minlength=n)[:n]
+    rows, matched = launch_rows(ev, ev.k_corr[kidx])
+    many = count >= opts.launch_bound_min_kernels
+    any_matched = np.bincount(kstep[matched], minlength=n)[:n] > 0
+    verdict = np.full(n, NOT_APPLICABLE, np.int8)
+    codes = np.zeros(n, np.int32)
+    verdict[many & ~any_matched] = UNRESOLVED
+    codes[many & ~any_matched] = 1
+    out_missing = [(), ("correlation ids joining kernels to their launch calls",)]
+    cand = many & any_matched
+    if not cand.any():
+        return StepFindings(NAME, verdict, measures.empty(), out_missing, codes)
+    mk = kidx[matched]
+    mstep = kstep[matched]
+    rt = rows[matched]
+    keep = cand[mstep]
+    mk, mstep, rt = mk[keep], mstep[keep], rt[keep]
+    kdur = ev.k_end[mk] - ev.k_start[mk]
+    ldur = ev.rt_end[rt] - ev.rt_start[rt]
+    nmatched = np.bincount(mstep, minlength=n)[:n]
+    short_frac = np.bincount(mstep, weights=(kdur < ldur), minlength=n)[:n] / np.maximum(nmatched, 1)
+    # The submitting thread: most launches in the step, the lowest thread id on a tie (np.unique's order).
+    thr = ev.rt_thread[rt]
+    pairs, pc = np.unique(np.stack([mstep, thr]), axis=1, return_counts=True)
+    best = np.lexsort((pairs[1], -pc, pairs[0]))
+    first = np.ones(best.size, bool)
+    first[1:] = pairs[0][best][1:] != pairs[0][best][:-1]
+    tid = np.zeros(n, np.int64)
+    tid[pairs[0][best][first]] = pairs[1][best][first]
+    # That thread's launch calls overlapping the step.
+    lrows = np.flatnonzero(ev.rt_launch)
+    wi, wk = fr.overlapping(ev.rt_start[lrows], ev.rt_end[lrows])
+    mine = cand[wk] & (ev.rt_thread[lrows][wi] == tid[wk])
+    nr, nk = lrows[wi[mine]], wk[mine]
+    a = np.maximum(ev.rt_start[nr], fr.starts[nk])
+    b = np.minimum(ev.rt_end[nr], fr.ends[nk])
+    in_launch = fr.per_step(measures.union(a, b))
+    wall = fr.wall
+    launch_frac = np.where(wall > 0, in_launch / np.maximum(wall, 1), 0.0)
+    att = cand & (short_frac >= opts.launch_bound_min_short_fraction) & (launch_frac >= opts.launch_bound_min_host_launch_fraction)
+    verdict[att] = ATTRIBUTED
+    # The launch loop of each attributed step: its calls in start order with their running end,
+    # and the short pauses between consecutive calls bridged.
+    sel = att[nk]
+    nr, nk = nr[sel], nk[sel]
+    order = np.lexsort((np.arange(nr.size), ev.rt_start[nr], nk))
+    nr, nk = nr[order], nk[order]
+    ls, le = ev.rt_start[nr], _running_max_by_group(nk, ev.rt_end[nr])
+    med = _grouped_median_int(mstep[att[mstep]], ldur[att[mstep]], n)
+    same = nk[1:] == nk[:-1]
+    pause = ls[1:] - le[:-1]
+    short = same & (pause > 0) & (pause <= HOST_GAP_LAUNCHES * np.maximum(med[nk[1:]], 1))
+    s = np.concatenate([ls, le[:-1][short]])
+    e = np.concatenate([le, ls[1:][short]])
+    g = np.concatenate([nk, nk[1:][short]])
+    launching = measures.union(np.maximum(s, fr.starts[g]), np.minimum(e, fr.ends[g]))
+    claimed = measures.intersect(si.base.idle, launching)
+    return StepFindings(NAME, verdict, fr.only(claimed, att), out_missing, codes)

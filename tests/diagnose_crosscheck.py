@@ -1,0 +1,34 @@
+"""The two diagnosis paths (per step, and all steps of a rank at once) must agree: what
+tests/test_diagnose_batch.py asserts on the fixtures, and what conftest.py asserts around
+every diagnosis the check tests make (their synthetic incidents hold the branches of each
+check: launch-bound loops, throttled clocks, violation counters, scheduler brackets)."""
+
+from __future__ import annotations
+
+
+def without_evidence(step: dict) -> dict:
+    return dict(step, findings=[{k: v for k, v in f.items() if k != "evidence"} for f in step["findings"]])
+
+
+def assert_same(per_step: dict, batched: dict) -> None:
+    """The batched record equals the per-step one but for the evidence of steps it did not keep."""
+    assert len(per_step["steps"]) == len(batched["steps"])
+    for sa, sb in zip(per_step["steps"], batched["steps"]):
+        assert without_evidence(sa) == without_evidence(sb), (sa["rank"], sa["step_id"])
+        if any(f["evidence"] for f in sb["findings"]):  # a step kept in detail: all of it
+            assert sa == sb, (sa["rank"], sa["step_id"])
+    assert per_step["summary"] == batched["summary"]
+    assert per_step["next_experiments"] == batched["next_experiments"]
+
+
+def crosschecked(diagnose):
+    """`diagnose` that also runs the batched path on the same input and compares."""
+
+    def both(incident, **kw):
+        if kw.get("batch") is not None or kw.get("spool") is not None:
+            return diagnose(incident, **kw)
+        rec = diagnose(incident, **kw, batch=False)
+        assert_same(rec, diagnose(incident, **dict(kw, validate=False), batch=True))
+        return rec
+
+    return both
