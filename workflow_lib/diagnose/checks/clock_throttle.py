@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..batch import ATTRIBUTED, NOT_APPLICABLE, UNRESOLVED, StepFindings, StepsInput, uniform
 from ..types import Finding, Intervals
 from .base import CheckInput, attributed, not_applicable, unresolved
 
@@ -157,3 +158,134 @@ def check(ci: CheckInput) -> Finding:
         return attributed(NAME, _take_tail(busy, 0), **evidence)
     cost = int(busy.total_ns * max(0.0, 1.0 - ratio))
     return attributed(NAME, _take_tail(busy, cost), **evidence)
+
+
+def _windows(ts: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """_window for every step: (first, end, covered): the samples are ts[first:end]."""
+    i = np.searchsorted(ts, lo, side="left")
+    j = np.searchsorted(ts, hi, side="right")
+    inside = j > i
+    if ts.size >= 2:
+        ii = np.clip(i, 1, ts.size - 1)
+        pair = ~inside & (i > 0) & (i < ts.size) & (ts[ii] - ts[ii - 1] <= 2 * np.maximum(hi - lo, 1))
+    else:
+        pair = np.zeros(i.size, bool)
+    first = np.where(inside, i, i - 1)
+    end = np.where(inside, j, i + 1)
+    return first, end, inside | pair
+
+
+def _range_sums(values: np.ndarray, first: np.ndarray, end: np.ndarray, ok: np.ndarray, ufunc=np.add) -> np.ndarray:
+    """ufunc.reduce(values[first:end]) where ok (ranges non-empty there), 0 elsewhere."""
+    out = np.zeros(first.size, values.dtype)
+    if not ok.any():
+        return out
+    ext = np.append(values, values[:1])  # reduceat needs every index inside the array
+    idx = np.stack([first[ok], end[ok]], axis=1).ravel()
+    out[ok] = ufunc.reduceat(ext, idx)[0::2]
+    return out
+
+
+def _busy_ratio_steps(ev, first, end, ok) -> tuple[np.ndarray, np.ndarray]:
+    """_busy_clock_ratio for every step's clock window: (ratio, known)."""
+    clocks = ev.nvml.get("sm_clock_mhz")
+    max_clock = ev.nvml.get("max_sm_clock_mhz")
+    n = first.size
+    if clocks is None or max_clock is None or not max_clock[1].size:
+        return np.zeros(n), np.zeros(n, bool)
+    reasons = ev.nvml.get("clock_event_reasons")
+    busy = np.ones(clocks[0].size, bool)
+    if reasons is not None:
+        k = np.clip(np.searchsorted(reasons[0], clocks[0], side="right") - 1, 0, reasons[0].size - 1)
+        busy = (reasons[1][k].astype(np.int64) & GPU_IDLE_BIT) == 0
+    count = _range_sums(busy.astype(np.int64), first, end, ok)
+    total = _range_sums(np.where(busy, clocks[1], 0.0), first, end, ok)
+    mx = float(np.max(max_clock[1]))
+    known = ok & (count > 0) & (mx > 0)
+    return np.where(known, total / np.maximum(count, 1) / (mx if mx > 0 else 1.0), 0.0), known
+
+
+def _tail_steps(frame, busy: Intervals, amount: np.ndarray) -> Intervals:
+    """_take_tail for every step: the last amount[k] ns of step k's busy pieces."""
+    p, k = frame.split(busy)
+    if p.start_ns.size == 0:
+        return p
+    length = p.end_ns - p.start_ns
+    # ns of busy after each piece within its step (reverse cumulative sum per step).
+    per_step_total = np.bincount(k, weights=length, minlength=frame.n).astype(np.int64)
+    upto = np.cumsum(length) - np.concatenate([[0], np.cumsum(per_step_total)[:-1]])[k]  # busy up to and with the piece
+    after = per_step_total[k] - upto
+    take = np.clip(amount[k] - after, 0, length)
+    keep = take > 0
+    return Intervals(p.end_ns[keep] - take[keep], p.end_ns[keep])
+
+
+def check_steps(si: StepsInput) -> StepFindings:
+    """check() for every step of a rank at once (diagnose/batch.py)."""
+    fr, ev, opts = si.frame, si.ev, si.opts
+    n = fr.n
+    if not si.src.nvml or not ev.nvml:
+        return uniform(NAME, n, UNRESOLVED, ("NVML samples (nvml not observed)",))
+    lo, hi, wall = fr.starts, fr.ends, fr.wall
+    busy_ns = fr.per_step(si.base.busy)
+    verdict = np.full(n, NOT_APPLICABLE, np.int8)
+    codes = np.zeros(n, np.int32)
+    missing: list = [()]
+    amount = np.zeros(n, np.int64)
+    clocks = ev.nvml.get("sm_clock_mhz")
+    if clocks is not None:
+        cf, ce, cok = _windows(clocks[0], lo, hi)
+        ratio, known = _busy_ratio_steps(ev, cf, ce, cok)
+    else:
+        ratio, known = np.zeros(n), np.zeros(n, bool)
+    # Violation counters first, where every counter brackets the step.
+    metrics = [ev.nvml[m] for m in VIOLATION_METRICS if m in ev.nvml and ev.nvml[m][0].size >= 2]
+    by_counters = np.zeros(n, bool)
+    if metrics:
+        by_counters = np.ones(n, bool)
+        total = np.zeros(n)
+        span = np.zeros(n, np.int64)
+        for ts, v in metrics:
+            i0 = np.searchsorted(ts, lo, side="right") - 1
+            i1 = np.searchsorted(ts, hi, side="left")
+            inside = (i0 >= 0) & (i1 < ts.size)
+            by_counters &= inside
+            a, b = np.maximum(i0, 0), np.minimum(i1, ts.size - 1)
+            top = _range_sums(v.astype(float), a, b + 1, inside, np.maximum)
+            total = np.maximum(total, np.where(inside, top - v[a], 0.0))
+            span = np.maximum(span, np.where(inside, ts[b] - ts[a], 0))
+        moved = by_counters & (total > 0)
+        far = moved & (span > 2 * np.maximum(wall, 1))
+        for k in np.flatnonzero(far).tolist():  # one sentence per such step, with its numbers
+            why = (f"violation counters changed by {int(total[k])} ns within a {int(span[k])} ns bracket around the "
+                   f"{int(wall[k])} ns step: a poll closer to the step's boundaries",)
+            if why not in missing:
+                missing.append(why)
+            codes[k] = missing.index(why)
+        verdict[far] = UNRESOLVED
+        att = moved & ~far
+        verdict[att] = ATTRIBUTED
+        throttled = np.minimum(total, busy_ns).astype(np.int64)
+        cost = np.rint(throttled * np.maximum(0.0, 1.0 - ratio)).astype(np.int64)
+        amount[att & known] = cost[att & known]
+    rest = ~by_counters
+    reasons = ev.nvml.get("clock_event_reasons")
+    rok = np.zeros(n, bool)
+    slowed_by = np.zeros(n, bool)
+    if reasons is not None:
+        rf, re_, rok = _windows(reasons[0], lo, hi)
+        bits = reasons[1].astype(np.int64)
+        for bit in REASON_BITS.values():
+            slowed_by |= _range_sums(((bits & bit) != 0).astype(np.int64), rf, re_, rok) > 0
+    cok_ = cok if clocks is not None else np.zeros(n, bool)
+    uncovered = rest & ~rok & ~cok_
+    missing.append(("NVML clock-event reasons or SM clock samples covering the step",))
+    verdict[uncovered] = UNRESOLVED
+    codes[uncovered] = len(missing) - 1
+    slowed = known & (ratio < opts.throttle_clock_fraction)
+    att = rest & ~uncovered & (slowed_by | slowed)
+    verdict[att] = ATTRIBUTED
+    cost = (busy_ns * np.maximum(0.0, 1.0 - ratio)).astype(np.int64)
+    amount[att & known] = cost[att & known]
+    amount[verdict != ATTRIBUTED] = 0
+    return StepFindings(NAME, verdict, _tail_steps(fr, si.base.busy, amount), missing, codes)
