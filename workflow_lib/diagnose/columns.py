@@ -31,7 +31,7 @@ class RankColumns:
     kernels_observed: bool  # overlap_factor is kernel_sum / busy where kernels were observed
     gaps_count: np.ndarray
     gaps_total_ns: np.ndarray
-    gaps_longest: list  # per step: [(start_ns, end_ns, length_ns)] absolute, longest first
+    gaps_longest: "Longest"
     verdict: np.ndarray  # (steps, checks) int8 into FINDING_VERDICTS, checks in NAMES order
     explains_ns: np.ndarray  # (steps, checks) int64
     missing: list  # per check: its distinct missing tuples
@@ -47,10 +47,27 @@ class RankColumns:
         return self.frame.wall - self.explained_ns
 
 
+@dataclass(frozen=True)
+class Longest:
+    """Each step's longest gaps (measures.gap_records), flat: step k's are rows
+    offsets[k]:offsets[k+1], longest first, on the absolute timeline."""
+
+    offsets: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    length_ns: np.ndarray
+
+    def of(self, k: int) -> list[dict]:
+        a, b = int(self.offsets[k]), int(self.offsets[k + 1])
+        return [{"start_ns": int(s), "end_ns": int(e), "length_ns": int(n)}
+                for s, e, n in zip(self.start_ns[a:b], self.end_ns[a:b], self.length_ns[a:b])]
+
+
 def _gaps(frame: batch.StepFrame, base: batch.StepsBase, observed: bool, origin: int, limit: int):
     n = frame.n
     if not observed:
-        return np.zeros(n, _I64), np.zeros(n, _I64), [[] for _ in range(n)]
+        z = np.zeros(0, _I64)
+        return np.zeros(n, _I64), np.zeros(n, _I64), Longest(np.zeros(n + 1, _I64), z, z, z)
     g, k = base.idle, base.idle_step
     length = g.end_ns - g.start_ns
     count = np.bincount(k, minlength=n)[:n].astype(_I64)
@@ -59,13 +76,9 @@ def _gaps(frame: batch.StepFrame, base: batch.StepsBase, observed: bool, origin:
     order = np.lexsort((np.arange(k.size), -length, k))
     ks = k[order]
     first = np.searchsorted(ks, np.arange(n), side="left")
-    rank_in_step = np.arange(ks.size) - first[ks]
-    top = order[rank_in_step < limit]
-    top = top[np.lexsort((np.arange(top.size), k[top]))]  # grouped by step, longest first within
-    longest = [[] for _ in range(n)]
-    for i in top.tolist():  # at most `limit` per step
-        longest[int(k[i])].append((int(g.start_ns[i] + origin), int(g.end_ns[i] + origin), int(length[i])))
-    return count, total, longest
+    top = order[(np.arange(ks.size) - first[ks]) < limit]  # grouped by step, longest first within
+    offsets = np.concatenate([[0], np.cumsum(np.minimum(count, limit))]).astype(_I64)
+    return count, total, Longest(offsets, g.start_ns[top] + origin, g.end_ns[top] + origin, length[top])
 
 
 def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, origin: int,
@@ -126,7 +139,7 @@ def step_dict(cols: RankColumns, k: int) -> dict:
     rec.update(step_id=int(fr.ids[k]), rank=cols.rank, thread_id=int(fr.tids[k]),
                start_ns=int(fr.starts[k] + cols.origin_ns), end_ns=int(fr.ends[k] + cols.origin_ns), overlap_factor=of,
                gaps={"count": int(cols.gaps_count[k]), "total_ns": int(cols.gaps_total_ns[k]),
-                     "longest": [{"start_ns": a, "end_ns": b, "length_ns": c} for a, b, c in cols.gaps_longest[k]]},
+                     "longest": cols.gaps_longest.of(k)},
                findings=[{"check": name, "verdict": FINDING_VERDICTS[int(cols.verdict[k, j])],
                           "explains_ns": int(cols.explains_ns[k, j]), "evidence": {},
                           "missing": list(cols.missing[j][int(cols.missing_code[k, j])])} for j, name in enumerate(NAMES)],
