@@ -31,9 +31,9 @@ from .types import DIAGNOSIS_VERSION, DiagnoseOptions, Finding, Intervals, StepW
 
 __all__ = ["diagnose", "diagnose_dir", "diagnose_to_file", "DiagnoseOptions", "NAMES"]
 
-# Above this many steps in a rank the checks run over all of them at once (columns.py): per
-# step, ~15 checks of ~10 NumPy calls each cost ~2 ms a step (docs/benchmarks.md, issue 26).
-# Below it the per-step path keeps every step's evidence in full.
+# Above this many steps in an incident the checks run over all steps of a rank at once
+# (columns.py): per step, ~15 checks of ~10 NumPy calls each cost ~2 ms a step
+# (docs/benchmarks.md, issue 26). Below it the per-step path keeps every step's evidence.
 BATCH_ABOVE = 20_000
 
 
@@ -71,7 +71,7 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
     caller writes it with records.write_record, which validates anyway). With a
     spool.StepSpool, each rank's steps go there as the rank is done (write with spool.write_spooled).
     `batch`: all steps of a rank at once (diagnose/columns.py) or step by step; by default
-    batched above BATCH_ABOVE steps in a rank (the same verdicts and explains either way)."""
+    batched above BATCH_ABOVE steps (the same verdicts and explains either way)."""
     opts = options or DiagnoseOptions()
     from . import dump_only as coll_diagnosis
 
@@ -106,7 +106,7 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
             sw = StepWindow(int(ids[i]), ev.rank, int(tids[i]), int(starts[i]), int(ends[i]))
             return _step_record(sw, ev, src, opts, m, i, origin, coll.get((ev.rank, int(ids[i]))), cold[i])
 
-        if (batch if batch is not None else sel.size > BATCH_ABOVE) and StepFrame.disjoint(starts, ends):
+        if (batch if batch is not None else steps.num_rows > BATCH_ABOVE) and StepFrame.disjoint(starts, ends):
             cols = columns.diagnose_rank(ev, StepFrame(ids, tids, starts, ends), src, opts, m, cold, origin, coll, step_record)
             rows = excess_mod.slow_steps([cols.detail[k] for k in sorted(cols.detail)], opts.slow_step_factor)
             slow.extend(_growth(rows, {int(ids[k]): k for k in cols.detail}, cols.excess, ev, starts, ends))
