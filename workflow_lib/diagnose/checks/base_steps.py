@@ -84,3 +84,41 @@ def host_gaps(si: StepsInput) -> tuple[Intervals, np.ndarray]:
     p, k = si.frame.split(cand)
     keep = (p.end_ns - p.start_ns) >= si.opts.min_gap_ns
     return Intervals(p.start_ns[keep], p.end_ns[keep]), k[keep]
+
+
+def covers(iv: Intervals, t: np.ndarray) -> np.ndarray:
+    """Per time: whether a disjoint union holds it (start <= t < end: IntervalIndex.containing)."""
+    if len(iv) == 0:
+        return np.zeros(np.shape(t), bool)
+    j = np.searchsorted(iv.start_ns, t, side="right") - 1
+    return (j >= 0) & (t < iv.end_ns[np.maximum(j, 0)])
+
+
+def step_sched(ev, tid: int, lo: np.ndarray, hi: np.ndarray):
+    """evidence.step_sched for many windows [lo, hi) of one thread: (bracketed, cpu_ns,
+    runqueue_wait_ns, span_ns) per window, with the same nearest-sample rule and tolerance;
+    the counters are 0 where not bracketed."""
+    n = np.shape(lo)[0]
+    zero = np.zeros(n, np.int64)
+    s = ev.sched.get(int(tid))
+    if s is None or s.ts_ns.size < 2:
+        return np.zeros(n, bool), zero, zero, zero
+    ts, m = s.ts_ns, s.ts_ns.size
+    tol = np.maximum((hi - lo) // 10, 200_000)
+    # The sample nearest each boundary (ties to the one before the start, after the end).
+    i0 = np.searchsorted(ts, lo, side="right") - 1
+    nxt = np.minimum(i0 + 1, m - 1)
+    i0 = i0 + ((i0 + 1 < m) & ((i0 < 0) | (np.abs(ts[nxt] - lo) < np.abs(lo - ts[np.maximum(i0, 0)]))))
+    i1 = np.searchsorted(ts, hi, side="left")
+    prev = np.maximum(i1 - 1, 0)
+    i1 = i1 - ((i1 - 1 >= 0) & ((i1 >= m) | (np.abs(hi - ts[prev]) < np.abs(ts[np.minimum(i1, m - 1)] - hi))))
+    ok = (i0 >= 0) & (i1 < m) & (i1 > i0)
+    a, b = np.clip(i0, 0, m - 1), np.clip(i1, 0, m - 1)
+    ok &= (np.abs(ts[a] - lo) <= tol) & (np.abs(ts[b] - hi) <= tol)
+    dcpu = s.cpu_time_ns[b] - s.cpu_time_ns[a]
+    drq = s.runqueue_wait_ns[b] - s.runqueue_wait_ns[a]
+    ok &= np.isfinite(dcpu) & np.isfinite(drq)
+    # int(max(d, 0)) of the per-step form: truncation of a non-negative float.
+    cpu = np.where(ok, np.maximum(np.nan_to_num(dcpu), 0), 0).astype(np.int64)
+    rq = np.where(ok, np.maximum(np.nan_to_num(drq), 0), 0).astype(np.int64)
+    return ok, cpu, rq, np.where(ok, ts[b] - ts[a], 0)
