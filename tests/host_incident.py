@@ -145,3 +145,33 @@ def host_incident(seed: int, steps: int = 300, *, clock: str = "rows", runtime_a
         "tables": {}, "schema_version": 1, "kind": "incident_manifest", "tables_version": tables.TABLES_VERSION, "created_unix_ns": 0,
     }
     return Incident(path=Path("<synthetic>"), manifest=manifest, tables=data)
+
+
+def bracket_tie_incident() -> Incident:
+    """Two 1 ms steps, each with one 200 us GPU gap [100, 300) us and nothing of its thread at
+    the gap but scheduler samples around it: 400 us apart in step 0 (exactly the 2x the rule
+    allows), 400 us + 1 ns in step 1 (just over), none near the step boundaries."""
+    starts = np.array([0, 2_000_000]) + 1_000_000
+    rows = {"k": ([], []), "api": [], "ts": []}
+    for j, lo in enumerate(starts.tolist()):
+        rows["k"][0].extend([lo, lo + 300_000])
+        rows["k"][1].extend([lo + 100_000, lo + 1_000_000])
+        rows["api"].extend([lo - 50_000, lo + 150_000])  # the second kernel launched inside the gap
+        rows["ts"].extend([lo, lo + 400_000 + j])
+    n = len(rows["api"])
+    data = {
+        "steps": _table("steps", {"step_id": [0, 1], "thread_id": [1, 1], "start_ns": starts, "end_ns": starts + 1_000_000}),
+        "kernels": _table("kernels", {"name": ["gemm"] * n, "device": [0] * n, "stream": [7] * n, "correlation_id": list(range(1, n + 1)),
+                                      "start_ns": rows["k"][0], "end_ns": rows["k"][1]}),
+        "runtime_api": _table("runtime_api", {"name": ["cudaLaunchKernel"] * n, "thread_id": [1] * n, "correlation_id": list(range(1, n + 1)),
+                                              "start_ns": rows["api"], "end_ns": [a + 3_000 for a in rows["api"]], "is_sync": [False] * n}),
+        "sched": _table("sched", {"ts_ns": rows["ts"], "thread_id": [1] * len(rows["ts"]), "state": ["R"] * len(rows["ts"]),
+                                  "cpu_time_ns": [0, 300_000, 400_000, 700_000], "runqueue_wait_ns": [0, 10_000, 20_000, 30_000]}),
+    }
+    observed = {"steps", "kernels", "runtime_api", "sched"}
+    manifest = {
+        "incident_id": "bracket-tie", "reason": "manual", "producer": "kineto-import", "clock": {"host": "monotonic", "unix_minus_host_ns": None},
+        "sources": {n: source("observed") if n in observed else source("not_observed", "not in this synthetic case") for n in SOURCES},
+        "tables": {}, "schema_version": 1, "kind": "incident_manifest", "tables_version": tables.TABLES_VERSION, "created_unix_ns": 0,
+    }
+    return Incident(path=Path("<synthetic>"), manifest=manifest, tables=data)

@@ -12,9 +12,9 @@ import collections
 import numpy as np
 import pytest
 
-from host_incident import host_incident
+from host_incident import bracket_tie_incident, host_incident
 from test_diagnose_batch import _same
-from workflow_lib.diagnose import diagnose, measures
+from workflow_lib.diagnose import diagnose
 from workflow_lib.diagnose.checks import base_steps
 from workflow_lib.diagnose.evidence import Sched, step_sched
 from workflow_lib.diagnose.index import IntervalIndex
@@ -66,6 +66,15 @@ def test_the_cases_reach_every_branch():
     assert _seen(no_sched["cpu_contention"], "scheduler samples") and no_sched["host_submission"]["attributed"]
 
 
+def test_samples_exactly_twice_the_gap_apart_bracket_it(monkeypatch):
+    inc = bracket_tie_incident()
+    _same(inc, monkeypatch)
+    d = diagnose(inc, incident_id="x", snapshot_digest="0" * 64, batch=False, validate=False)
+    hs = [next(f for f in s["findings"] if f["check"] == "host_submission") for s in d["steps"]]
+    assert [f["verdict"] for f in hs] == ["attributed", "unresolved"]
+    assert hs[0]["evidence"]["examples"][0]["host_state_basis"] == "gap"
+
+
 class _Ev:
     def __init__(self, sched):
         self.sched = sched
@@ -101,6 +110,6 @@ def test_covers_is_containing():
         order = np.argsort(s, kind="stable")
         index = IntervalIndex(s[order], e[order])
         t = rng.integers(-5, 1_100, 50).astype(np.int64)
-        got = base_steps.covers(measures.union(s, e), t)
+        got = base_steps.covers(s[order], e[order], t)
         assert got.tolist() == [index.containing(int(x)).size > 0 for x in t]
 

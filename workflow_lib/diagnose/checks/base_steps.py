@@ -86,12 +86,14 @@ def host_gaps(si: StepsInput) -> tuple[Intervals, np.ndarray]:
     return Intervals(p.start_ns[keep], p.end_ns[keep]), k[keep]
 
 
-def covers(iv: Intervals, t: np.ndarray) -> np.ndarray:
-    """Per time: whether a disjoint union holds it (start <= t < end: IntervalIndex.containing)."""
-    if len(iv) == 0:
+def covers(start_ns: np.ndarray, end_ns: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per time: whether any of the intervals (rows sorted by start, overlapping or not) holds
+    it, start <= t < end as IntervalIndex.containing: the running maximum of the ends of the
+    rows starting at or before t is past t. No union, so no sort."""
+    if start_ns.size == 0:
         return np.zeros(np.shape(t), bool)
-    j = np.searchsorted(iv.start_ns, t, side="right") - 1
-    return (j >= 0) & (t < iv.end_ns[np.maximum(j, 0)])
+    j = np.searchsorted(start_ns, t, side="right") - 1
+    return (j >= 0) & (t < np.maximum.accumulate(end_ns)[np.maximum(j, 0)])
 
 
 def step_sched(ev, tid: int, lo: np.ndarray, hi: np.ndarray):

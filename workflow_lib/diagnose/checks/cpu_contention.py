@@ -117,14 +117,12 @@ def check_steps(si: StepsInput) -> StepFindings:
     run = np.cumsum(ln)
     first = np.searchsorted(kk, kk, side="left")
     before = run - ln - (run[first] - ln[first])  # longer (or earlier equal) gaps of the same step
-    take = np.clip(wait[kk] - before, 0, ln)
-    placed = np.bincount(kk, weights=take, minlength=n)[:n]
+    take = np.empty_like(length)
+    take[order] = np.clip(wait[kk] - before, 0, ln)  # back in time order
+    placed = np.bincount(gk, weights=take, minlength=n)[:n]
     hit = applicable & (placed >= opts.min_gap_ns)
     keep = take > 0
-    s = gs[order][keep]
-    e = s + take[keep]
-    o = np.argsort(s, kind="stable")
-    out = answer(NAME, fr, hit, Intervals(s[o], e[o]))
+    out = answer(NAME, fr, hit, Intervals(gs[keep], gs[keep] + take[keep]))
     _mark_unsampled(out, fr, ~sampled, threads, launches)
     return out
 
@@ -136,12 +134,17 @@ def _mark_unsampled(out: StepFindings, fr, where: np.ndarray, threads: np.ndarra
     if rows.size == 0:
         return
     own = np.searchsorted(threads, fr.tids[rows])
-    others = launches[:, rows].T.copy()
-    others[np.arange(rows.size), own] = False
-    keys, inv = np.unique(np.column_stack([own, others]), axis=0, return_inverse=True)
+    others = launches[:, rows]
+    others[own, np.arange(rows.size)] = False
+    if threads.size <= 31:  # a thread list as one integer: the step's thread, a bit per other thread
+        bits = (others.astype(np.int64) << np.arange(threads.size, dtype=np.int64)[:, None]).sum(axis=0)
+        keys, inv = np.unique((own.astype(np.int64) << 32) | bits, return_inverse=True)
+        lists = [(int(key) >> 32, [j for j in range(threads.size) if (int(key) >> j) & 1]) for key in keys]
+    else:
+        keys, inv = np.unique(np.column_stack([own, others.T]), axis=0, return_inverse=True)
+        lists = [(int(key[0]), np.flatnonzero(key[1:]).tolist()) for key in keys]
     out.verdict[rows] = UNRESOLVED
     base = len(out.missing)
-    for key in keys:  # distinct thread lists: few
-        listed = [int(threads[key[0]])] + [int(t) for t in threads[np.flatnonzero(key[1:])]]
-        out.missing.append((_unsampled(listed),))
+    for j0, js in lists:  # distinct thread lists: few
+        out.missing.append((_unsampled([int(threads[j0])] + [int(threads[j]) for j in js]),))
     out.missing_code[rows] = base + inv.reshape(-1)

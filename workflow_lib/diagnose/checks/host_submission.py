@@ -204,8 +204,7 @@ def _host_in(ev: RankEvidence, tids: np.ndarray, t: np.ndarray) -> np.ndarray:
         m = tids == tid
         sp = ev.span_thread == tid
         rt = (ev.rt_thread == tid) & ~ev.rt_sync
-        out[m] = (base_steps.covers(measures.union(ev.span_start[sp], ev.span_end[sp]), t[m])
-                  | base_steps.covers(measures.union(ev.rt_start[rt], ev.rt_end[rt]), t[m]))
+        out[m] = base_steps.covers(ev.span_start[sp], ev.span_end[sp], t[m]) | base_steps.covers(ev.rt_start[rt], ev.rt_end[rt], t[m])
     return out
 
 
