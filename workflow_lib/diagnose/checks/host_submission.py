@@ -284,7 +284,8 @@ def _missing(fr, unresolved_step, k, no_corr, no_clock, wide, no_host, length, u
     for b in np.unique(bits[plain]).tolist():  # at most 8 combinations
         t = tuple(sorted(why for why, bit in fixed if b & bit))
         codes[plain & (bits == b)] = missing.setdefault(t, len(missing))
-    # Steps with a gap shorter than the clock allows: the strings name lengths (few such steps).
+    # Steps with a gap the clock cannot time: each string names that gap's length, so such steps
+    # rarely share a tuple and one is built per step (the loop is as long as what it writes).
     pairs = np.unique(np.stack([wk, length[wide]]), axis=1) if wk.size else np.zeros((2, 0), np.int64)
     pairs = pairs[:, unresolved_step[pairs[0]]]
     cut = np.flatnonzero(np.diff(pairs[0])) + 1
