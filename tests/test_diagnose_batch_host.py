@@ -14,7 +14,8 @@ import pytest
 
 from host_incident import bracket_tie_incident, host_incident
 from test_diagnose_batch import _same
-from workflow_lib.diagnose import diagnose
+from workflow_lib.diagnose import diagnose, measures
+from workflow_lib.diagnose.batch import StepFrame
 from workflow_lib.diagnose.checks import base_steps
 from workflow_lib.diagnose.evidence import Sched, step_sched
 from workflow_lib.diagnose.index import IntervalIndex
@@ -113,3 +114,16 @@ def test_covers_is_containing():
         got = base_steps.covers(s[order], e[order], t)
         assert got.tolist() == [index.containing(int(x)).size > 0 for x in t]
 
+
+
+def test_subtract_sparse_is_subtract_cut_at_the_steps():
+    rng = np.random.default_rng(9)
+    for _ in range(300):
+        edges = np.cumsum(rng.integers(0, 40, 2 * int(rng.integers(1, 8)))).astype(np.int64)
+        frame = StepFrame(np.arange(edges.size // 2), np.zeros(edges.size // 2, np.int64), edges[0::2], edges[1::2])
+        raw = rng.integers(-5, 300, (2, int(rng.integers(0, 30))))
+        a = frame.pieces(measures.union(raw[0], raw[0] + rng.integers(0, 50, raw.shape[1])))
+        raw = rng.integers(-5, 300, (2, int(rng.integers(0, 6))))
+        b = measures.union(raw[0], raw[0] + rng.integers(0, 20, raw.shape[1]))
+        got, want = frame.split(base_steps.subtract_sparse(a, b)), frame.split(measures.subtract(a, b))
+        assert [x.tolist() for x in (got[0].start_ns, got[0].end_ns, got[1])] == [x.tolist() for x in (want[0].start_ns, want[0].end_ns, want[1])]

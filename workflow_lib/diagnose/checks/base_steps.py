@@ -77,13 +77,26 @@ def host_gaps(si: StepsInput) -> tuple[Intervals, np.ndarray]:
     """checks/base.host_gaps for all steps: GPU idle gaps (>= min_gap_ns) outside synchronizing,
     allocator and declared-wait time, as pieces with their step."""
     ev = si.ev
-    cand = si.base.idle_long
-    for u in (ev.sync_union, ev.alloc_union, ev.wait_union):
-        if len(u):
-            cand = measures.subtract(cand, u)
+    cand = subtract_sparse(si.base.idle_long, measures.union_many(ev.sync_union, ev.alloc_union, ev.wait_union))
     p, k = si.frame.split(cand)
     keep = (p.end_ns - p.start_ns) >= si.opts.min_gap_ns
     return Intervals(p.start_ns[keep], p.end_ns[keep]), k[keep]
+
+
+def subtract_sparse(a: Intervals, b: Intervals) -> Intervals:
+    """measures.subtract(a, b) where `a` is a rank's per-step pieces and few of them meet `b`:
+    only those go through the sweep, the rest are kept as they are. The same set; pieces
+    that touch at a step boundary stay apart (StepFrame.split cuts them there anyway)."""
+    if len(a) == 0 or len(b) == 0:
+        return a
+    touched = measures.covered_between(b, a.start_ns, a.end_ns) > 0
+    if not touched.any():
+        return a
+    cut = measures.subtract(Intervals(a.start_ns[touched], a.end_ns[touched]), b)
+    s = np.concatenate([a.start_ns[~touched], cut.start_ns])
+    e = np.concatenate([a.end_ns[~touched], cut.end_ns])
+    order = np.argsort(s, kind="stable")
+    return Intervals(s[order], e[order])
 
 
 def covers(start_ns: np.ndarray, end_ns: np.ndarray, t: np.ndarray) -> np.ndarray:
