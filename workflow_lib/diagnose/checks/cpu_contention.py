@@ -106,10 +106,7 @@ def check_steps(si: StepsInput) -> StepFindings:
     sampled = wait >= 0
     applicable = sampled & ~(wait < np.maximum(opts.min_gap_ns, MIN_FRACTION * fr.wall))
     # The wait placed on the step's idle gaps outside declared waits, longest gap first.
-    gaps = si.base.idle_long
-    if len(ev.wait_union):
-        gaps = measures.subtract(gaps, ev.wait_union)
-    gaps, gk = fr.split(gaps)
+    gaps, gk = fr.split(base_steps.subtract_sparse(si.base.idle_long, ev.wait_union))
     on = applicable[gk]
     gs, length, gk = gaps.start_ns[on], (gaps.end_ns - gaps.start_ns)[on], gk[on]
     order = np.lexsort((np.arange(gk.size), -length, gk))
