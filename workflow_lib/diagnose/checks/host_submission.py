@@ -228,8 +228,16 @@ def _host_state_known(si: StepsInput, tids: np.ndarray, k: np.ndarray, a: np.nda
     for tid in np.unique(tids).tolist():  # threads are few
         m = np.flatnonzero(tids == tid)
         gap = _bracketed(si.ev, tid, a[m], b[m])
-        ok, _, _, span = base_steps.step_sched(si.ev, tid, fr.starts[k[m]], fr.ends[k[m]])
-        out[m] = gap | (ok & (span > 0))
+        out[m] = gap
+        rest = m[~gap]
+        if rest.size == 0:
+            continue
+        kr = k[rest]  # gaps are in time order: their steps ascend
+        steps = kr[np.concatenate(([True], kr[1:] != kr[:-1]))]
+        ok, _, _, span = base_steps.step_sched(si.ev, tid, fr.starts[steps], fr.ends[steps])
+        by_step = np.zeros(fr.n, bool)
+        by_step[steps] = ok & (span > 0)
+        out[rest] = by_step[kr]
     return out
 
 
