@@ -287,19 +287,26 @@ def _missing(fr, unresolved_step, k, no_corr, no_clock, wide, no_host, length, u
     missing: dict[tuple, int] = {(): 0}
     codes = np.zeros(n, np.int32)
     fixed = [(_NO_CORR, 1), (_NO_HOST, 2), (_NO_CLOCK, 4)]
-    wk = k[wide]
+    wk, wl = k[wide], length[wide]
     plain = unresolved_step & ~base_steps.has_any(fr, wk)
     for b in np.unique(bits[plain]).tolist():  # at most 8 combinations
         t = tuple(sorted(why for why, bit in fixed if b & bit))
         codes[plain & (bits == b)] = missing.setdefault(t, len(missing))
     # Steps with a gap the clock cannot time: each string names that gap's length, so such steps
     # rarely share a tuple and one is built per step (the loop is as long as what it writes).
-    pairs = np.unique(np.stack([wk, length[wide]]), axis=1) if wk.size else np.zeros((2, 0), np.int64)
-    pairs = pairs[:, unresolved_step[pairs[0]]]
-    cut = np.flatnonzero(np.diff(pairs[0])) + 1
-    for grp in np.split(np.arange(pairs.shape[1]), cut) if pairs.shape[1] else []:
-        step = int(pairs[0, grp[0]])
-        whys = {why for why, bit in fixed if bits[step] & bit}
-        whys.update(_wide_clock(unc, opts.clock_uncertainty_max_fraction, int(w)) for w in pairs[1, grp].tolist())
+    on = unresolved_step[wk]
+    wk, wl = wk[on], wl[on]
+    order = np.lexsort((wl, wk))
+    wk, wl = wk[order], wl[order]
+    distinct = np.concatenate(([True], (wk[1:] != wk[:-1]) | (wl[1:] != wl[:-1]))) if wk.size else np.zeros(0, bool)
+    wk, wl = wk[distinct].tolist(), wl[distinct].tolist()
+    text = {w: _wide_clock(unc, opts.clock_uncertainty_max_fraction, w) for w in set(wl)}
+    i = 0
+    while i < len(wk):
+        step, j = wk[i], i
+        while j < len(wk) and wk[j] == step:
+            j += 1
+        whys = [why for why, bit in fixed if int(bits[step]) & bit] + [text[w] for w in wl[i:j]]
         codes[step] = missing.setdefault(tuple(sorted(whys)), len(missing))
+        i = j
     return list(missing), codes
