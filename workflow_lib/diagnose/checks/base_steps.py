@@ -84,9 +84,10 @@ def host_gaps(si: StepsInput) -> tuple[Intervals, np.ndarray]:
 
 
 def subtract_sparse(a: Intervals, b: Intervals) -> Intervals:
-    """measures.subtract(a, b) where `a` is a rank's per-step pieces and few of them meet `b`:
-    only those go through the sweep, the rest are kept as they are. The same set; pieces
-    that touch at a step boundary stay apart (StepFrame.split cuts them there anyway)."""
+    """measures.subtract(a, b) for a rank's per-step pieces `a`: only the pieces that meet `b`
+    go through the sweep (few, where `b` is sync calls or declared waits), the rest are kept
+    as they are. The same set; pieces that touch at a step boundary stay apart (StepFrame.split
+    cuts them there anyway)."""
     if len(a) == 0 or len(b) == 0:
         return a
     touched = measures.covered_between(b, a.start_ns, a.end_ns) > 0
