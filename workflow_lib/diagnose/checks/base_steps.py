@@ -77,10 +77,64 @@ def host_gaps(si: StepsInput) -> tuple[Intervals, np.ndarray]:
     """checks/base.host_gaps for all steps: GPU idle gaps (>= min_gap_ns) outside synchronizing,
     allocator and declared-wait time, as pieces with their step."""
     ev = si.ev
-    cand = si.base.idle_long
-    for u in (ev.sync_union, ev.alloc_union, ev.wait_union):
-        if len(u):
-            cand = measures.subtract(cand, u)
+    cand = subtract_sparse(si.base.idle_long, measures.union_many(ev.sync_union, ev.alloc_union, ev.wait_union))
     p, k = si.frame.split(cand)
     keep = (p.end_ns - p.start_ns) >= si.opts.min_gap_ns
     return Intervals(p.start_ns[keep], p.end_ns[keep]), k[keep]
+
+
+def subtract_sparse(a: Intervals, b: Intervals) -> Intervals:
+    """measures.subtract(a, b) for a rank's per-step pieces `a`: only the pieces that meet `b`
+    go through the sweep (few, where `b` is sync calls or declared waits), the rest are kept
+    as they are. The same set; pieces that touch at a step boundary stay apart (StepFrame.split
+    cuts them there anyway)."""
+    if len(a) == 0 or len(b) == 0:
+        return a
+    touched = measures.covered_between(b, a.start_ns, a.end_ns) > 0
+    if not touched.any():
+        return a
+    cut = measures.subtract(Intervals(a.start_ns[touched], a.end_ns[touched]), b)
+    s = np.concatenate([a.start_ns[~touched], cut.start_ns])
+    e = np.concatenate([a.end_ns[~touched], cut.end_ns])
+    order = np.argsort(s, kind="stable")
+    return Intervals(s[order], e[order])
+
+
+def covers(start_ns: np.ndarray, end_ns: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per time: whether any of the intervals (rows sorted by start, overlapping or not) holds
+    it, start <= t < end as IntervalIndex.containing: the running maximum of the ends of the
+    rows starting at or before t is past t. No union, so no sort."""
+    if start_ns.size == 0:
+        return np.zeros(np.shape(t), bool)
+    j = np.searchsorted(start_ns, t, side="right") - 1
+    return (j >= 0) & (t < np.maximum.accumulate(end_ns)[np.maximum(j, 0)])
+
+
+def step_sched(ev, tid: int, lo: np.ndarray, hi: np.ndarray):
+    """evidence.step_sched for many windows [lo, hi) of one thread: (bracketed, cpu_ns,
+    runqueue_wait_ns, span_ns) per window, with the same nearest-sample rule and tolerance;
+    the counters are 0 where not bracketed."""
+    n = np.shape(lo)[0]
+    zero = np.zeros(n, np.int64)
+    s = ev.sched.get(int(tid))
+    if s is None or s.ts_ns.size < 2:
+        return np.zeros(n, bool), zero, zero, zero
+    ts, m = s.ts_ns, s.ts_ns.size
+    tol = np.maximum((hi - lo) // 10, 200_000)
+    # The sample nearest each boundary (ties to the one before the start, after the end).
+    i0 = np.searchsorted(ts, lo, side="right") - 1
+    nxt = np.minimum(i0 + 1, m - 1)
+    i0 = i0 + ((i0 + 1 < m) & ((i0 < 0) | (np.abs(ts[nxt] - lo) < np.abs(lo - ts[np.maximum(i0, 0)]))))
+    i1 = np.searchsorted(ts, hi, side="left")
+    prev = np.maximum(i1 - 1, 0)
+    i1 = i1 - ((i1 - 1 >= 0) & ((i1 >= m) | (np.abs(hi - ts[prev]) < np.abs(ts[np.minimum(i1, m - 1)] - hi))))
+    ok = (i0 >= 0) & (i1 < m) & (i1 > i0)
+    a, b = np.clip(i0, 0, m - 1), np.clip(i1, 0, m - 1)
+    ok &= (np.abs(ts[a] - lo) <= tol) & (np.abs(ts[b] - hi) <= tol)
+    dcpu = s.cpu_time_ns[b] - s.cpu_time_ns[a]
+    drq = s.runqueue_wait_ns[b] - s.runqueue_wait_ns[a]
+    ok &= np.isfinite(dcpu) & np.isfinite(drq)
+    # int(max(d, 0)) of the per-step form: truncation of a non-negative float.
+    cpu = np.where(ok, np.maximum(np.nan_to_num(dcpu), 0), 0).astype(np.int64)
+    rq = np.where(ok, np.maximum(np.nan_to_num(drq), 0), 0).astype(np.int64)
+    return ok, cpu, rq, np.where(ok, ts[b] - ts[a], 0)

@@ -23,12 +23,24 @@ from __future__ import annotations
 import numpy as np
 
 from .. import measures
+from ..batch import ATTRIBUTED, NOT_APPLICABLE, UNRESOLVED, StepsInput, StepFindings, uniform
 from ..evidence import RankEvidence, launch_rows, step_sched
 from ..types import Finding, Intervals
+from . import base_steps
 from .base import CheckInput, attributed, host_gaps, not_applicable, unresolved
 
 NAME = "host_submission"
 _EXAMPLES = 5
+_NO_KERNELS = "GPU activity (kernels not observed)"
+_NO_CALLS = "host CUDA API calls (runtime_api not observed): cannot tell a late host from a sync"
+# Why a gap stays unattributed (the step's missing evidence when no gap is attributed).
+_NO_CORR = "correlation ids to tell whether work was queued"
+_NO_CLOCK = "GPU->host clock uncertainty (clock_sync not observed)"
+_NO_HOST = "a host span, Python op or CUDA call of the submitting thread at the gap, or scheduler samples of it"
+
+
+def _wide_clock(unc: int, fraction: float, length: int) -> str:
+    return f"clock uncertainty {unc} ns is not below {fraction} x the {length} ns gap"
 
 
 def _queued(ev: RankEvidence, gap_start: np.ndarray, gap_end: np.ndarray) -> np.ndarray:
@@ -101,13 +113,12 @@ def _host_state(ev: RankEvidence, tid: int, a: int, b: int) -> tuple[str | None,
 def check(ci: CheckInput) -> Finding:
     ev, step, src, opts = ci.ev, ci.step, ci.src, ci.opts
     if not src.kernels:
-        return unresolved(NAME, ["GPU activity (kernels not observed)"])
+        return unresolved(NAME, [_NO_KERNELS])
     cand = host_gaps(ci)
     if len(cand) == 0:
         return not_applicable(NAME, candidate_gaps=0)
     if not src.runtime_api:
-        return unresolved(NAME, ["host CUDA API calls (runtime_api not observed): cannot tell a late host from a sync"],
-                          candidate_gap_ns=cand.total_ns)
+        return unresolved(NAME, [_NO_CALLS], candidate_gap_ns=cand.total_ns)
     queued = _queued(ev, cand.start_ns, cand.end_ns)
     free = queued != 1
     queued_ns = int((cand.end_ns - cand.start_ns)[queued == 1].sum())
@@ -133,11 +144,11 @@ def check(ci: CheckInput) -> Finding:
         host_in = f"CUDA call {call}" if call is not None else span
         why = []
         if q[i] == -1:
-            why.append("correlation ids to tell whether work was queued")
+            why.append(_NO_CORR)
         if unc is None and not src.shared_timebase:
-            why.append("GPU->host clock uncertainty (clock_sync not observed)")
+            why.append(_NO_CLOCK)
         elif unc is not None and unc >= opts.clock_uncertainty_max_fraction * length:
-            why.append(f"clock uncertainty {unc} ns is not below {opts.clock_uncertainty_max_fraction} x the {length} ns gap")
+            why.append(_wide_clock(unc, opts.clock_uncertainty_max_fraction, length))
         state, detail, basis = None, {}, None
         if src.sched:
             state, detail = _host_state(ev, tid, a, b)
@@ -154,7 +165,7 @@ def check(ci: CheckInput) -> Finding:
         else:
             state_missing.add("on CPU or descheduled: scheduler samples (sched not observed)")
         if host_in is None and state is None:
-            why.append("a host span, Python op or CUDA call of the submitting thread at the gap, or scheduler samples of it")
+            why.append(_NO_HOST)
         if not why:
             attributed_mask[i] = True
             key = state or "unresolved"
@@ -183,3 +194,119 @@ def check(ci: CheckInput) -> Finding:
     if missing:
         evidence["partially_unresolved"] = sorted(missing)
     return attributed(NAME, claimed, **evidence)
+
+
+def _host_in(ev: RankEvidence, tids: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per (thread, time): whether the thread was in a host span or a non-synchronizing call
+    then (tier 1 of check(): only whether one exists decides the verdict)."""
+    out = np.zeros(t.size, bool)
+    for tid in np.unique(tids).tolist():  # threads are few
+        m = tids == tid
+        sp = ev.span_thread == tid
+        rt = (ev.rt_thread == tid) & ~ev.rt_sync
+        out[m] = base_steps.covers(ev.span_start[sp], ev.span_end[sp], t[m]) | base_steps.covers(ev.rt_start[rt], ev.rt_end[rt], t[m])
+    return out
+
+
+def _bracketed(ev: RankEvidence, tid: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per gap [a, b) of one thread: whether _host_state finds a state (samples bracketing it
+    within 2x its length)."""
+    s = ev.sched.get(tid)
+    if s is None or s.ts_ns.size < 2:
+        return np.zeros(a.size, bool)
+    i0 = np.searchsorted(s.ts_ns, a, side="right") - 1
+    i1 = np.searchsorted(s.ts_ns, b, side="left")
+    inside = (i0 >= 0) & (i1 < s.ts_ns.size)
+    span = s.ts_ns[np.minimum(i1, s.ts_ns.size - 1)] - s.ts_ns[np.maximum(i0, 0)]
+    return inside & (span <= 2 * (b - a))
+
+
+def _host_state_known(si: StepsInput, tids: np.ndarray, k: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per gap: whether check() finds the host state, from samples bracketing the gap or else
+    from the thread's counters over the step."""
+    fr, out = si.frame, np.zeros(a.size, bool)
+    for tid in np.unique(tids).tolist():  # threads are few
+        m = np.flatnonzero(tids == tid)
+        gap = _bracketed(si.ev, tid, a[m], b[m])
+        out[m] = gap
+        rest = m[~gap]
+        if rest.size == 0:
+            continue
+        kr = k[rest]  # gaps are in time order: their steps ascend
+        steps = kr[np.concatenate(([True], kr[1:] != kr[:-1]))]
+        ok, _, _, span = base_steps.step_sched(si.ev, tid, fr.starts[steps], fr.ends[steps])
+        by_step = np.zeros(fr.n, bool)
+        by_step[steps] = ok & (span > 0)
+        out[rest] = by_step[kr]
+    return out
+
+
+def check_steps(si: StepsInput) -> StepFindings:
+    """check() for every step of a rank at once (diagnose/batch.py)."""
+    fr, ev, src, opts = si.frame, si.ev, si.src, si.opts
+    n = fr.n
+    if not src.kernels:
+        return uniform(NAME, n, UNRESOLVED, (_NO_KERNELS,))
+    cand, ck = base_steps.host_gaps(si)
+    has_cand = base_steps.has_any(fr, ck)
+    if not src.runtime_api:
+        out = uniform(NAME, n, UNRESOLVED, (_NO_CALLS,))
+        out.verdict[~has_cand] = NOT_APPLICABLE
+        out.missing_code[~has_cand] = 0
+        return out
+    queued = _queued(ev, cand.start_ns, cand.end_ns)
+    free = queued != 1
+    gs, ge, q, k = cand.start_ns[free], cand.end_ns[free], queued[free], ck[free]
+    tids = _submitting_thread(ev, gs, fr.tids[k])
+    length = ge - gs
+    unc = ev.clock_uncertainty_ns
+    no_clock = unc is None and not src.shared_timebase  # the whole rank
+    wide = (unc >= opts.clock_uncertainty_max_fraction * length) if unc is not None else np.zeros(gs.size, bool)
+    known = _host_state_known(si, tids, k, gs, ge) if src.sched else np.zeros(gs.size, bool)
+    no_host = ~_host_in(ev, tids, (gs + ge) // 2) & ~known
+    no_corr = q == -1
+    ok = ~no_corr & ~wide & ~no_host & (not no_clock)
+    has_free = base_steps.has_any(fr, k)
+    hit = base_steps.has_any(fr, k[ok])
+    verdict = np.full(n, NOT_APPLICABLE, np.int8)
+    verdict[has_free] = UNRESOLVED
+    verdict[hit] = ATTRIBUTED
+    missing, codes = _missing(fr, verdict == UNRESOLVED, k, no_corr, no_clock, wide, no_host, length, unc, opts)
+    return StepFindings(NAME, verdict, Intervals(gs[ok], ge[ok]), missing, codes)
+
+
+def _missing(fr, unresolved_step, k, no_corr, no_clock, wide, no_host, length, unc, opts):
+    """check()'s sorted set of reasons over an unresolved step's gaps, as codes into a list of
+    distinct tuples. The fixed reasons combine as bits; a wide clock names each gap's length."""
+    n = fr.n
+    bits = np.zeros(n, np.int64)
+    for bit, why in enumerate((no_corr, no_host)):
+        bits |= base_steps.has_any(fr, k[why]).astype(np.int64) << bit
+    if no_clock:
+        bits |= 4
+    missing: dict[tuple, int] = {(): 0}
+    codes = np.zeros(n, np.int32)
+    fixed = [(_NO_CORR, 1), (_NO_HOST, 2), (_NO_CLOCK, 4)]
+    wk, wl = k[wide], length[wide]
+    plain = unresolved_step & ~base_steps.has_any(fr, wk)
+    for b in np.unique(bits[plain]).tolist():  # at most 8 combinations
+        t = tuple(sorted(why for why, bit in fixed if b & bit))
+        codes[plain & (bits == b)] = missing.setdefault(t, len(missing))
+    # Steps with a gap the clock cannot time: each string names that gap's length, so such steps
+    # rarely share a tuple and one is built per step (the loop is as long as what it writes).
+    on = unresolved_step[wk]
+    wk, wl = wk[on], wl[on]
+    order = np.lexsort((wl, wk))
+    wk, wl = wk[order], wl[order]
+    distinct = np.concatenate(([True], (wk[1:] != wk[:-1]) | (wl[1:] != wl[:-1]))) if wk.size else np.zeros(0, bool)
+    wk, wl = wk[distinct].tolist(), wl[distinct].tolist()
+    text = {w: _wide_clock(unc, opts.clock_uncertainty_max_fraction, w) for w in set(wl)}
+    i = 0
+    while i < len(wk):
+        step, j = wk[i], i
+        while j < len(wk) and wk[j] == step:
+            j += 1
+        whys = [why for why, bit in fixed if int(bits[step]) & bit] + [text[w] for w in wl[i:j]]
+        codes[step] = missing.setdefault(tuple(sorted(whys)), len(missing))
+        i = j
+    return list(missing), codes
