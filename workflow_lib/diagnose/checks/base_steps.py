@@ -84,3 +84,31 @@ def host_gaps(si: StepsInput) -> tuple[Intervals, np.ndarray]:
     p, k = si.frame.split(cand)
     keep = (p.end_ns - p.start_ns) >= si.opts.min_gap_ns
     return Intervals(p.start_ns[keep], p.end_ns[keep]), k[keep]
+
+
+def lane_call_windows(si: StepsInput, lanes, rows: np.ndarray, lane: np.ndarray) -> tuple[Intervals, Intervals]:
+    """checks/base.call_windows for many call sets at once: set g is the calls rows[lane == g],
+    taken inside the step of lane g (diagnose/lanes.py) as the per-step rule takes the calls
+    it is given, also one outside the step (a copy issued in the step before). Returns
+    (blocked, windows) on the lanes' timeline."""
+    ev, fr = si.ev, si.frame
+    s, e, tid = ev.rt_start[rows], ev.rt_end[rows], ev.rt_thread[rows]
+    hi = fr.ends[lanes.step[lane]]
+    stop = np.minimum(next_gpu_start(ev, e, hi), next_host_start(ev, tid, e, hi))
+    blocked = lanes.place(s, e, lane)
+    windows = lanes.place(s, np.maximum(stop, e), lane)
+    if len(ev.wait_union):
+        after = measures.subtract(windows, blocked)
+        windows = measures.union_many(blocked, measures.subtract(after, lanes.lift(ev.wait_union)))
+        # Declared waits of threads that made none of the set's calls are never a call's.
+        w = np.flatnonzero(ev.span_is_wait)
+        wi, wk = fr.overlapping(ev.span_start[w], ev.span_end[w])
+        j, wl = lanes.lanes_of(wk)
+        wi = w[wi[j]]
+        if wi.size:
+            threads = np.unique(np.concatenate([tid, ev.span_thread[wi]]))
+            mine = np.isin(_thread_step_keys(ev.span_thread[wi], wl, threads), _thread_step_keys(tid, lane, threads))
+            wi, wl = wi[~mine], wl[~mine]
+            if wi.size:
+                windows = measures.subtract(windows, lanes.place(ev.span_start[wi], ev.span_end[wi], wl))
+    return blocked, windows
