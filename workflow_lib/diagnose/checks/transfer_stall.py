@@ -32,6 +32,8 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pa_compute
 
 from ...core.vocabulary import base_name
 from .. import measures
@@ -485,15 +487,25 @@ def _read_own_ns(si: StepsInput, no_compute: Intervals, pairs: np.ndarray, steps
     return out
 
 
+def _codes(x: np.ndarray) -> np.ndarray:
+    """Small integer codes of the distinct values (strings through Arrow's hash, no Python loop)."""
+    if x.dtype == object:
+        return np.asarray(pa_compute.dictionary_encode(pa.array(x, pa.string())).indices, np.int64)
+    return np.asarray(x, np.int64)
+
+
 def _by_kind(c, pc: np.ndarray, pk: np.ndarray, sel: np.ndarray, blocking: np.ndarray, crit: np.ndarray) -> dict:
     """step -> {kind: critical ns} over the selected pairs, kinds in the order the step's copies
     first show them (the per-step by_kind's order)."""
     idx = np.flatnonzero(sel)
     idx = idx[np.lexsort((pc[idx], pk[idx]))]
     rows = pc[idx]
-    combo = np.stack([np.unique(x, return_inverse=True)[1].ravel() for x in (c.kind[rows], c.src_kind[rows], c.dst_kind[rows])]
-                     + [c.is_async[rows].astype(np.int64), blocking[idx].astype(np.int64)], axis=1)
-    uniq, first, inv = np.unique(combo, axis=0, return_index=True, return_inverse=True)
+    # What kind_of reads, as one integer per pair: it is called once per distinct combination.
+    combo = np.zeros(idx.size, np.int64)
+    for x in (c.kind[rows], c.src_kind[rows], c.dst_kind[rows], c.is_async[rows] + 1, blocking[idx]):
+        code = _codes(x)
+        combo = combo * (int(code.max(initial=0)) + 1) + code
+    _, first, inv = np.unique(combo, return_index=True, return_inverse=True)
     names = [kind_of(str(c.kind[rows[f]]), str(c.src_kind[rows[f]]), str(c.dst_kind[rows[f]]), int(c.is_async[rows[f]]),
                      bool(blocking[idx[f]])) for f in first.tolist()]  # distinct kinds of copy: a handful
     code = np.array([list(FIXES).index(n) for n in names], np.int64)[inv.ravel()]
