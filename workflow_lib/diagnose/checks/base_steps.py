@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import measures
 from ..batch import StepFrame, StepsInput, uniform, UNRESOLVED
+from ..lanes import Lanes
 from ..types import Intervals
 from .base import next_gpu_start, next_host_start
 
@@ -33,34 +34,11 @@ def _thread_step_keys(tid: np.ndarray, k: np.ndarray, threads: np.ndarray) -> np
 def call_windows(si: StepsInput, rows: np.ndarray, pair_rows: np.ndarray, pair_steps: np.ndarray) -> tuple[Intervals, Intervals]:
     """checks/base.call_windows for every step at once: `rows` are the calls (each once) and
     (pair_rows, pair_steps) the steps each overlaps. Returns (blocked, windows) as disjoint
-    unions inside the steps the calls overlap."""
-    ev, fr = si.ev, si.frame
-    s, e, tid = ev.rt_start[rows], ev.rt_end[rows], ev.rt_thread[rows]
-    last = fr.last_step_overlapped(s, e)
-    ok = last >= 0
-    s, e, tid, last = s[ok], e[ok], tid[ok], last[ok]
-    blocked = fr.pieces(measures.union(s, e))
-    # A call's window runs until the GPU starts again or its thread begins a named span,
-    # bounded by the end of the last step it overlaps (each step clips its own calls' windows).
-    hi = fr.ends[last]
-    stop = np.minimum(next_gpu_start(ev, e, hi), next_host_start(ev, tid, e, hi))
-    windows = fr.pieces(measures.union(s, np.maximum(stop, e)))
-    if len(ev.wait_union):
-        after = measures.subtract(windows, blocked)
-        windows = measures.union_many(blocked, measures.subtract(after, ev.wait_union))
-        # Declared waits of threads that made none of the step's calls are never a call's.
-        w = np.flatnonzero(ev.span_is_wait)
-        wi, wk = fr.overlapping(ev.span_start[w], ev.span_end[w])
-        if wi.size:
-            threads = np.unique(np.concatenate([ev.rt_thread[pair_rows], ev.span_thread[w]]))
-            mine = np.isin(_thread_step_keys(ev.span_thread[w][wi], wk, threads),
-                           _thread_step_keys(ev.rt_thread[pair_rows], pair_steps, threads))
-            wi, wk = wi[~mine], wk[~mine]
-            if wi.size:
-                a = np.maximum(ev.span_start[w][wi], fr.starts[wk])
-                b = np.minimum(ev.span_end[w][wi], fr.ends[wk])
-                windows = measures.subtract(windows, measures.union(a, b))
-    return blocked, windows
+    unions inside the steps the calls overlap: lane_call_windows with one lane per step, each
+    step taking the calls that overlap it (a call's window runs on only in the last of them)."""
+    del rows  # the pairs name every call with each step it overlaps
+    lanes = Lanes.of_steps(si.frame, np.unique(pair_steps))
+    return lane_call_windows(si, lanes, pair_rows, np.searchsorted(lanes.step, pair_steps))
 
 
 def needs_calls_and_kernels(si: StepsInput, check: str):
