@@ -516,7 +516,11 @@ def _by_kind(c, pc: np.ndarray, pk: np.ndarray, sel: np.ndarray, blocking: np.nd
     np.add.at(tot, kinv.ravel(), crit[idx])
     o = np.lexsort((kfirst, ukey // nk))
     out: dict[int, dict] = {}
-    kinds = list(FIXES)
-    for k, cd, ns in zip((ukey[o] // nk).tolist(), (ukey[o] % nk).tolist(), tot[o].tolist()):  # entries of attributed steps
-        out.setdefault(k, {})[kinds[cd]] = ns
+    names = np.array(list(FIXES), object)[ukey[o] % nk].tolist()
+    for k, kind, ns in zip((ukey[o] // nk).tolist(), names, tot[o].tolist()):  # the dicts next_experiments reads
+        d = out.get(k)
+        if d is None:
+            out[k] = {kind: ns}
+        else:
+            d[kind] = ns
     return out
