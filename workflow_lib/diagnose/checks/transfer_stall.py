@@ -278,7 +278,7 @@ def check_steps(si: StepsInput) -> StepFindings:
     delaying = _held_up_steps(si, pc, hi)
     cs, ce = np.maximum(c.start[pc], lo), np.minimum(c.end[pc], hi)
     gpu_waited = measures.intersect(no_compute, measures.union(cs[delaying], ce[delaying]))
-    if si.src.runtime_api:
+    if si.src.runtime_api:  # the issuing call of each copy, and the syncs that waited for a read
         crow, matched = launch_rows(ev, c.corr)
         wrow, wpair = _waiting_syncs_steps(si, pc, pk, crow, matched)
     else:
@@ -300,8 +300,10 @@ def check_steps(si: StepsInput) -> StepFindings:
     claimed = measures.union_many(gpu_waited, host_side)
     att = base_steps.has_any(fr, pk) & (fr.per_step(claimed) >= opts.min_gap_ns)
     found = answer(NAME, fr, att, claimed)
-    sel = att[pk]
+    sel = att[pk]  # next_experiments reads the kinds of attributed steps only
     if sel.any():
+        # Per copy, as check()'s by_kind loop: its compute-free time if a kernel waited for it,
+        # or more, the compute-free time in its call (a blocking copy) or in its own windows (a read).
         crit = np.zeros(pc.size, np.int64)
         d = np.flatnonzero(sel & delaying)
         crit[d] = measures.covered_between(no_compute, cs[d], ce[d])
