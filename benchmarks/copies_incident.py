@@ -22,7 +22,9 @@ Also: on thread 3 in step 5 a read (cudaMemcpyAsync 310-312 us, its sync 312-340
 `tolist` 300-360 us holding nothing else (every 16th step from 13 the sync has no length: then
 it is not after the return, and nothing waited); calls of no length every 16th step from 10 at
 the read's return (a launch: not after it, though inside `aten::item`, so no op span there) and
-every 16th step from 2 at the op span's start (a copy call: not inside it).
+every 16th step from 2 at the op span's start (a copy call: not inside it). Every 24th step from
+18, calls on thread 1 that nest: cudaGraphLaunch 805-950 us, cudaMemsetAsync 806-808 us inside
+`aten::item` (other work there: no op span).
 Deterministic, so the same call gives the same incident.
 """
 
@@ -93,6 +95,11 @@ def copies_incident(steps: int = 1_000_000) -> Incident:
     # Calls of no length at the read's return and at its op's start: neither is after nor inside.
     api((s % 16) == 10, 815, 815, "cudaLaunchKernel")
     api(logged, 800, 800, "cudaMemcpyAsync")
+    # Every 24th step from 18, calls that nest: a graph launch 805-950 us running past the op
+    # span's end, and inside the span before the read a cudaMemsetAsync 806-808 us (other work).
+    nest = (s % 24) == 18
+    api(nest, 805, 950, "cudaGraphLaunch")
+    api(nest, 806, 808, "cudaMemsetAsync")
     # A read on a thread of its own, in a span that holds nothing else.
     copy(r == 5, 330, 331, "DtoH", 7, 8, "device", "pinned", True, ("cudaMemcpyAsync", 310, 312), thread=3)
     api((s % 16) == 5, 312, 340, "cudaStreamSynchronize", thread=3, is_sync=True)

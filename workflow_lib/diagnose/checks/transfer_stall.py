@@ -450,7 +450,12 @@ def _read_ops(ev, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
         start = np.searchsorted(sm, a, side="left")
         suf = np.append(np.minimum.accumulate(em[::-1])[::-1], _FAR)
         inside = p >= start  # the read's own call is among them: leave it out
-        nearest = np.minimum(np.where(inside, suf[p + 1], suf[start]), _range_min(em, start, np.where(inside, p, start)))
+        upto = np.where(inside, p, start)
+        if em.size and bool(np.all(em[1:] >= em[:-1])):  # calls that do not nest: the first ends first
+            before = np.where(upto > start, em[np.minimum(start, em.size - 1)], _FAR)
+        else:
+            before = _range_min(em, start, upto)
+        nearest = np.minimum(np.where(inside, suf[p + 1], suf[start]), before)
         bad = nearest <= b
         # Per read, spans innermost first; its op is the last one before the first holding other work.
         o2 = np.lexsort((sp[j], -ev.span_depth[sp[j]], i))
