@@ -9,7 +9,8 @@ then times transfer_stall.check_steps on all --steps steps and the per-step chec
 and prints the time per step of each and their ratio (the per-step time is linear in steps);
 times are CPU seconds of this process (time.process_time: on the shared machine others' load
 stretches wall time, not these), the batched one the least of --repeats runs; wall seconds too.
-Both answers are compared on the steps the reference ran. Prints the load average before and
+Both answers are compared on the steps the reference ran. Also times measures.intersect and
+subtract on the rank's pieces, binary searches (measures._meet) against the sorted sweep. Prints the load average before and
 after: the dev machine is shared. Target: well under 3 us a step for the batched form.
 """
 
@@ -26,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 
 from benchmarks.copies_incident import copies_incident  # noqa: E402
-from workflow_lib.diagnose import batch, evidence  # noqa: E402
+from workflow_lib.diagnose import batch, evidence, measures  # noqa: E402
 from workflow_lib.diagnose.checks import transfer_stall  # noqa: E402
 from workflow_lib.diagnose.types import DiagnoseOptions  # noqa: E402
 from workflow_lib.diagnose import warmup  # noqa: E402
@@ -72,6 +73,20 @@ def main() -> None:
           f"{int((fast.verdict == batch.ATTRIBUTED).sum())} attributed)")
     print(f"per-step check, first {m} steps: {t_ref:.3f} s CPU = {per_ref:.1f} us/step (wall {wall_ref:.3f} s)")
     print(f"ratio per-step / batched: {per_ref / per_fast:.1f}x; same verdicts and kinds on the reference steps: {same}")
+    # The set operations under every batched check: unions in order by binary searches
+    # (measures._meet) against the sweep over all sorted boundaries, on this rank's pieces.
+    no_compute = si.frame.pieces(measures.subtract(si.frame.windows, si.ev.kernel_busy))
+    busy = si.frame.pieces(si.ev.busy)
+    for word, keep in (("intersect", True), ("subtract", False)):
+        t = time.process_time()
+        slow = measures._sweep_np(no_compute, busy, keep)
+        t_sweep = time.process_time() - t
+        t = time.process_time()
+        quick = measures._sweep(no_compute, busy, keep)
+        t_meet = time.process_time() - t
+        same = same and slow.start_ns.tolist() == quick.start_ns.tolist() and slow.end_ns.tolist() == quick.end_ns.tolist()
+        print(f"measures.{word}, {len(no_compute)} and {len(busy)} pieces: sweep {t_sweep:.3f} s, binary searches "
+              f"{t_meet:.3f} s: {t_sweep / t_meet:.1f}x")
     print(f"load average after: {os.getloadavg()}")
     if not same:
         sys.exit(1)

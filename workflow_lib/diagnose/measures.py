@@ -116,6 +116,11 @@ def _sweep(a: Intervals, b: Intervals, keep_a_and_b: bool) -> Intervals:
         return _sweep_py(a, b, keep_a_and_b)
     if _in_order(a) and (len(b) == 0 or _in_order(b)):
         return _meet(a, b if keep_a_and_b else _outside(b, a))
+    return _sweep_np(a, b, keep_a_and_b)
+
+
+def _sweep_np(a: Intervals, b: Intervals, keep_a_and_b: bool) -> Intervals:
+    """The sweep over all boundaries, sorted: for inputs not in order (overlapping intervals)."""
     pts = np.concatenate([a.start_ns, a.end_ns, b.start_ns, b.end_ns])
     if pts.size == 0:
         return empty()
