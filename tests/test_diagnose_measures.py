@@ -90,3 +90,32 @@ def test_intersect_and_subtract_match_brute_force(a, b):
         cb[s:e] = True
     assert measures.intersect(ua, ub).total_ns == int((ca & cb).sum())
     assert measures.subtract(ua, ub).total_ns == int((ca & ~cb).sum())
+
+
+def test_set_operations_on_unions_in_order_match_the_python_sweep():
+    # Above SMALL, unions in order go through binary searches (measures._meet); disjoint pieces
+    # that touch or have no length included. The Python sweep is the reference.
+    import random
+
+    from workflow_lib.diagnose.measures import SMALL, _sweep, _sweep_py
+    from workflow_lib.diagnose.types import Intervals
+
+    rng = random.Random(3)
+
+    def raw_union(n):
+        s = np.array([rng.randint(0, 2000) for _ in range(n)], np.int64)
+        return measures.union(s, s + np.array([rng.randint(0, 60) for _ in range(n)], np.int64))
+
+    def pieces(n):
+        edges = np.cumsum([rng.randint(0, 20) for _ in range(2 * n)]).astype(np.int64)
+        return Intervals(edges[0::2], edges[1::2])
+
+    large = 0
+    for t in range(1500):
+        a = raw_union(rng.randint(0, 80)) if t % 2 else pieces(rng.randint(1, 60))
+        b = raw_union(rng.randint(0, 80)) if t % 3 else pieces(rng.randint(1, 60))
+        large += 2 * (len(a) + len(b)) > SMALL
+        for keep in (True, False):
+            got, ref = _sweep(a, b, keep), _sweep_py(a, b, keep)
+            assert got.start_ns.tolist() == ref.start_ns.tolist() and got.end_ns.tolist() == ref.end_ns.tolist()
+    assert large > 1000

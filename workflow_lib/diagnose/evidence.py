@@ -136,6 +136,11 @@ class Copies:
         rows = np.arange(i, j)
         return rows[self.end[rows] > lo]
 
+    def reached_from(self, rows: np.ndarray, lo: np.ndarray) -> np.ndarray:
+        """Whether in_window(lo, ...) looks back far enough to find each row (for windows
+        starting at `lo`, one per row): the same margin, for all steps at once."""
+        return self.start[rows] >= lo - _COPY_MARGIN_NS
+
 
 # Longest copy looked back for when finding a window's copies (a 1 GiB pageable copy at 3 GB/s).
 _COPY_MARGIN_NS = 1_000_000_000

@@ -114,6 +114,13 @@ def _sweep(a: Intervals, b: Intervals, keep_a_and_b: bool) -> Intervals:
         return empty()
     if 2 * (len(a) + len(b)) <= SMALL:
         return _sweep_py(a, b, keep_a_and_b)
+    if _in_order(a) and (len(b) == 0 or _in_order(b)):
+        return _meet(a, b if keep_a_and_b else _outside(b, a))
+    return _sweep_np(a, b, keep_a_and_b)
+
+
+def _sweep_np(a: Intervals, b: Intervals, keep_a_and_b: bool) -> Intervals:
+    """The sweep over all boundaries, sorted: for inputs not in order (overlapping intervals)."""
     pts = np.concatenate([a.start_ns, a.end_ns, b.start_ns, b.end_ns])
     if pts.size == 0:
         return empty()
@@ -130,6 +137,38 @@ def _sweep(a: Intervals, b: Intervals, keep_a_and_b: bool) -> Intervals:
     inside = (ca > 0) & (cb > 0) if keep_a_and_b else (ca > 0) & (cb == 0)
     seg = np.flatnonzero(inside[:-1])
     return union(uniq[seg], uniq[seg + 1])
+
+
+def _in_order(iv: Intervals) -> bool:
+    """Disjoint (touching allowed) and in start order, as union() and the set operations give."""
+    return bool(np.all(iv.start_ns[1:] >= iv.end_ns[:-1]))
+
+
+def _outside(b: Intervals, a: Intervals) -> Intervals:
+    """The complement of b (in order) over a's span: the gaps between b's intervals."""
+    if len(b) == 0:
+        return Intervals(a.start_ns[:1], a.end_ns[-1:])
+    s = np.concatenate([a.start_ns[:1], b.end_ns])
+    e = np.concatenate([b.start_ns, a.end_ns[-1:]])
+    keep = e > s
+    return Intervals(s[keep], e[keep])
+
+
+def _meet(a: Intervals, b: Intervals) -> Intervals:
+    """a and b for two unions in order, without a sort of all boundaries: for each interval of
+    the shorter, the other's intervals it overlaps (two binary searches), cut to it. The same
+    set as the sweep's, as a union (touching pieces merged)."""
+    if len(b) > len(a):
+        a, b = b, a
+    if len(b) == 0:
+        return empty()
+    i0 = np.searchsorted(a.end_ns, b.start_ns, side="right")  # the first of a ending after b's start
+    cnt = np.maximum(np.searchsorted(a.start_ns, b.end_ns, side="left") - i0, 0)
+    which = np.repeat(np.arange(cnt.size), cnt)
+    j = np.repeat(i0, cnt) + (np.arange(which.size) - np.repeat(np.cumsum(cnt) - cnt, cnt))
+    s = np.maximum(a.start_ns[j], b.start_ns[which])
+    e = np.minimum(a.end_ns[j], b.end_ns[which])
+    return union(s, e)
 
 
 def intersect(a: Intervals, b: Intervals) -> Intervals:

@@ -9,9 +9,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import measures
-from ..batch import StepFrame, StepsInput, uniform, UNRESOLVED
+from ..batch import UNRESOLVED, StepFrame, StepsInput, uniform
+from ..lanes import Lanes
 from ..types import Intervals
 from .base import next_gpu_start, next_host_start
+
 
 def calls_of(si: StepsInput, kind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(call rows, steps they overlap) for the rank's host CUDA calls where `kind` holds, one
@@ -33,34 +35,11 @@ def _thread_step_keys(tid: np.ndarray, k: np.ndarray, threads: np.ndarray) -> np
 def call_windows(si: StepsInput, rows: np.ndarray, pair_rows: np.ndarray, pair_steps: np.ndarray) -> tuple[Intervals, Intervals]:
     """checks/base.call_windows for every step at once: `rows` are the calls (each once) and
     (pair_rows, pair_steps) the steps each overlaps. Returns (blocked, windows) as disjoint
-    unions inside the steps the calls overlap."""
-    ev, fr = si.ev, si.frame
-    s, e, tid = ev.rt_start[rows], ev.rt_end[rows], ev.rt_thread[rows]
-    last = fr.last_step_overlapped(s, e)
-    ok = last >= 0
-    s, e, tid, last = s[ok], e[ok], tid[ok], last[ok]
-    blocked = fr.pieces(measures.union(s, e))
-    # A call's window runs until the GPU starts again or its thread begins a named span,
-    # bounded by the end of the last step it overlaps (each step clips its own calls' windows).
-    hi = fr.ends[last]
-    stop = np.minimum(next_gpu_start(ev, e, hi), next_host_start(ev, tid, e, hi))
-    windows = fr.pieces(measures.union(s, np.maximum(stop, e)))
-    if len(ev.wait_union):
-        after = measures.subtract(windows, blocked)
-        windows = measures.union_many(blocked, measures.subtract(after, ev.wait_union))
-        # Declared waits of threads that made none of the step's calls are never a call's.
-        w = np.flatnonzero(ev.span_is_wait)
-        wi, wk = fr.overlapping(ev.span_start[w], ev.span_end[w])
-        if wi.size:
-            threads = np.unique(np.concatenate([ev.rt_thread[pair_rows], ev.span_thread[w]]))
-            mine = np.isin(_thread_step_keys(ev.span_thread[w][wi], wk, threads),
-                           _thread_step_keys(ev.rt_thread[pair_rows], pair_steps, threads))
-            wi, wk = wi[~mine], wk[~mine]
-            if wi.size:
-                a = np.maximum(ev.span_start[w][wi], fr.starts[wk])
-                b = np.minimum(ev.span_end[w][wi], fr.ends[wk])
-                windows = measures.subtract(windows, measures.union(a, b))
-    return blocked, windows
+    unions inside the steps the calls overlap: lane_call_windows with one lane per step, each
+    step taking the calls that overlap it (a call's window runs on only in the last of them)."""
+    del rows  # the pairs name every call with each step it overlaps
+    lanes = Lanes.of_steps(si.frame, np.unique(pair_steps))
+    return lane_call_windows(si, lanes, pair_rows, np.searchsorted(lanes.step, pair_steps))
 
 
 def needs_calls_and_kernels(si: StepsInput, check: str):
@@ -138,3 +117,31 @@ def step_sched(ev, tid: int, lo: np.ndarray, hi: np.ndarray):
     cpu = np.where(ok, np.maximum(np.nan_to_num(dcpu), 0), 0).astype(np.int64)
     rq = np.where(ok, np.maximum(np.nan_to_num(drq), 0), 0).astype(np.int64)
     return ok, cpu, rq, np.where(ok, ts[b] - ts[a], 0)
+
+
+def lane_call_windows(si: StepsInput, lanes, rows: np.ndarray, lane: np.ndarray) -> tuple[Intervals, Intervals]:
+    """checks/base.call_windows for many call sets at once: set g is the calls rows[lane == g],
+    taken inside the step of lane g (diagnose/lanes.py) as the per-step rule takes the calls
+    it is given, also one outside the step (a copy issued in the step before). Returns
+    (blocked, windows) on the lanes' timeline."""
+    ev, fr = si.ev, si.frame
+    s, e, tid = ev.rt_start[rows], ev.rt_end[rows], ev.rt_thread[rows]
+    hi = fr.ends[lanes.step[lane]]
+    stop = np.minimum(next_gpu_start(ev, e, hi), next_host_start(ev, tid, e, hi))
+    blocked = lanes.place(s, e, lane)
+    windows = lanes.place(s, np.maximum(stop, e), lane)
+    if len(ev.wait_union):
+        after = measures.subtract(windows, blocked)
+        windows = measures.union_many(blocked, measures.subtract(after, lanes.lift(ev.wait_union)))
+        # Declared waits of threads that made none of the set's calls are never a call's.
+        w = np.flatnonzero(ev.span_is_wait)
+        wi, wk = fr.overlapping(ev.span_start[w], ev.span_end[w])
+        j, wl = lanes.lanes_of(wk)
+        wi = w[wi[j]]
+        if wi.size:
+            threads = np.unique(np.concatenate([tid, ev.span_thread[wi]]))
+            mine = np.isin(_thread_step_keys(ev.span_thread[wi], wl, threads), _thread_step_keys(tid, lane, threads))
+            wi, wl = wi[~mine], wl[~mine]
+            if wi.size:
+                windows = measures.subtract(windows, lanes.place(ev.span_start[wi], ev.span_end[wi], wl))
+    return blocked, windows

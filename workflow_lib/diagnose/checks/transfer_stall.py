@@ -32,11 +32,16 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pa_compute
 
 from ...core.vocabulary import base_name
 from .. import measures
+from ..batch import NOT_APPLICABLE, UNRESOLVED, StepFindings, StepsInput, answer, uniform
 from ..evidence import launch_rows
+from ..lanes import Lanes
 from ..types import Finding, Intervals
+from . import base_steps
 from .base import CheckInput, attributed, call_windows, not_applicable, unresolved
 
 NAME = "transfer_stall"
@@ -101,14 +106,18 @@ def _held_up_a_kernel(ci: CheckInput, rows: np.ndarray) -> np.ndarray:
 _LOOKAHEAD = 512
 
 
+def _holds_host(call: str) -> bool:
+    """cudaMemcpy / cudaMemset / hipMemcpyWithStream return when the copy is done; a copy
+    issued by another call (cudaGraphLaunch, a kernel) does not hold the host."""
+    name = base_name(call)
+    return _COPY_CALL.search(name) is not None and "async" not in name.lower()
+
+
 def _host_blocking(ev, crow: np.ndarray, matched: np.ndarray, c, rows: np.ndarray) -> np.ndarray:
     """Per copy: did the issuing call hold the host (synchronous call, or pageable staging)?"""
     out = np.zeros(rows.size, bool)
     for k in np.flatnonzero(matched):  # copies of one step: a handful
-        name = base_name(str(ev.rt_name[crow[k]]))
-        # cudaMemcpy / cudaMemset / hipMemcpyWithStream return when the copy is done; a copy
-        # issued by another call (cudaGraphLaunch, a kernel) does not hold the host.
-        sync_call = _COPY_CALL.search(name) is not None and "async" not in name.lower()
+        sync_call = _holds_host(str(ev.rt_name[crow[k]]))
         pageable = "pageable" in (c.src_kind[rows[k]], c.dst_kind[rows[k]])
         out[k] = sync_call or pageable or c.is_async[rows[k]] == 0
     return out
@@ -244,3 +253,281 @@ def check(ci: CheckInput) -> Finding:
         evidence["note"] = "copies ran beside kernels or the host: none on the critical path"
         return not_applicable(NAME, **evidence)
     return attributed(NAME, claimed, **evidence)
+
+
+# All steps of a rank at once (diagnose/batch.py): the rules above over (copy, step) pairs, one
+# pair per copy and step it overlaps. check() stays the reference and the path for small
+# incidents; tests/test_diagnose_batch.py compares the two on every fixture.
+
+_FAR = np.iinfo(np.int64).max
+
+
+def check_steps(si: StepsInput) -> StepFindings:
+    """check() for every step of a rank at once."""
+    fr, ev, opts = si.frame, si.ev, si.opts
+    if not si.src.kernels:
+        return uniform(NAME, fr.n, UNRESOLVED, ("GPU activity (kernels/memcpy not observed)",))
+    c = ev.copies
+    pc, pk = fr.overlapping(c.start, c.end)
+    keep = c.reached_from(pc, fr.starts[pk])
+    pc, pk = pc[keep], pk[keep]
+    if pc.size == 0:
+        return uniform(NAME, fr.n, NOT_APPLICABLE)
+    lo, hi = fr.starts[pk], fr.ends[pk]
+    no_compute = fr.pieces(measures.subtract(fr.windows, ev.kernel_busy))
+    delaying = _held_up_steps(si, pc, hi)
+    cs, ce = np.maximum(c.start[pc], lo), np.minimum(c.end[pc], hi)
+    gpu_waited = measures.intersect(no_compute, measures.union(cs[delaying], ce[delaying]))
+    if si.src.runtime_api:  # the issuing call of each copy, and the syncs that waited for a read
+        crow, matched = launch_rows(ev, c.corr)
+        wrow, wpair = _waiting_syncs_steps(si, pc, pk, crow, matched)
+    else:
+        crow, matched = np.zeros(c.start.size, np.int64), np.zeros(c.start.size, bool)
+        wrow = wpair = np.zeros(0, np.int64)
+    read = np.bincount(wpair, minlength=pc.size) > 0
+    blocking = _host_blocking_all(ev, crow, matched, c)[pc] | read
+    rp = np.flatnonzero(read)
+    op = _read_ops(ev, crow[pc[rp]])  # (has, start, end) per read pair
+    host_side = measures.empty()
+    if blocking.any():
+        rows = np.concatenate([crow[pc[blocking]], wrow])
+        steps = np.concatenate([pk[blocking], pk[wpair]])
+        lanes = Lanes.of_steps(fr, np.unique(steps))
+        _, windows = base_steps.lane_call_windows(si, lanes, rows, np.searchsorted(lanes.step, steps))
+        has = op[0]
+        ops = lanes.place(op[1][has], op[2][has], np.searchsorted(lanes.step, pk[rp[has]]))
+        host_side = measures.intersect(no_compute, measures.union_many(windows, ops))
+    claimed = measures.union_many(gpu_waited, host_side)
+    att = base_steps.has_any(fr, pk) & (fr.per_step(claimed) >= opts.min_gap_ns)
+    found = answer(NAME, fr, att, claimed)
+    sel = att[pk]  # next_experiments reads the kinds of attributed steps only
+    if sel.any():
+        # Per copy, as check()'s by_kind loop: its compute-free time if a kernel waited for it,
+        # or more, the compute-free time in its call (a blocking copy) or in its own windows (a read).
+        crit = np.zeros(pc.size, np.int64)
+        d = np.flatnonzero(sel & delaying)
+        crit[d] = measures.covered_between(no_compute, cs[d], ce[d])
+        b = np.flatnonzero(sel & blocking & ~read)
+        call = crow[pc[b]]
+        crit[b] = np.maximum(crit[b], measures.covered_between(no_compute, np.maximum(ev.rt_start[call], lo[b]),
+                                                               np.minimum(ev.rt_end[call], hi[b])))
+        mine = sel[rp]
+        r = rp[mine]
+        own = _read_own_ns(si, no_compute, r, pk[r], crow[pc[r]], wrow, wpair, tuple(x[mine] for x in op))
+        crit[r] = np.maximum(crit[r], own)
+        found.kinds_ns = _by_kind(c, pc, pk, sel, blocking, crit)
+    return found
+
+
+def _held_up_steps(si: StepsInput, pc: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """_held_up_a_kernel for (copy, step) pairs: the next kernel on the copy's stream (among the
+    next _LOOKAHEAD kernels after its end) starts before the step's end and waited for it."""
+    ev, c = si.ev, si.ev.copies
+    out = np.zeros(pc.size, bool)
+    if ev.k_start.size == 0:
+        return out
+    end = c.end[pc]
+    j = np.searchsorted(ev.k_start, end, side="left")
+    nk = np.full(pc.size, -1, np.int64)
+    stream = c.stream[pc]
+    for st in np.unique(stream).tolist():  # streams are few
+        m = stream == st
+        on = np.flatnonzero(ev.k_stream == st)  # that stream's kernels in start order
+        if on.size == 0:
+            continue
+        p = np.searchsorted(on, j[m], side="left")
+        cand = on[np.minimum(p, on.size - 1)]
+        nk[m] = np.where((p < on.size) & (cand - j[m] < _LOOKAHEAD), cand, -1)
+    k = np.maximum(nk, 0)
+    row, ok = launch_rows(ev, ev.k_corr[k])
+    before = ev.rt_start[row] < end if ev.rt_start.size else np.zeros(pc.size, bool)
+    waited = np.where(ok, before, ev.k_start[k] - end < si.opts.min_gap_ns)
+    return (nk >= 0) & (ev.k_start[k] < hi) & waited
+
+
+def _host_blocking_all(ev, crow: np.ndarray, matched: np.ndarray, c) -> np.ndarray:
+    """_host_blocking for every copy of the rank."""
+    if not matched.any():
+        return np.zeros(matched.size, bool)
+    holds = ev.rt_name.where(_holds_host)[crow]
+    pageable = (c.src_kind == "pageable") | (c.dst_kind == "pageable")
+    return matched & (holds | pageable | (c.is_async == 0))
+
+
+def _waiting_syncs_steps(si: StepsInput, pc: np.ndarray, pk: np.ndarray, crow: np.ndarray,
+                         matched: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """_waiting_syncs for (copy, step) pairs: (sync call rows, the pair each waited for). For
+    a device->host copy: the issuing thread's synchronizing calls starting after the issuing
+    call returned (a call of no length at that instant is not after it: the per-step rule's
+    `end > after`), before that thread's next launch and the step's end."""
+    ev, c = si.ev, si.ev.copies
+    cand = np.flatnonzero(matched[pc] & (c.kind[pc] == "DtoH"))
+    if cand.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    r = crow[pc[cand]]
+    after, hi, tid = ev.rt_end[r], si.frame.ends[pk[cand]], ev.rt_thread[r]
+    rows_out, pairs_out = [], []
+    for t in np.unique(tid).tolist():  # threads are few
+        m = np.flatnonzero(tid == t)
+        mine = np.flatnonzero(ev.rt_thread == t)  # the thread's calls in start order
+        st, en = ev.rt_start[mine], ev.rt_end[mine]
+        a, h = after[m], hi[m]
+        p0 = np.searchsorted(st, a, side="left")
+        pe = np.searchsorted(st, a, side="right")  # calls in [p0, pe) start at `a`: after it only with a length
+        positive = en > st
+        launch = ev.rt_launch[mine]
+        lp = np.concatenate([[0], np.cumsum(launch & positive)])
+        until = h.copy()
+        lpos = np.flatnonzero(launch)
+        if lpos.size:
+            q = np.searchsorted(lpos, pe, side="left")
+            nxt = np.where(q < lpos.size, st[lpos[np.minimum(q, lpos.size - 1)]], h)
+            until = np.minimum(nxt, h)
+        until = np.where(lp[pe] - lp[p0] > 0, a, until)  # a launch at that very instant
+        upos = np.searchsorted(st, until, side="left")
+        spos = np.flatnonzero(ev.rt_sync[mine])
+        s0 = np.searchsorted(spos, p0, side="left")
+        cnt = np.where(h > a, np.maximum(np.searchsorted(spos, upos, side="left") - s0, 0), 0)
+        which = np.repeat(np.arange(cnt.size), cnt)
+        pos = spos[np.repeat(s0, cnt) + (np.arange(which.size) - np.repeat(np.cumsum(cnt) - cnt, cnt))]
+        ok = (pos >= pe[which]) | positive[pos]
+        rows_out.append(mine[pos[ok]])
+        pairs_out.append(cand[m[which[ok]]])
+    return np.concatenate(rows_out), np.concatenate(pairs_out)
+
+
+def _range_min(arr: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """min(arr[lo:hi]) per range (_FAR where empty), in time linear in the ranges' lengths."""
+    out = np.full(lo.size, _FAR, np.int64)
+    m = np.flatnonzero(hi > lo)
+    if m.size:
+        o = m[np.argsort(lo[m], kind="stable")]  # ranges by start: the gaps between them sum to len(arr)
+        idx = np.empty(2 * o.size, np.int64)
+        idx[0::2], idx[1::2] = lo[o], hi[o]
+        out[o] = np.minimum.reduceat(np.append(arr, _FAR), idx)[0::2]
+    return out
+
+
+def _read_ops(ev, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """_read_op_spans for many reads at once: per issuing call in `calls`, (whether a read op
+    span was found, its start, its end)."""
+    uniq, inv = np.unique(calls, return_inverse=True)
+    has = np.zeros(uniq.size, bool)
+    a_out, b_out = np.zeros(uniq.size, np.int64), np.zeros(uniq.size, np.int64)
+    if uniq.size == 0 or ev.span_start.size == 0:
+        return has[inv], a_out[inv], b_out[inv]
+    other = (ev.rt_launch | ev.rt_name.matches(_COPY_CALL)) & ~ev.rt_sync  # other CUDA work, syncs aside
+    for t in np.unique(ev.rt_thread[uniq]).tolist():  # threads are few
+        ri = np.flatnonzero(ev.rt_thread[uniq] == t)
+        rs, re = ev.rt_start[uniq[ri]], ev.rt_end[uniq[ri]]  # in start order (rows are)
+        sp = np.flatnonzero(ev.span_thread == t)
+        sa, sb = ev.span_start[sp], ev.span_end[sp]
+        # (span, read) for every span of the thread holding the read's call: start <= call start < end, end >= call end
+        i0 = np.searchsorted(rs, sa, side="left")
+        cnt = np.maximum(np.searchsorted(rs, sb, side="left") - i0, 0)
+        j = np.repeat(np.arange(sp.size), cnt)
+        i = np.repeat(i0, cnt) + (np.arange(j.size) - np.repeat(np.cumsum(cnt) - cnt, cnt))
+        keep = sb[j] >= re[i]
+        j, i = j[keep], i[keep]
+        if j.size == 0:
+            continue
+        # Other work inside a span [a, b]: start >= a, end <= b, start < b, end > a. On integer
+        # ns that is sm >= a and em <= b with a call of no length at x taken as [x - 1, x + 1];
+        # a call starting after b ends after b, so the first such call from a on decides.
+        o = np.flatnonzero(other & (ev.rt_thread == t))
+        os_, oe = ev.rt_start[o], ev.rt_end[o]
+        zero = oe == os_
+        sm_row, em_row = np.where(zero, os_ - 1, os_), np.where(zero, oe + 1, oe)
+        order = np.argsort(sm_row, kind="stable")
+        sm, em = sm_row[order], em_row[order]
+        rank = np.empty(o.size, np.int64)
+        rank[order] = np.arange(o.size)
+        pr = np.full(ri.size, -1, np.int64)  # the read's own call among them, -1 where not one
+        if o.size:
+            x = np.minimum(np.searchsorted(o, uniq[ri]), o.size - 1)
+            pr = np.where(o[x] == uniq[ri], rank[x], -1)
+        a, b, p = sa[j], sb[j], pr[i]
+        start = np.searchsorted(sm, a, side="left")
+        suf = np.append(np.minimum.accumulate(em[::-1])[::-1], _FAR)
+        inside = p >= start  # the read's own call is among them: leave it out
+        upto = np.where(inside, p, start)
+        if em.size and bool(np.all(em[1:] >= em[:-1])):  # calls that do not nest: the first ends first
+            before = np.where(upto > start, em[np.minimum(start, em.size - 1)], _FAR)
+        else:
+            before = _range_min(em, start, upto)
+        nearest = np.minimum(np.where(inside, suf[p + 1], suf[start]), before)
+        bad = nearest <= b
+        # Per read, spans innermost first; its op is the last one before the first holding other work.
+        o2 = np.lexsort((sp[j], -ev.span_depth[sp[j]], i))
+        ii, jj, bd = i[o2], j[o2], bad[o2]
+        g0 = np.flatnonzero(np.concatenate([[True], ii[1:] != ii[:-1]]))
+        cum = np.cumsum(bd)
+        grp = np.repeat(np.arange(g0.size), np.diff(np.append(g0, ii.size)))
+        good = (cum - (cum - bd)[g0][grp]) == 0
+        ngood = np.add.reduceat(good.astype(np.int64), g0)
+        ok = ngood > 0
+        best = jj[(g0 + ngood - 1)[ok]]
+        u = ri[ii[g0[ok]]]
+        has[u], a_out[u], b_out[u] = True, sa[best], sb[best]
+    return has[inv], a_out[inv], b_out[inv]
+
+
+def _read_own_ns(si: StepsInput, no_compute: Intervals, pairs: np.ndarray, steps: np.ndarray, calls: np.ndarray,
+                 wrow: np.ndarray, wpair: np.ndarray, op) -> np.ndarray:
+    """Per read pair: the compute-free time in its own call windows (its issuing call and the
+    syncs that waited for it) and its op span, each read on its own lane (diagnose/lanes.py)."""
+    out = np.zeros(pairs.size, np.int64)
+    order = np.argsort(steps, kind="stable")
+    lane_of = np.full(int(max(pairs.max(initial=-1), wpair.max(initial=-1))) + 1, -1, np.int64)
+    for sl, lanes in Lanes.chunks(si.frame, steps[order]):
+        mine = order[sl]
+        lane_of[:] = -1
+        lane_of[pairs[mine]] = np.arange(mine.size)
+        wl = lane_of[wpair]
+        w = wl >= 0
+        rows = np.concatenate([calls[mine], wrow[w]])
+        lane = np.concatenate([np.arange(mine.size), wl[w]])
+        _, windows = base_steps.lane_call_windows(si, lanes, rows, lane)
+        has = op[0][mine]
+        ops = lanes.place(op[1][mine][has], op[2][mine][has], np.flatnonzero(has))
+        out[mine] = lanes.per_lane(measures.intersect(lanes.lift(no_compute), measures.union_many(windows, ops)))
+    return out
+
+
+def _codes(x: np.ndarray) -> np.ndarray:
+    """Small integer codes of the distinct values (strings through Arrow's hash, no Python loop)."""
+    if x.dtype == object:
+        return np.asarray(pa_compute.dictionary_encode(pa.array(x, pa.string())).indices, np.int64)
+    return np.asarray(x, np.int64)
+
+
+def _by_kind(c, pc: np.ndarray, pk: np.ndarray, sel: np.ndarray, blocking: np.ndarray, crit: np.ndarray) -> dict:
+    """step -> {kind: critical ns} over the selected pairs, kinds in the order the step's copies
+    first show them (the per-step by_kind's order)."""
+    idx = np.flatnonzero(sel)
+    idx = idx[np.lexsort((pc[idx], pk[idx]))]
+    rows = pc[idx]
+    # What kind_of reads, as one integer per pair: it is called once per distinct combination.
+    combo = np.zeros(idx.size, np.int64)
+    for x in (c.kind[rows], c.src_kind[rows], c.dst_kind[rows], c.is_async[rows] + 1, blocking[idx]):
+        code = _codes(x)
+        combo = combo * (int(code.max(initial=0)) + 1) + code
+    _, first, inv = np.unique(combo, return_index=True, return_inverse=True)
+    names = [kind_of(str(c.kind[rows[f]]), str(c.src_kind[rows[f]]), str(c.dst_kind[rows[f]]), int(c.is_async[rows[f]]),
+                     bool(blocking[idx[f]])) for f in first.tolist()]  # distinct kinds of copy: a handful
+    code = np.array([list(FIXES).index(n) for n in names], np.int64)[inv.ravel()]
+    nk = len(FIXES)
+    key = pk[idx] * nk + code
+    ukey, kfirst, kinv = np.unique(key, return_index=True, return_inverse=True)
+    tot = np.zeros(ukey.size, np.int64)
+    np.add.at(tot, kinv.ravel(), crit[idx])
+    o = np.lexsort((kfirst, ukey // nk))
+    out: dict[int, dict] = {}
+    names = np.array(list(FIXES), object)[ukey[o] % nk].tolist()
+    for k, kind, ns in zip((ukey[o] // nk).tolist(), names, tot[o].tolist()):  # the dicts next_experiments reads
+        d = out.get(k)
+        if d is None:
+            out[k] = {kind: ns}
+        else:
+            d[kind] = ns
+    return out

@@ -1,0 +1,96 @@
+"""transfer_stall over all steps of a rank at once against the per-step check, same rank, same run.
+
+    python benchmarks/transfer_batch.py [--steps 100000] [--reference-steps 5000] [--repeats 3]
+
+Builds benchmarks/copies_incident.py's incident (every step has copies: pageable, DtoH packs,
+.item() reads with their op spans, memsets, side-stream prefetches, copies without a call),
+then times transfer_stall.check_steps on all --steps steps and the per-step check
+(diagnose/batch.per_step, the reference) on the first --reference-steps of the same frame,
+and prints the time per step of each and their ratio (the per-step time is linear in steps);
+times are CPU seconds of this process (time.process_time: on the shared machine others' load
+stretches wall time, not these), the batched one the least of --repeats runs; wall seconds too.
+Both answers are compared on the steps the reference ran. Also times measures.intersect and
+subtract on the rank's pieces, binary searches (measures._meet) against the sorted sweep. Prints the load average before and
+after: the dev machine is shared. Target: well under 3 us a step for the batched form.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+
+from benchmarks.copies_incident import copies_incident  # noqa: E402
+from workflow_lib.diagnose import batch, evidence, measures  # noqa: E402
+from workflow_lib.diagnose.checks import transfer_stall  # noqa: E402
+from workflow_lib.diagnose.types import DiagnoseOptions  # noqa: E402
+from workflow_lib.diagnose import warmup  # noqa: E402
+
+
+def steps_input(inc, n: int | None = None) -> batch.StepsInput:
+    """The rank's StepsInput as diagnose builds it (one rank, all steps or the first n)."""
+    opts = DiagnoseOptions()
+    st = inc.tables["steps"]
+    origin = int(np.min(st["start_ns"].to_numpy()))
+    ev = evidence.build(inc, -1, origin, opts.wait_regex())
+    sl = slice(0, n)
+    starts = st["start_ns"].to_numpy()[sl] - origin
+    ends = st["end_ns"].to_numpy()[sl] - origin
+    frame = batch.StepFrame(st["step_id"].to_numpy()[sl], st["thread_id"].to_numpy()[sl], starts, ends)
+    return batch.StepsInput(frame, batch.make_base(frame, ev, opts.min_gap_ns), ev, evidence.sources_of(inc), opts,
+                            warmup.cold_steps(ends - starts, opts))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=100_000)
+    ap.add_argument("--reference-steps", type=int, default=5_000)
+    ap.add_argument("--repeats", type=int, default=3)
+    a = ap.parse_args()
+    print(f"load average before: {os.getloadavg()}")
+    inc = copies_incident(a.steps)
+    si = steps_input(inc)
+    t_fast = wall_fast = float("inf")
+    for _ in range(a.repeats):
+        t, w = time.process_time(), time.perf_counter()
+        fast = transfer_stall.check_steps(si)
+        t_fast, wall_fast = min(t_fast, time.process_time() - t), min(wall_fast, time.perf_counter() - w)
+    ref_si = steps_input(inc, a.reference_steps)
+    t, w = time.process_time(), time.perf_counter()
+    ref = batch.per_step(transfer_stall, ref_si, ref_si.ev.rank)
+    t_ref, wall_ref = time.process_time() - t, time.perf_counter() - w
+    m = a.reference_steps
+    same = (fast.verdict[:m].tolist() == ref.verdict.tolist()
+            and {k: v for k, v in fast.kinds_ns.items() if k < m} == ref.kinds_ns)
+    per_fast, per_ref = t_fast / a.steps * 1e6, t_ref / m * 1e6
+    print(f"check_steps, {a.steps} steps: {t_fast:.3f} s CPU = {per_fast:.2f} us/step (wall {wall_fast:.3f} s; "
+          f"{int((fast.verdict == batch.ATTRIBUTED).sum())} attributed)")
+    print(f"per-step check, first {m} steps: {t_ref:.3f} s CPU = {per_ref:.1f} us/step (wall {wall_ref:.3f} s)")
+    print(f"ratio per-step / batched: {per_ref / per_fast:.1f}x; same verdicts and kinds on the reference steps: {same}")
+    # The set operations under every batched check: unions in order by binary searches
+    # (measures._meet) against the sweep over all sorted boundaries, on this rank's pieces.
+    no_compute = si.frame.pieces(measures.subtract(si.frame.windows, si.ev.kernel_busy))
+    busy = si.frame.pieces(si.ev.busy)
+    for word, keep in (("intersect", True), ("subtract", False)):
+        t = time.process_time()
+        slow = measures._sweep_np(no_compute, busy, keep)
+        t_sweep = time.process_time() - t
+        t = time.process_time()
+        quick = measures._sweep(no_compute, busy, keep)
+        t_meet = time.process_time() - t
+        same = same and slow.start_ns.tolist() == quick.start_ns.tolist() and slow.end_ns.tolist() == quick.end_ns.tolist()
+        print(f"measures.{word}, {len(no_compute)} and {len(busy)} pieces: sweep {t_sweep:.3f} s, binary searches "
+              f"{t_meet:.3f} s: {t_sweep / t_meet:.1f}x")
+    print(f"load average after: {os.getloadavg()}")
+    if not same:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
