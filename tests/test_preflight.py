@@ -151,7 +151,7 @@ def test_run_preflight_blocked_keeps_log_writes_no_record(tmp_path):
     records.write_record(tmp_path / "plan.json", plan, "plan")
     out, log = tmp_path / "preflight" / "b000.json", tmp_path / "logs" / "preflight-b000.json"
     with pytest.raises(PreflightBlocked, match="environment.gpu_names"):
-        PF.run_preflight(tmp_path / "plan.json", "b000", tmp_path / "results", out, results_dir=tmp_path / "results", log_path=log)
+        PF.run_preflight(tmp_path / "plan.json", "b000", tmp_path / "results", out, results_dir=tmp_path / "results", blocked_path=log)
     assert not out.exists() and records.read_record(log, "preflight")["status"] == "blocked"
 
 

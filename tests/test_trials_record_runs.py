@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from workflow_lib import demo
+from workflow_lib.capture import demo
 from workflow_lib.plan import build as P
 from workflow_lib.preflight import check as PF
 from workflow_lib.core import records

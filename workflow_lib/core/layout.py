@@ -163,12 +163,3 @@ def point_latest(results: str, incident: str, run: str, plan_digest: str) -> lis
     latest = Latest(incident_id=incident, run=run, run_dir=f"{RUNS}/{run}", plan_digest=plan_digest)
     records.write_record(latest_record(results, incident), latest.to_json(), "latest")
     return notes
-
-
-def write_latest(plan_path, results: str, incident: str, run: str, log_path=None) -> list[str]:
-    """Rule entry: point results/<incident>/ at `run` (whose plan is `plan_path`)."""
-    notes = point_latest(results, incident, run, records.digest_of(records.read_record(plan_path, "plan")))
-    if log_path:
-        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(log_path).write_text("".join(n + "\n" for n in notes) or f"latest: {run}\n", encoding="utf-8")
-    return notes

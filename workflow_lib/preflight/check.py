@@ -220,14 +220,16 @@ def readable_diff(record: dict) -> str:
     return "\n".join(lines)
 
 
-def run_preflight(plan_path, block: str, store_root, out_path, *, results_dir, log_path=None) -> dict:
-    """Rule entry: write the record; if blocked, keep it in the log and raise with the diff."""
+def run_preflight(plan_path, block: str, store_root, out_path, *, results_dir, blocked_path=None) -> dict:
+    """Rule entry: write the record; if blocked, keep it at `blocked_path` (the rule's
+    logs/preflight-<block>.json, docs/cluster.md) and raise with the diff. No record at
+    out_path then, so the block's trials never start."""
     plan = records.read_record(plan_path, "plan")
     plan_digest = records.digest_of(plan)
     record = preflight(plan, plan_digest, block, store_root, results_dir=results_dir)
     if record["status"] == "blocked":
-        if log_path:
-            records.write_record(log_path, record, "preflight")
+        if blocked_path:
+            records.write_record(blocked_path, record, "preflight")
         raise PreflightBlocked(out_path, readable_diff(record).replace("\n", " | "))
     records.write_record(out_path, record, "preflight")
     return record
