@@ -2,7 +2,7 @@
 time) and checks that attribute a delay only with the evidence the attribution needs.
 
     diagnose(incident, incident_id=..., snapshot_digest=..., options=DiagnoseOptions()) -> record
-    diagnose_dir(incident_dir, options=...) -> record  (snapshot_digest = blake3 of manifest.json)
+    diagnose_dir(incident_dir, options=...) -> record  (snapshot_digest: its snapshot record's, snapshot/build.py)
     diagnose_to_file(incident_dir, out_path) -> record less steps (memory of one rank; spool.py)
 
 The record validates against schemas/diagnosis.schema.json.
@@ -11,14 +11,13 @@ The record validates against schemas/diagnosis.schema.json.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-import blake3
 import numpy as np
 
 from ..core import records
-from ..core.incident import MANIFEST, Incident
+from ..core.incident import Incident
 from ..core.incident_stream import RankedIncident, read_incident_by_rank
+from ..snapshot import build as snapshot_build
 from . import evidence as evidence_mod
 from . import excess as excess_mod
 from . import job as job_mod
@@ -266,16 +265,11 @@ def _summary_of(totals: dict, windows: list[dict], slow: list[dict] | None = Non
     return out
 
 
-def manifest_digest(incident_dir: str | os.PathLike) -> str:
-    """The snapshot digest of an incident directory: blake3 of its manifest.json bytes."""
-    return blake3.blake3((Path(incident_dir) / MANIFEST).read_bytes()).hexdigest()
-
-
 def diagnose_dir(incident_dir: str | os.PathLike, *, options: DiagnoseOptions | None = None,
                  out_path: str | os.PathLike | None = None) -> dict:
     """Read an incident directory, diagnose it, and (if out_path) write the record atomically."""
     inc = read_incident_by_rank(incident_dir)  # rank by rank: memory follows one rank's rows
-    record = diagnose(inc, incident_id=inc.manifest["incident_id"], snapshot_digest=manifest_digest(incident_dir), options=options,
+    record = diagnose(inc, incident_id=inc.manifest["incident_id"], snapshot_digest=snapshot_build.snapshot_digest(incident_dir, inc.manifest), options=options,
                       validate=out_path is None)
     if out_path is not None:
         records.write_record(out_path, record, "diagnosis")
@@ -291,7 +285,7 @@ def diagnose_to_file(incident_dir: str | os.PathLike, out_path: str | os.PathLik
 
     inc = read_incident_by_rank(incident_dir)
     with StepSpool(out_path) as spool:
-        record = diagnose(inc, incident_id=inc.manifest["incident_id"], snapshot_digest=manifest_digest(incident_dir),
+        record = diagnose(inc, incident_id=inc.manifest["incident_id"], snapshot_digest=snapshot_build.snapshot_digest(incident_dir, inc.manifest),
                           options=options, validate=False, spool=spool)
         if isinstance(record["steps"], list):  # dump-only, or few steps: a plain record
             records.write_record(out_path, record, "diagnosis")
