@@ -18,8 +18,9 @@ def run(args: argparse.Namespace) -> int:
     from ..core import records
     from ..core.incident import read_incident
     from ..report.perfetto import export_perfetto
+    from ..report.text import wrote_line
 
     inc = read_incident(args.incident_dir)
     diag = records.read_record(args.diagnosis, "diagnosis") if args.diagnosis else None
-    print(f"wrote {export_perfetto(inc, diag, args.output)}")
+    print(wrote_line(export_perfetto(inc, diag, args.output)))
     return 0

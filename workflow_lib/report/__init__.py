@@ -3,6 +3,7 @@
     write_report_files(snapshot, diagnosis, plan, comparison, store_root, out_path)  # the rule
     build_report(...) -> str                                                          # the page
     load_records(snapshot, diagnosis=None, plan=None, comparison=None) -> Records     # for `stallcase show`
+    summary_text(recs) -> str                                                         # its terminal text (text.py)
 
 preflight/<block>.json and execution/<block>.json are read from the directory holding
 plan.json (results/<incident>/). The snapshot's tables are read back from the store
@@ -19,6 +20,7 @@ from ..core.errors import StallcaseError
 from ..plan.schedule import is_block_id
 from . import html, model, terminal, text, timeline
 from .model import Records
+from .text import summary_text
 
 __all__ = ["write_report_files", "build_report", "load_records", "summary_text", "Records"]
 
@@ -72,11 +74,6 @@ def build_report(recs: Records, store_root: str | os.PathLike, *, perfetto_href:
     raw_events: how many timeline events may be inlined exactly; the rest are drawn decimated.
     """
     return _page(recs, _tables(recs.snapshot, store_root), perfetto_href, raw_events)
-
-
-def summary_text(recs: Records) -> str:
-    """The plain-text summary for terminals (no timeline: it needs no tables)."""
-    return text.render(model.build(recs, None))
 
 
 def write_report_files(snapshot_path, diagnosis_path, plan_path, comparison_path, store_root, out_path,
