@@ -1,4 +1,5 @@
-"""Plain-text summary of the view model for terminals (`stallcase show INCIDENT`)."""
+"""Plain-text lines for terminals: the summary of the view model (`stallcase show INCIDENT`) and
+every line a CLI command prints (workflow_lib/commands/ build none of their own)."""
 
 from __future__ import annotations
 
