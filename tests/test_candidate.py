@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from workflow_lib.plan import candidate as C, build as P
+from workflow_lib.plan import candidate as C, build as P, rebuild as R
 from workflow_lib.core import records
 from workflow_lib.snapshot import build as snapshot
 from workflow_lib.core.cas import CAS
@@ -168,7 +168,7 @@ def test_git_ref_never_runs_git_in_the_incidents_repository(tmp_path):
     # Even the user naming that very repository runs only plumbing that applies no filter or hook.
     p = P.build_plan(snap, d, tmp_path / "results", design=DESIGN, candidate={"git_ref": "cand"}, source_repo=str(repo))
     assert not marker.exists()
-    P.materialize_arm(p, "B", tmp_path / "results", tmp_path / "wB")
+    R.materialize_arm(p, "B", tmp_path / "results", tmp_path / "wB")
     assert "# the ref's change" in (tmp_path / "wB" / "work.py").read_text()
     assert not marker.exists()
 

@@ -3,7 +3,7 @@ import subprocess
 
 import pytest
 
-from workflow_lib.plan import build as P
+from workflow_lib.plan import build as P, rebuild as R
 from workflow_lib.plan.candidate import apply_arg_changes
 from workflow_lib.core import records
 from workflow_lib.snapshot import build as snapshot
@@ -55,10 +55,10 @@ def test_patch_candidate_resolved_to_digests_and_materialized(tmp_path):
     p = P.build_plan(snap, d, tmp_path / "results", design=DESIGN, candidate={"patch": str(patch)})
     a, b = p["arms"]["baseline"]["sources"], p["arms"]["candidate"]["sources"]
     assert a[0]["relpath"] == b[0]["relpath"] == "work.py" and a[0]["digest"] != b[0]["digest"]
-    spec = P.materialize_arm(p, "B", tmp_path / "results", tmp_path / "wB")
+    spec = R.materialize_arm(p, "B", tmp_path / "results", tmp_path / "wB")
     assert "# candidate change" in (tmp_path / "wB" / "work.py").read_text()
     assert spec["argv"][1] == str(tmp_path / "wB" / "work.py")
-    spec_a = P.materialize_arm(p, "A", tmp_path / "results", tmp_path / "wA")
+    spec_a = R.materialize_arm(p, "A", tmp_path / "results", tmp_path / "wA")
     assert "# candidate change" not in (tmp_path / "wA" / "work.py").read_text()
     assert subprocess.run(spec_a["argv"], cwd=spec_a["cwd"], check=False).returncode == 0
 
@@ -72,7 +72,7 @@ def test_git_ref_candidate(tmp_path):
     run("checkout", "-qb", "cand"); run("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "cand")
     p = P.build_plan(snap, d, tmp_path / "results", design=DESIGN, candidate={"git_ref": "cand", "repo": str(src)})
     assert len(p["arms"]["candidate"]["changes"]["git_ref"]) == 40
-    P.materialize_arm(p, "B", tmp_path / "results", tmp_path / "wB")
+    R.materialize_arm(p, "B", tmp_path / "results", tmp_path / "wB")
     assert "# on a branch" in (tmp_path / "wB" / "work.py").read_text()
 
 
@@ -85,7 +85,7 @@ def test_reconstruction_blocks_when_source_is_gone_everywhere(tmp_path):
     CAS(tmp_path / "results").path_for(src["digest"]).unlink()
     (tmp_path / "src" / "work.py").unlink()
     with pytest.raises(MissingArtifact, match="role=source path=work.py"):
-        P.materialize_arm(p, "A", tmp_path / "results", tmp_path / "w")
+        R.materialize_arm(p, "A", tmp_path / "results", tmp_path / "w")
 
 
 def test_manifest_env_is_refiltered_and_candidate_env_must_be_allow_listed(tmp_path):

@@ -1,7 +1,7 @@
 import json
 import os
 
-from workflow_lib.plan import build as P
+from workflow_lib.plan import build as P, rebuild as R
 from workflow_lib.preflight import check as PF
 from workflow_lib.core import records
 from workflow_lib.snapshot import build as snapshot
@@ -79,7 +79,7 @@ def test_environment_outside_allow_list_not_passed(tmp_path, monkeypatch):
     monkeypatch.setenv("SECRET_TOKEN", "do-not-leak")
     dump = tmp_path / "env.json"
     plan, pd, pre = _setup(tmp_path, candidate={"append_args": ["--dump-env", str(dump)]})
-    spec = P.materialize_arm(plan, "B", tmp_path / "results", tmp_path / "wB")
+    spec = R.materialize_arm(plan, "B", tmp_path / "results", tmp_path / "wB")
     run = trials.one_run(spec, plan["design"], {"index": 0, "arm": "B"}, 0, None)
     assert run["status"] == "ok"
     names = set(json.loads(dump.read_text()))

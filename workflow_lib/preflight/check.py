@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from ..core import atomic, environment, layout, records
-from ..plan.build import trial_env
+from ..plan.rebuild import trial_env
 from ..core.cas import CAS, hash_file
 from ..core.errors import PreflightBlocked, StallcaseError
 from .types import Preflight

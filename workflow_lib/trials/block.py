@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..core import environment, records
 from ..plan import metric as metric_mod
-from ..plan.build import NODE_ENV, materialize_arm, trial_env  # noqa: F401  (NODE_ENV: read by callers)
+from ..plan.rebuild import NODE_ENV, materialize_arm, trial_env  # noqa: F401  (NODE_ENV: read by callers)
 from .runner import METRIC_UNREADABLE, STATISTICS, LocalRunner, RetryPolicy, Runner, RunRequest  # noqa: F401
 
 EXECUTION_VERSION = 2
