@@ -10,6 +10,7 @@ import textwrap
 
 import pytest
 
+from workflow_lib.capture.types import StepsOut
 from workflow_lib.plan import job_metric, metric
 from workflow_lib.core import records
 from workflow_lib.trials.runner import FakeRunner, LocalRunner, RetryPolicy, RunRequest, failure_reason
@@ -108,7 +109,8 @@ def test_the_job_metric_is_resolved_into_the_plan_and_checked():
 
 
 def test_job_wall_and_throughput():
-    recs = [{"rank": r, "role": None, "pid": r, "steps_ns": [5, 5], "items": [2, 2], "unusual": []} for r in (0, 1)]
+    recs = [StepsOut(covers="iteration", steps_ns=[5, 5], items=[2, 2], tokens=None, unusual=[], rank=r, role=None, pid=r)
+            for r in (0, 1)]
     assert job_metric.reduce({"job": "wall", "expect_ranks": [0, 1]}, recs, 1000)["values_ns"] == [1000.0]
     assert job_metric.reduce({"job": "throughput", "expect_ranks": [0, 1]}, recs, 1000)["values_ns"] == [1000.0 / 8]
 
