@@ -22,11 +22,8 @@ from . import candidate as candidate_lib
 from ..capture.provenance import allowed_env
 from .metric import resolve as resolve_metric
 from .rebuild import NODE_ENV
+from .types import Plan
 from .schedule import make_schedule
-
-# Version history of the plan record (schemas/plan.schema.json): 1 first version; 2 adds
-# python_distributions and schedule[].warms (optional, so version 1 plans read unchanged).
-PLAN_VERSION = 2
 
 def _plan_env(env: dict) -> dict:
     return {k: v for k, v in allowed_env(env).items() if k not in NODE_ENV}
@@ -77,7 +74,7 @@ def _candidate_sources(base_sources: list[dict], cas: CAS, candidate: dict,
 
 
 def build_plan(snapshot: dict, snapshot_digest: str, store_root: str | os.PathLike, *, design: dict,
-               candidate: Any, experiment: str | None = None, source_repo: str | None = None) -> dict:
+               candidate: Any, experiment: str | None = None, source_repo: str | None = None) -> Plan:
     """The plan record for `snapshot`. `candidate` is "baseline" (A/A) or a dict of changes;
     `source_repo` is the user's repository a `git_ref` is read from (config `source_repo`)."""
     workload = snapshot.get("workload")
@@ -121,28 +118,26 @@ def build_plan(snapshot: dict, snapshot_digest: str, store_root: str | os.PathLi
     env_fp = snapshot.get("provenance", {}).get("environment") or {}
     design = dict(design, metric=resolve_metric(design["metric"], snapshot))
     dists = snapshot.get("provenance", {}).get("imported_distributions")
-    plan = {
-        "schema_version": PLAN_VERSION,
-        "kind": "plan",
-        "incident_id": snapshot["incident_id"],
-        "experiment": experiment,
-        "snapshot_digest": snapshot_digest,
-        "artifacts": snapshot["artifacts"],
-        "workload": workload,
-        "source_root": source_root,
-        "arms": {"baseline": baseline, "candidate": cand},
-        "design": design,
-        "schedule": make_schedule(design),
-        "environment": env_fp,
-        "python_distributions": dict(dists) if isinstance(dists, dict) else None,
-    }
-    return plan
+    return Plan(
+        incident_id=snapshot["incident_id"],
+        experiment=experiment,
+        snapshot_digest=snapshot_digest,
+        artifacts=snapshot["artifacts"],
+        workload=workload,
+        source_root=source_root,
+        arms={"baseline": baseline, "candidate": cand},
+        design=design,
+        schedule=make_schedule(design),
+        environment=env_fp,
+        python_distributions=dict(dists) if isinstance(dists, dict) else None,
+    )
 
 
-def write_plan(plan: dict, out_path: str | os.PathLike, store_root: str | os.PathLike) -> str:
+def write_plan(plan: Plan, out_path: str | os.PathLike, store_root: str | os.PathLike) -> str:
     """Write plan.json and store the same canonical bytes in the CAS; returns the plan digest."""
-    digest = records.write_record(out_path, plan, "plan")
-    stored = CAS(store_root).put_bytes(records.canonical_bytes(plan))
+    record = plan.to_json()
+    digest = records.write_record(out_path, record, "plan")
+    stored = CAS(store_root).put_bytes(records.canonical_bytes(record))
     assert stored == digest, "canonical bytes and record digest disagree"
     return digest
 

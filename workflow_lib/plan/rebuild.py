@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..core.cas import CAS, hash_file
 from ..core.errors import MissingArtifact, StallcaseError
+from .types import Plan
 
 # Environment variables the node provides at trial time, never taken from the plan:
 # they describe where the job runs (the scheduler's GPU, the node's paths and libraries),
@@ -52,18 +53,18 @@ def safe_join(root: Path, rel: str) -> Path:
     return root / rel
 
 
-def materialize_arm(plan: dict, arm: str, store_root: str | os.PathLike, dest: str | os.PathLike) -> dict:
+def materialize_arm(plan: Plan, arm: str, store_root: str | os.PathLike, dest: str | os.PathLike) -> dict:
     """Rebuild an arm's work directory from the CAS; returns {argv, cwd, env} to run it.
 
     The argv entry that names a source file under the recorded source root is pointed at
     the rebuilt copy; so is the working directory when it was inside the source root.
     """
     cas, dest = CAS(store_root), Path(dest).resolve()
-    spec = plan["arms"]["baseline" if arm in ("A", "A'", "warmup") else "candidate"]
+    spec = plan.arms["baseline" if arm in ("A", "A'", "warmup") else "candidate"]
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    root = plan.get("source_root")
+    root = plan.source_root or None
     fallback = {s["relpath"]: os.path.join(root, s["relpath"]) for s in spec.get("sources", [])} if root else None
     _materialize_sources(spec.get("sources", []), cas, dest, fallback)
     def remap(p: str) -> str:
@@ -80,14 +81,14 @@ def materialize_arm(plan: dict, arm: str, store_root: str | os.PathLike, dest: s
         cand = remap(a)
         if cand != a and Path(cand).relative_to(dest).as_posix() in rel_sources:
             argv.append(cand)
-        elif root and not os.path.isabs(a) and a in rel_sources and plan["workload"]["cwd"] == root:
+        elif root and not os.path.isabs(a) and a in rel_sources and plan.workload["cwd"] == root:
             argv.append(str(dest / a))
         else:
             argv.append(a)
     # The cwd inside the source tree maps to the same place in the rebuilt tree (made when no
     # pinned file lives there, e.g. an untracked runs/ directory); outside it, it stays as recorded.
-    cwd = remap(plan["workload"]["cwd"])
-    if cwd != plan["workload"]["cwd"]:
+    cwd = remap(plan.workload["cwd"])
+    if cwd != plan.workload["cwd"]:
         os.makedirs(cwd, exist_ok=True)
     elif not os.path.isdir(cwd):
         cwd = str(dest)

@@ -14,9 +14,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..core import atomic, records
+from ..core import atomic, records, typed
 from ..core.errors import StallcaseError
 from ..plan.schedule import is_block_id
+from ..plan.types import Plan
+from ..trials.types import Execution
 from . import html, model, terminal, text, timeline
 from .model import Records
 
@@ -32,12 +34,9 @@ def _optional(path, kind: str) -> dict | None:
     return records.read_record(path, kind)
 
 
-def _per_block(directory: Path, kind: str) -> dict[str, dict]:
-    out = {}
-    for p in sorted(directory.glob("*.json")):
-        if is_block_id(p.stem):
-            out[p.stem] = records.read_record(p, kind)
-    return out
+def _per_block(directory: Path, read) -> dict:
+    """block -> read(path) for each execution/<block>.json (or preflight/) beside plan.json."""
+    return {p.stem: read(p) for p in sorted(directory.glob("*.json")) if is_block_id(p.stem)}
 
 
 def load_records(snapshot_path, diagnosis_path=None, plan_path=None, comparison_path=None) -> Records:
@@ -47,9 +46,9 @@ def load_records(snapshot_path, diagnosis_path=None, plan_path=None, comparison_
     return Records(
         snapshot=snapshot,
         diagnosis=_optional(diagnosis_path, "diagnosis"),
-        plan=_optional(plan_path, "plan"),
-        preflights=_per_block(base / "preflight", "preflight"),
-        executions=_per_block(base / "execution", "execution"),
+        plan=typed.read(plan_path, Plan) if plan_path is not None and Path(plan_path).is_file() else None,
+        preflights=_per_block(base / "preflight", lambda p: records.read_record(p, "preflight")),
+        executions=_per_block(base / "execution", lambda p: typed.read(p, Execution)),
         comparison=_optional(comparison_path, "comparison"),
     )
 
