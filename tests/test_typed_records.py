@@ -132,7 +132,8 @@ def test_from_json_refuses_an_unknown_field_and_an_older_version():
 
 
 def test_records_written_by_the_stages_read_back_as_their_class(demo_pipeline):
-    """The demo run's records (snapshot, preflight, latest, manifest, comparison) are instances of their class."""
+    """The demo run's records (snapshot, preflight, latest, manifest, comparison, plan, execution) are
+    instances of their class, and the digests the later records hold are those of the typed records read."""
     res = demo_pipeline.demo
     Snapshot.from_json(records.read_record(res / "snapshot.json", "snapshot"))
     Latest.from_json(records.read_record(res / "latest.json", "latest"))
@@ -142,6 +143,14 @@ def test_records_written_by_the_stages_read_back_as_their_class(demo_pipeline):
     pre = sorted(res.glob("runs/*/preflight/*.json"))
     assert pre, "the demo run wrote no preflight record"
     Preflight.from_json(records.read_record(pre[0], "preflight"))
+    comparison = records.read_record(res / "comparison.json", "comparison")
+    plan = Plan.from_json(records.read_record(res / "plan.json", "plan"))
+    assert plan.digest() == comparison["plan_digest"]
+    executions = sorted(res.glob("runs/*/execution/*.json"))
+    assert executions, "the demo run wrote no execution record"
+    for path in executions:
+        ex = Execution.from_json(records.read_record(path, "execution"))
+        assert ex.plan_digest == plan.digest() and comparison["execution_digests"][ex.block] == ex.digest()
 
 
 NEW_THIS_ROUND = [Plan, Execution, StepsOut]
