@@ -83,7 +83,7 @@ def _successful_values(block: str, planned: list[dict], execution: Execution) ->
             )
         if run["arm"] == "warmup":
             continue
-        unusual += bool(run.get("unusual"))
+        unusual += bool(run["unusual"])
         if run["status"] == "ok":
             ok[index] = run["metric_ns"]
         else:
