@@ -121,3 +121,12 @@ def test_the_recorder_writes_steps_out_with_the_key_order_it_always_had(tmp_path
     back = typed.parse(text.encode(), StepsOut, dest)
     assert json.dumps(back.to_json(), separators=(",", ":")) + "\n" == text
     assert back.items == [4, 4, 4] and len(back.steps_ns) == 3
+
+
+def test_a_field_named_like_a_record_method_is_refused():
+    from workflow_lib.core.typed import doc, record
+
+    with pytest.raises(TypeError, match=r"field\(s\) \['digest'\] are names of typed-record methods"):
+        @record("plan", version=2)
+        class Bad:
+            digest: str = doc("would hide digest()")

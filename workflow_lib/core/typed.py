@@ -59,6 +59,9 @@ def record(kind: str, *, version: int):
 
     def wrap(cls):
         cls = dataclasses.dataclass(frozen=True)(cls)
+        taken = sorted({f.name for f in dataclasses.fields(cls)} & _METHODS)
+        if taken:  # a field would hide the method every stage calls (or the method the field)
+            raise TypeError(f"{cls.__name__}: field(s) {taken} are names of typed-record methods")
         cls.KIND = kind
         cls.SCHEMA_VERSION = version
 
@@ -99,6 +102,8 @@ def record(kind: str, *, version: int):
 
     return wrap
 
+
+_METHODS = frozenset({"to_json", "from_json", "digest", "KIND", "SCHEMA_VERSION"})
 
 # Where a record read from JSON keeps that JSON for digest() (outside the dataclass fields, so
 # equality and to_json ignore it; dataclasses.replace makes a new record without it). The dict
