@@ -28,10 +28,18 @@ PERFETTO_NAME = "trace.perfetto.json"
 """The incident's Perfetto (Chrome trace JSON) export, written next to the report and linked from it."""
 
 
-def _optional(path, kind: str) -> dict | None:
+def _optional(path, read):
+    """read(path), or None when the stage has not written it yet."""
     if path is None or not Path(path).is_file():
         return None
-    return records.read_record(path, kind)
+    return read(path)
+
+
+def _reader(what):
+    """path -> the record: a kind's validated dict (the diagnosis, ...) or a typed class's instance."""
+    if isinstance(what, str):
+        return lambda path: records.read_record(path, what)
+    return lambda path: typed.read(path, what)
 
 
 def _per_block(directory: Path, read) -> dict:
@@ -45,11 +53,11 @@ def load_records(snapshot_path, diagnosis_path=None, plan_path=None, comparison_
     base = Path(plan_path).parent if plan_path is not None else Path(snapshot_path).parent
     return Records(
         snapshot=snapshot,
-        diagnosis=_optional(diagnosis_path, "diagnosis"),
-        plan=typed.read(plan_path, Plan) if plan_path is not None and Path(plan_path).is_file() else None,
-        preflights=_per_block(base / "preflight", lambda p: records.read_record(p, "preflight")),
-        executions=_per_block(base / "execution", lambda p: typed.read(p, Execution)),
-        comparison=_optional(comparison_path, "comparison"),
+        diagnosis=_optional(diagnosis_path, _reader("diagnosis")),
+        plan=_optional(plan_path, _reader(Plan)),
+        preflights=_per_block(base / "preflight", _reader("preflight")),
+        executions=_per_block(base / "execution", _reader(Execution)),
+        comparison=_optional(comparison_path, _reader("comparison")),
     )
 
 
