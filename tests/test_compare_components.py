@@ -37,7 +37,7 @@ def _rng_parts(seed: int, means: dict[str, float], sd: float = 0.03):
 
 
 def _compare(pl, ex, dg, pd) -> dict:
-    rec = C.compare(pl, ex, dg, pd)
+    rec = C.compare(*cb.typed_records(pl, ex), dg, pd)
     records.validate(rec, "comparison")
     return rec
 

@@ -35,9 +35,9 @@ def test_each_run_has_its_own_incident_and_diagnosis(tmp_path, monkeypatch, rela
         monkeypatch.chdir(tmp_path)
     rec = trials.run_block(plan, pd, pre, records.digest_of(pre), "b000", tmp_path / "results",
                            "work" if relative_work else work)
-    records.validate(rec, "execution")
-    assert [r["status"] for r in rec["runs"]] == ["ok", "ok"]
-    for r in rec["runs"]:
+    records.validate(rec.to_json(), "execution")
+    assert [r["status"] for r in rec.runs] == ["ok", "ok"]
+    for r in rec.runs:
         cap = r["capture"]
         assert cap["error"] is None and str(Path(cap["incident"]).resolve()).startswith(str(work / "captures"))
         d = records.read_record(cap["diagnosis"], "diagnosis")

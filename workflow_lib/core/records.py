@@ -32,7 +32,10 @@ def canonical_bytes(record: Any) -> bytes:
 
 
 def digest_of(record: Any) -> str:
-    """blake3 hex digest of a record's canonical JSON (a record's identity)."""
+    """blake3 hex digest of a record's canonical JSON (a record's identity); a typed record
+    (core/typed.py) gives its own digest(): that of the JSON it was read from."""
+    if hasattr(record, "KIND") and hasattr(record, "digest"):
+        return record.digest()
     return blake3.blake3(canonical_bytes(record)).hexdigest()
 
 
@@ -217,11 +220,18 @@ def _steps_out_1_to_2(rec: dict) -> dict:
     return dict(rec, kind="steps_out", covers="body", items=None, tokens=None)
 
 
+def _plan_1_to_2(rec: dict) -> dict:
+    # Version 1 never observed the workload's Python distributions: null is the schema's "not
+    # observed", so preflight has nothing of them to compare (as it had nothing before).
+    return {"python_distributions": None, **rec}
+
+
 # kind -> {version: function turning a record of that version into one of the next}. A reader
 # calls upgrade() once after reading and then sees only the newest shape (pyperf converts old
 # formats once, at load). A kind whose newer version only added optional fields needs no step.
 UPGRADES: dict[str, dict[int, Any]] = {
     "steps_out": {1: _steps_out_1_to_2},
+    "plan": {1: _plan_1_to_2},
 }
 # kind -> {version: what to do instead}: the next version requires what the older record never
 # measured (a culprit order, per-component estimates), so no step can supply it truthfully.

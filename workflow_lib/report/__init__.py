@@ -15,9 +15,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..core import atomic, records
+from ..core import atomic, records, typed
 from ..core.errors import StallcaseError
 from ..plan.schedule import is_block_id
+from ..plan.types import Plan
+from ..trials.types import Execution
 from . import html, model, terminal, text, timeline
 from .model import Records
 from .text import summary_text
@@ -28,18 +30,23 @@ PERFETTO_NAME = "trace.perfetto.json"
 """The incident's Perfetto (Chrome trace JSON) export, written next to the report and linked from it."""
 
 
-def _optional(path, kind: str) -> dict | None:
+def _optional(path, read):
+    """read(path), or None when the stage has not written it yet."""
     if path is None or not Path(path).is_file():
         return None
-    return records.read_record(path, kind)
+    return read(path)
 
 
-def _per_block(directory: Path, kind: str) -> dict[str, dict]:
-    out = {}
-    for p in sorted(directory.glob("*.json")):
-        if is_block_id(p.stem):
-            out[p.stem] = records.read_record(p, kind)
-    return out
+def _reader(what):
+    """path -> the record: a kind's validated dict (the diagnosis, ...) or a typed class's instance."""
+    if isinstance(what, str):
+        return lambda path: records.read_record(path, what)
+    return lambda path: typed.read(path, what)
+
+
+def _per_block(directory: Path, read) -> dict:
+    """block -> read(path) for each execution/<block>.json (or preflight/) beside plan.json."""
+    return {p.stem: read(p) for p in sorted(directory.glob("*.json")) if is_block_id(p.stem)}
 
 
 def load_records(snapshot_path, diagnosis_path=None, plan_path=None, comparison_path=None) -> Records:
@@ -48,11 +55,11 @@ def load_records(snapshot_path, diagnosis_path=None, plan_path=None, comparison_
     base = Path(plan_path).parent if plan_path is not None else Path(snapshot_path).parent
     return Records(
         snapshot=snapshot,
-        diagnosis=_optional(diagnosis_path, "diagnosis"),
-        plan=_optional(plan_path, "plan"),
-        preflights=_per_block(base / "preflight", "preflight"),
-        executions=_per_block(base / "execution", "execution"),
-        comparison=_optional(comparison_path, "comparison"),
+        diagnosis=_optional(diagnosis_path, _reader("diagnosis")),
+        plan=_optional(plan_path, _reader(Plan)),
+        preflights=_per_block(base / "preflight", _reader("preflight")),
+        executions=_per_block(base / "execution", _reader(Execution)),
+        comparison=_optional(comparison_path, _reader("comparison")),
     )
 
 

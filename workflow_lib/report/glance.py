@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ..compare.verdict import VERDICT_HEADLINES, VERDICT_WORDS
 from . import fmt
+from ..plan.types import Plan
 
 SLOW_LISTED = 3
 """Slow steps shown on the first screen (the largest excess first); the diagnosis section lists more."""
@@ -155,9 +156,9 @@ def excess(diagnosis: dict | None, slow: list[dict]) -> dict:
             "missing": [] if attributed else _missing_evidence([st])}
 
 
-def next_experiment(diagnosis: dict | None, plan: dict | None) -> dict:
+def next_experiment(diagnosis: dict | None, plan: Plan | None) -> dict:
     """The ranked next experiment (the first; the rest are in the diagnosis section)."""
-    tried = fmt.changes(plan["arms"]["candidate"]["changes"]) if plan else None
+    tried = fmt.changes(plan.arms["candidate"]["changes"]) if plan else None
     if diagnosis is None:
         return {"kind": "absent", "tried": tried}
     exps = diagnosis.get("next_experiments") or []

@@ -15,6 +15,8 @@ import numpy as np
 
 from ..compare.verdict import VERDICT_HEADLINES
 from ..core import records
+from ..plan.types import Plan
+from ..trials.types import Execution
 from . import fmt, glance
 
 SLOW_FACTOR = 1.25
@@ -39,11 +41,11 @@ class Records:
     """snapshot.json."""
     diagnosis: dict | None
     """diagnosis.json."""
-    plan: dict | None
+    plan: Plan | None
     """plan.json."""
     preflights: dict
     """block -> preflight record."""
-    executions: dict
+    executions: dict[str, Execution]
     """block -> execution record."""
     comparison: dict | None
     """comparison.json."""
@@ -92,9 +94,9 @@ def verdict_words(comparison: dict) -> str:
     return " ".join(parts)
 
 
-def trial_runs(plan: dict | None, executions: dict) -> list[dict]:
+def trial_runs(plan: Plan | None, executions: dict[str, Execution]) -> list[dict]:
     """Per block, in block order: every attempt in run order, failed ones included."""
-    blocks = sorted(set(executions) | set((plan or {}).get("schedule", {})))
+    blocks = sorted(set(executions) | set(plan.schedule if plan else ()))
     out = []
     for b in blocks:
         ex = executions.get(b)
@@ -103,8 +105,8 @@ def trial_runs(plan: dict | None, executions: dict) -> list[dict]:
             continue
         runs = [{"pos": i, "index": r["index"], "arm": r["arm"], "attempt": r["attempt"], "status": r["status"],
                  "metric_ns": r["metric_ns"], "src": f"execution/{b}:/runs/{i}/metric_ns"}
-                for i, r in enumerate(ex["runs"])]
-        out.append({"block": b, "status": ex["status"], "node": ex.get("node"), "runs": runs})
+                for i, r in enumerate(ex.runs)]
+        out.append({"block": b, "status": ex.status, "node": ex.node, "runs": runs})
     return out
 
 
@@ -125,14 +127,14 @@ def build(recs: Records, timeline: dict | None, *, perfetto_href: str | None = N
         "diagnosis": recs.diagnosis,
         "slow_steps": slow_steps(recs.diagnosis) if recs.diagnosis else [],
         "plan": recs.plan,
-        "plan_digest": records.digest_of(recs.plan) if recs.plan else None,
+        "plan_digest": recs.plan.digest() if recs.plan else None,
         "preflights": {b: recs.preflights[b] for b in sorted(recs.preflights)},
         "preflight_digests": {b: records.digest_of(p) for b, p in sorted(recs.preflights.items())},
         "executions": {b: recs.executions[b] for b in sorted(recs.executions)},
         "trials": trial_runs(recs.plan, recs.executions),
         "comparison": recs.comparison,
         "verdict_words": verdict_words(recs.comparison) if recs.comparison else None,
-        "tried": fmt.changes(recs.plan["arms"]["candidate"]["changes"]) if recs.plan else None,
+        "tried": fmt.changes(recs.plan.arms["candidate"]["changes"]) if recs.plan else None,
         "timeline": timeline,
         "perfetto_href": perfetto_href,
     }

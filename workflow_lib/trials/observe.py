@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 from ..core import environment
-from ..plan.build import trial_env
+from ..plan.rebuild import trial_env
 
 
 class GpuWatch:
