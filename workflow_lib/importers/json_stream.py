@@ -65,12 +65,13 @@ class _Buffer:
         self.fh.close()
         self.raw.close()
 
-    def fill(self) -> bool:
-        """Append one block; False at end of input."""
+    def fill(self, at_least: int = _READ_BYTES) -> bool:
+        """Append one block of at least `at_least` bytes where the input has them (one read and
+        one copy of the window per piece, not one per _READ_BYTES); False at end of input."""
         if self.eof:
             return False
         try:
-            block = self.fh.read(_READ_BYTES)
+            block = self.fh.read(max(at_least, _READ_BYTES))
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
             raise InputError(self.path, f"cannot read trace ({str(exc).splitlines()[0][:200]})") from None
         if not block:
@@ -129,7 +130,7 @@ def _events(b: _Buffer, parse: Callable[[bytes], T], on_piece: Callable[[T], Non
         b.pos += 1
         return
     while True:
-        while len(b.buf) - b.pos < CHUNK_BYTES and b.fill():
+        while (short := CHUNK_BYTES - (len(b.buf) - b.pos)) > 0 and b.fill(short):
             pass
         got = _parse_prefix(b, parse)
         if got is None:
