@@ -25,7 +25,10 @@ from typing import Callable, TypeVar
 from ..core import bounds, safe_io
 from ..core.errors import InputError
 
-CHUNK_BYTES = 2 << 20          # cut the event array into ~2 MiB pieces (peak memory ~ a few pieces)
+# Cut the event array into ~2 MiB pieces (peak memory ~ a few pieces). The cut points decide
+# the Arrow chunks, and those the Parquet pages, so the incident's bytes (its digests): 4 MiB
+# pieces parsed 1M events in ~0.5 s less CPU, and changed the kernels table's bytes.
+CHUNK_BYTES = 2 << 20
 MAX_VALUE_BYTES = 256 << 20    # one event or one metadata value larger than this is refused
 _READ_BYTES = 1 << 20
 _NONWS = re.compile(rb"[^ \t\r\n]")
@@ -66,12 +69,13 @@ class _Buffer:
         self.raw.close()
 
     def fill(self, at_least: int = _READ_BYTES) -> bool:
-        """Append one block of at least `at_least` bytes where the input has them (one read and
-        one copy of the window per piece, not one per _READ_BYTES); False at end of input."""
+        """Append `at_least` bytes rounded up to whole _READ_BYTES blocks, in one read and one
+        copy of the window (not one copy per block); False at end of input. The window ends
+        where block-by-block reads would end it, so pieces are cut where they always were."""
         if self.eof:
             return False
         try:
-            block = self.fh.read(max(at_least, _READ_BYTES))
+            block = self.fh.read(-(-max(at_least, 1) // _READ_BYTES) * _READ_BYTES)
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
             raise InputError(self.path, f"cannot read trace ({str(exc).splitlines()[0][:200]})") from None
         if not block:

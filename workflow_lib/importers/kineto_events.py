@@ -3,7 +3,8 @@
 Fast path: a piece of the event array (bytes) is rewritten to newline-delimited JSON (raw
 newlines can only be whitespace in JSON, so they become spaces; "}, {" between events becomes
 "}\n{") and parsed by Arrow's multithreaded JSON reader against an explicit schema (unknown
-keys ignored). String-valued pid/tid (Kineto's "Spans" rows) are renamed out of the way first.
+keys ignored). String-valued pid/tid (Kineto's "Spans" rows) are renamed out of the way when
+Arrow refuses a piece that holds one.
 If Arrow refuses the piece (a "}, {" that was not between events, an odd value type), the
 piece is parsed by json.loads and converted with `pa.array(..., type=EVENT)`; only the few
 events whose values do not fit the types go through a Python clean-up. Either way the result
