@@ -119,6 +119,7 @@ def _clean(e) -> dict | None:
 _CONVERT_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError, ValueError)
 _BETWEEN = re.compile(rb"\}\s*,\s*\{")
 _STR_IDS = re.compile(rb'"(pid|tid)"(\s*:\s*)"')
+_FIRST = re.compile(rb"\S")
 _SCHEMA = pa.schema(list(EVENT))
 _PARSE = pj.ParseOptions(explicit_schema=_SCHEMA, unexpected_field_behavior="ignore")
 
@@ -173,7 +174,8 @@ def parse_piece(piece: bytes) -> Events:
 
 def _read_lines(text: bytes) -> pa.StructArray:
     """Arrow's JSON reader over one event per line; Arrow errors propagate to the caller's fallbacks."""
-    if not text.lstrip().startswith(b"{"):
+    first = _FIRST.search(text)  # not text.lstrip(): that copies the whole piece
+    if first is None or first.group() != b"{":
         # pyarrow 26's JSON reader crashes the process (SIGSEGV) when the first row is
         # `null`; events are objects, so anything else takes the json.loads path.
         raise pa.ArrowInvalid("first element is not an object")
