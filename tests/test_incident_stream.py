@@ -147,6 +147,16 @@ def test_spooled_step_outside_the_sample_with_other_fields_is_refused(tmp_path):
             spool._check_shapes(spool.sample()[0])
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_spooled_step_holding_nan_or_infinity_is_refused(tmp_path, bad):
+    # Deep inside a step, where only the encoders' allow_nan=False sees it (no separate walk).
+    steps = [{"step_id": i, "findings": [], "wall_ns": 1, "explained_ns": 0, "unexplained_ns": 1} for i in range(3)]
+    steps[2] = dict(steps[2], findings=[{"evidence": {"ratio": [1.0, bad]}}])
+    with StepSpool(tmp_path / "d.json") as spool:
+        with pytest.raises(RecordError, match="^" + re.escape(f"{tmp_path / 'd.json'}: record holds NaN or infinity")):
+            spool.add(steps)
+
+
 def test_spooled_job_warm_up_and_experiments_equal_the_in_memory_ones(tmp_path):
     """The job summary, the warm-up line and the next experiments (steady-state steps only)
     summed rank by rank from the spool are what the whole list gives."""

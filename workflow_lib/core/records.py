@@ -127,9 +127,12 @@ def validate(record: Any, kind: str, *, where: str | os.PathLike | None = None, 
             raise RecordError(where or f"<{kind} record>", f"violates {kind} schema at {bad}")
 
 
+NOT_FINITE = "record holds NaN or infinity; write null for a missing number"
+
+
 def _check_finite(obj: Any, where: Any) -> None:
     if isinstance(obj, float) and not math.isfinite(obj):
-        raise RecordError(where, "record holds NaN or infinity; write null for a missing number")
+        raise RecordError(where, NOT_FINITE)
     if isinstance(obj, dict):
         for v in obj.values():
             _check_finite(v, where)

@@ -51,15 +51,22 @@ class StepSpool:
         from . import step_totals
 
         for st in steps:
-            records._check_finite(st, self.where)
-            self._shapes.setdefault(frozenset(st), self.n)
             try:
-                # One line each: JSON text escapes newlines; the files split on "\n" only.
-                self._pretty.write(json_pretty._ONE_LINE.encode(st) + "\n")
-                self._canon.write(json_pretty._CANON.encode(st) + "\n")
+                # One line each: JSON text escapes newlines; the files split on "\n" only. Both
+                # encoders refuse NaN and infinity (allow_nan=False): that is the finite check
+                # (a walk of every step's values cost as much as encoding it twice, issue 26).
+                pretty, canon = json_pretty._ONE_LINE.encode(st), json_pretty._CANON.encode(st)
+            except ValueError as exc:
+                if not str(exc).startswith("Out of range float values"):
+                    raise
+                raise RecordError(self.where, records.NOT_FINITE) from None
+            try:
+                self._pretty.write(pretty + "\n")
+                self._canon.write(canon + "\n")
             except UnicodeEncodeError as exc:
                 raise RecordError(self.where, f"record holds text that is not valid Unicode ({exc.reason}: "
                                               f"{exc.object[exc.start:exc.end]!r})") from None
+            self._shapes.setdefault(frozenset(st), self.n)
             self.n += 1
         self.totals = step_totals(steps, self.totals)
         next_experiments.totals(steps, self.experiments)
