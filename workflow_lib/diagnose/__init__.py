@@ -29,11 +29,11 @@ from . import measures, next_experiments, timeline, warmup
 from .checks import CHECKS, NAMES
 from .checks.base import CheckInput, make_base
 from .steps import step_table
-from .stored import Diagnosis, as_diagnosis, load_diagnosis, write_diagnosis
+from .stored import Diagnosis, as_diagnosis, load_diagnosis, table_paths, write_diagnosis
 from .types import INLINE_STEPS_VERSION, DiagnoseOptions, Finding, Intervals, StepWindow
 
 __all__ = ["diagnose", "diagnose_dir", "diagnose_to_file", "DiagnoseOptions", "NAMES", "Diagnosis", "load_diagnosis",
-           "as_diagnosis", "write_diagnosis"]
+           "as_diagnosis", "write_diagnosis", "table_paths"]
 
 
 def _step_measures(ev, starts, ends, src) -> dict[str, np.ndarray]:
