@@ -89,8 +89,30 @@ def _int_col(steps: list[dict], key: str) -> pa.Array:
     return pa.array([st[key] for st in steps], _i64)
 
 
+_STEP_KEYS = frozenset((*_PLAIN, "gaps", "findings"))
+_FINDING_KEYS = frozenset(("check", "verdict", "explains_ns", "evidence", "missing"))
+
+
+def _check_keys(steps: list[dict], where) -> None:
+    """Each step object holds the fields a column holds, and no other (a field no column holds
+    would be lost on the way to the tables); `excess` and `share_of_excess` may be absent."""
+    for i, st in enumerate(steps):
+        keys = st.keys() - {"excess"}
+        if keys != _STEP_KEYS:
+            odd = sorted(keys ^ _STEP_KEYS)
+            raise InputError(where, f"step {i} (step_id {st.get('step_id')}): field(s) {', '.join(odd)} "
+                                    f"{'not in the steps table' if odd[0] in keys else 'missing'}")
+        for f in st["findings"]:
+            fk = f.keys() - {"share_of_excess"}
+            if fk != _FINDING_KEYS:
+                odd = sorted(fk ^ _FINDING_KEYS)
+                raise InputError(where, f"step {i} (step_id {st.get('step_id')}): a finding's field(s) {', '.join(odd)} "
+                                        f"{'not in the findings table' if odd[0] in fk else 'missing'}")
+
+
 def tables_from_steps(steps: list[dict], *, where: str | os.PathLike = "<diagnosis steps>") -> tuple[pa.Table, pa.Table]:
     """The record's step objects (in record order) as the steps and findings tables, checked row by row."""
+    _check_keys(steps, where)
     cols = {k: pa.array([st[k] for st in steps], _f64 if k == "overlap_factor" else _i64) for k in _PLAIN}
     cols["gaps_count"] = pa.array([st["gaps"]["count"] for st in steps], _i64)
     cols["gaps_total_ns"] = pa.array([st["gaps"]["total_ns"] for st in steps], _i64)
@@ -111,7 +133,8 @@ def tables_from_steps(steps: list[dict], *, where: str | os.PathLike = "<diagnos
         [pa.array(row, _i64), pa.array(check, _str).dictionary_encode().cast(_code),
          pa.array(verdict, _str).dictionary_encode().cast(_code), pa.array(explains, _i64), pa.array(share, _f64),
          pa.array(missing, _str).dictionary_encode(), pa.array(evidence, _str)], schema=FINDINGS_SCHEMA)
-    return check_steps(steps_tbl, where), check_findings(findings_tbl, len(steps), where)
+    return check_steps(steps_tbl, where), check_findings(findings_tbl, len(steps), where,
+                                                          explained_ns=steps_tbl["explained_ns"].to_numpy())
 
 
 def _loads(text: str, column: str, row: int, where):
