@@ -51,6 +51,11 @@ def one(n: int, root: Path, browser, repeats: int) -> dict:
     for _ in range(repeats):
         pg, _ = browser.open(out, timeout_s=120)
         try:
+            # The paint entries land once the frame is presented, which can be after the
+            # page's script reports the drawing done: wait for them (never past 60 s).
+            t0 = time.monotonic()
+            while pg.eval("performance.getEntriesByType('paint').length") < 2 and time.monotonic() - t0 < 60:
+                time.sleep(0.05)
             got = pg.eval(PAINT)
             if pg.errors:
                 raise SystemExit(f"{n} steps: the page logged errors: {pg.errors[:3]}")

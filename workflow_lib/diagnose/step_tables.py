@@ -204,8 +204,14 @@ def dict_codes(col: pa.ChunkedArray) -> tuple[np.ndarray, list]:
     col = col.unify_dictionaries() if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
     if col.num_chunks == 0:
         return np.zeros(0, np.int64), []
-    idx = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in col.chunks]).astype(np.int64)
+    idx = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in col.chunks])  # int8/int32: no widening copy
     return idx, col.chunk(0).dictionary.to_pylist()
+
+
+def codes_in_use(codes: tuple[np.ndarray, list]) -> np.ndarray:
+    """The codes some row holds (a dictionary may carry values no row uses)."""
+    idx, values = codes
+    return np.flatnonzero(np.bincount(idx.astype(np.intp, copy=False), minlength=len(values))) if idx.size else idx
 
 
 def is_value(codes: tuple[np.ndarray, list], value) -> np.ndarray:
@@ -260,7 +266,7 @@ def check_findings(table: pa.Table, n_steps: int, where: str | os.PathLike = "<d
     codes = {col: dict_codes(t[col]) for col in ("check", "verdict", "missing_json")}
     for col, allowed in (("check", NAMES), ("verdict", FINDING_VERDICTS)):
         idx, values = codes[col]
-        unknown = sorted({values[i] for i in np.unique(idx)} - set(allowed))  # codes in use only
+        unknown = sorted({values[i] for i in codes_in_use(codes[col])} - set(allowed))
         if unknown:
             raise InputError(where, f"diagnosis findings table: unknown {col} {unknown[0]!r} (known: {', '.join(allowed)})")
     attributed = is_value(codes["verdict"], "attributed")
@@ -271,7 +277,7 @@ def check_findings(table: pa.Table, n_steps: int, where: str | os.PathLike = "<d
     _bad(where, "findings", pc.fill_null(pc.or_(pc.or_(pc.less(share, 0), pc.greater(share, 1)), pc.is_nan(share)), False),
          "with share_of_excess outside [0, 1]")
     idx, values = codes["missing_json"]
-    for i in np.unique(idx):  # the few distinct lists in use, each parsed
+    for i in codes_in_use(codes["missing_json"]):  # the few distinct lists in use, each parsed
         got = _loads(values[i], "missing_json", int(np.argmax(idx == i)), where)
         if not isinstance(got, list) or not all(isinstance(m, str) for m in got):
             raise InputError(where, f"diagnosis findings table: missing_json {values[i][:80]!r} is not a list of strings")

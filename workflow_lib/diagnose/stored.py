@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import blake3
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -239,18 +238,3 @@ def load_diagnosis(path: str | os.PathLike) -> Diagnosis:
     findings = st_mod.check_findings(_read_table(paths["findings"], "findings", rec["step_tables"]["findings"], path),
                                      steps.num_rows, paths["findings"], explained_ns=steps["explained_ns"].to_numpy())
     return Diagnosis({k: v for k, v in rec.items()}, steps, findings)
-
-
-def explains_by_check(d: Diagnosis) -> dict[str, np.ndarray]:
-    """check -> each step row's attributed explains_ns (0 where the check attributed nothing):
-    the per-step columns the report's tracks and the trials' components sum, by a group-by on
-    codes rather than a walk over findings."""
-    f = d.findings_table
-    codes, names = st_mod.dict_codes(f["check"])
-    row = f["step_row"].to_numpy()
-    explains = f["explains_ns"].to_numpy()
-    out = {}
-    for k in np.unique(codes):
-        sel = codes == k
-        out[names[k]] = np.bincount(row[sel], weights=explains[sel], minlength=d.n_steps).astype(np.int64)
-    return out
