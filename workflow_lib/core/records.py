@@ -233,6 +233,10 @@ UPGRADES: dict[str, dict[int, Any]] = {
 NOT_UPGRADABLE: dict[str, dict[int, str]] = {
     "collectives": {1: "re-run the collectives rule"},
     "comparison": {1: "re-run the compare rule"},
+    # Not unreadable: version 3 keeps the steps in tables beside the record, which a record
+    # alone cannot become; diagnose.load_diagnosis reads versions 1-3 into one shape.
+    "diagnosis": {v: "read it with workflow_lib.diagnose.load_diagnosis (its steps become the tables in memory)"
+                  for v in (1, 2)},
 }
 
 
