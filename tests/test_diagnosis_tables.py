@@ -219,3 +219,11 @@ def test_a_refused_write_leaves_nothing(rich, tmp_path):
     with pytest.raises(InputError, match="wall_ns"):
         write_diagnosis(tmp_path / "diagnosis.json", dict(rich["inline"], steps=steps))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_output_the_record_cannot_replace_is_refused_before_the_tables(rich, tmp_path):
+    (tmp_path / "precious.json").write_text("{}")
+    (tmp_path / "diagnosis.json").symlink_to(tmp_path / "precious.json")
+    with pytest.raises(StallcaseError, match="refusing to replace it"):
+        write_diagnosis(tmp_path / "diagnosis.json", rich["inline"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["diagnosis.json", "precious.json"]

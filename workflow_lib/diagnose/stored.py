@@ -110,6 +110,9 @@ class TablesWriter:
         self._digests: dict[str, str] = {}
 
     def __enter__(self) -> "TablesWriter":
+        # The record is written last, after the tables are in place: an output path it could
+        # not replace (a FIFO, a symlink) is refused before anything is written beside it.
+        safe_io.check_output_file(self.record_path)
         try:
             for name, dest in table_paths(self.record_path).items():
                 self._tmp[name] = self._stack.enter_context(atomic.atomic_path(dest))
