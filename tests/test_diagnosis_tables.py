@@ -227,3 +227,48 @@ def test_an_output_the_record_cannot_replace_is_refused_before_the_tables(rich, 
     with pytest.raises(StallcaseError, match="refusing to replace it"):
         write_diagnosis(tmp_path / "diagnosis.json", rich["inline"])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["diagnosis.json", "precious.json"]
+
+
+def test_finding_tracks_from_the_columns_are_the_walk_over_steps(rich):
+    """The timeline's finding and gap tracks, read from the tables' columns, are what a walk over
+    the step objects gives (the per-step loop they replace, written out here as the reference)."""
+    import numpy as np
+
+    from workflow_lib.report import load_records, timeline
+    from workflow_lib.snapshot.build import load_tables
+
+    p = rich["paths"]
+    recs = load_records(p["snapshot"], p["diagnosis"])
+    inc = load_tables(recs.snapshot, rich["root"] / "results")
+    tl = timeline.build(inc, recs.diagnosis)
+    tracks = {t["id"]: t for t in tl["tracks"]}
+    origin, lo, hi = tl["origin_ns"], tl["start_ns"], tl["end_ns"]
+    where = timeline._Locator(inc, origin)
+    steps = rich["inline"]["steps"]
+    seen = 0
+    for r in sorted({-1 if s["rank"] is None else s["rank"] for s in steps}):
+        seg, gaps = [], []
+        for st in (s for s in steps if (-1 if s["rank"] is None else s["rank"]) == r):
+            t0, t1 = st["start_ns"] - origin, st["end_ns"] - origin
+            t = t0
+            for f in st["findings"]:
+                if f["verdict"] == "attributed" and f["explains_ns"] > 0:
+                    placed = where.place(f, r, t0, t1)
+                    if placed:
+                        seg += [(a, b, f["check"], st["step_id"], 1) for a, b in placed]
+                    else:
+                        w = int(round(f["explains_ns"] * (t1 - t0) / max(st["wall_ns"], 1)))
+                        seg.append((t, t + w, f["check"], st["step_id"], 0))
+                        t += w
+            gaps += [(g["start_ns"] - origin, g["end_ns"] - origin) for g in st["gaps"]["longest"]]
+        s, e, c, i, pl = (np.array(x) for x in zip(*seg))
+        want = timeline._interval_track(f"findings:{r}", "findings", f"{timeline._rank_label(r)}findings", s.astype(np.int64),
+                                        e.astype(np.int64), c.astype(object), {"step_id": i, "placed": pl}, lo, hi, True,
+                                        kind="findings")
+        got = tracks[f"findings:{r}"]
+        assert {k: got[k] for k in want} == want
+        seen += int(pl.sum())
+        gs, ge = (np.array(x, np.int64) for x in zip(*gaps))
+        want = timeline._interval_track(f"gaps:{r}", "findings", "", gs, ge, None, None, lo, hi, True, kind="gaps")
+        assert tracks[f"gaps:{r}"]["start"] == want["start"] and tracks[f"gaps:{r}"]["dur"] == want["dur"]
+    assert seen > 0  # some findings were placed where their evidence says, not only as shares
