@@ -11,7 +11,7 @@ from tests.fixtures.kineto.generate import synthetic_trace, write
 from workflow_lib.core import records, tables
 from workflow_lib.diagnose import diagnose, diagnose_dir, diagnose_to_file, load_diagnosis
 from workflow_lib.diagnose.spool import StepSpool
-from workflow_lib.core.errors import InputError, RecordError
+from workflow_lib.core.errors import InputError
 from workflow_lib.importers import kineto
 from workflow_lib.core.incident import read_incident, write_incident
 from workflow_lib.core.incident_stream import read_incident_by_rank

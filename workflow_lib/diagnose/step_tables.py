@@ -85,10 +85,6 @@ def canonical(value) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def _int_col(steps: list[dict], key: str) -> pa.Array:
-    return pa.array([st[key] for st in steps], _i64)
-
-
 _STEP_KEYS = frozenset((*_PLAIN, "gaps", "findings"))
 _FINDING_KEYS = frozenset(("check", "verdict", "explains_ns", "evidence", "missing"))
 
