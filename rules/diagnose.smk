@@ -8,8 +8,8 @@ rule diagnose:
     output:
         layout.diagnosis(RESULTS, "{incident}"),
         # The per-step tables written beside the record (workflow_lib/diagnose/stored.py), the record last.
-        steps_table=str(workflow_lib.diagnose.table_paths(layout.diagnosis(RESULTS, "{incident}"))["steps"]),
-        findings_table=str(workflow_lib.diagnose.table_paths(layout.diagnosis(RESULTS, "{incident}"))["findings"]),
+        steps_table=layout.diagnosis_tables(layout.diagnosis(RESULTS, "{incident}"))["steps"],
+        findings_table=layout.diagnosis_tables(layout.diagnosis(RESULTS, "{incident}"))["findings"],
     params:
         settings=config.get("diagnose"),
     log:

@@ -272,3 +272,18 @@ def test_finding_tracks_from_the_columns_are_the_walk_over_steps(rich):
         want = timeline._interval_track(f"gaps:{r}", "findings", "", gs, ge, None, None, lo, hi, True, kind="gaps")
         assert tracks[f"gaps:{r}"]["start"] == want["start"] and tracks[f"gaps:{r}"]["dur"] == want["dur"]
     assert seen > 0  # some findings were placed where their evidence says, not only as shares
+
+
+def test_verify_finds_a_damaged_or_missing_diagnosis_table(rich, tmp_path):
+    from workflow_lib.snapshot.verify import verify
+
+    root = tmp_path / "results"
+    shutil.copytree(rich["root"] / "results", root)
+    assert verify(root).ok
+    tables = table_paths(root / "rich" / "diagnosis.json")
+    data = bytearray(tables["steps"].read_bytes())
+    data[-100] ^= 0x01
+    tables["steps"].write_bytes(bytes(data))
+    tables["findings"].unlink()
+    got = {problem.split(" table ")[0] for _, problem in verify(root).corrupt}
+    assert got == {"its steps", "its findings"}

@@ -28,12 +28,12 @@ import blake3
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..core import atomic, records, safe_io
+from ..core import atomic, layout, records, safe_io
 from ..core.errors import DigestMismatch, InputError, RecordError
 from . import step_tables as st_mod
 from .types import DIAGNOSIS_VERSION
 
-TABLE_NAMES = ("steps", "findings")
+TABLE_NAMES = layout.DIAGNOSIS_TABLES
 INLINE_STEPS_VERSIONS = (1, 2)
 """Record versions that hold `steps` inline (diagnose() builds the version-2 shape)."""
 MAX_TABLE_FILE_BYTES = 2 << 30
@@ -43,9 +43,8 @@ MAX_FINDINGS_PER_STEP = 32
 
 
 def table_paths(record_path: str | os.PathLike) -> dict[str, Path]:
-    """Where the tables of the record at `record_path` live: beside it, named by its stem."""
-    p = Path(record_path)
-    return {name: p.with_name(f"{p.stem}.{name}.parquet") for name in TABLE_NAMES}
+    """Where the tables of the record at `record_path` live: beside it, named by its stem (layout.py)."""
+    return {name: Path(p) for name, p in layout.diagnosis_tables(record_path).items()}
 
 
 @dataclass(frozen=True)
