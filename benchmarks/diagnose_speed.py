@@ -92,13 +92,12 @@ print(json.dumps({'hwm_kib': HWM(), 'seconds': seconds, 'parse_seconds': t_parse
 CHILD["steps"] = """
 import json, sys, time
 from benchmarks.big_incident import big_incident
-from workflow_lib.core import records
-from workflow_lib.diagnose import diagnose
+from workflow_lib.diagnose import diagnose, write_diagnosis
 inc = big_incident(int(sys.argv[1]), with_kernels=sys.argv[2] == 'kernels')
 t = time.perf_counter()
 rec = diagnose(inc, incident_id='big', snapshot_digest='0' * 64, validate=False)
 t_diag = time.perf_counter() - t
-records.write_record(sys.argv[3], rec, 'diagnosis')
+write_diagnosis(sys.argv[3], rec)  # the record and its two step tables, every row checked
 print(json.dumps({'seconds': time.perf_counter() - t, 'diagnose_seconds': t_diag, 'steps': len(rec['steps']), 'hwm_kib': HWM()}))
 """
 

@@ -5,6 +5,8 @@ rule report:
     input:
         snapshot=layout.snapshot(RESULTS, "{incident}"),
         diagnosis=layout.diagnosis(RESULTS, "{incident}"),
+        diagnosis_steps=layout.diagnosis_tables(layout.diagnosis(RESULTS, "{incident}"))["steps"],
+        diagnosis_findings=layout.diagnosis_tables(layout.diagnosis(RESULTS, "{incident}"))["findings"],
         plan=layout.plan(RESULTS, "{incident}", "{run}"),
         comparison=layout.comparison(RESULTS, "{incident}", "{run}"),
     output:

@@ -22,7 +22,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.fixtures.kineto.generate import synthetic_trace
-from workflow_lib.diagnose import diagnose_to_file
+from workflow_lib.core import json_pretty
+from workflow_lib.diagnose import diagnose_to_file, load_diagnosis
 from workflow_lib.importers.kineto import import_kineto
 
 FIX = Path(__file__).parent / "fixtures" / "kineto"
@@ -81,10 +82,19 @@ def _digests(files: list[Path], tmp: Path) -> dict:
         a["path"] = Path(a["path"]).name  # the input's absolute path is this test's tmp_path
     manifest["created_unix_ns"] = 0  # the time of the import
     d["manifest"] = blake3.blake3(json.dumps(manifest, sort_keys=True).encode()).hexdigest()[:32]
-    # The snapshot digest is blake3 of manifest.json's bytes, which hold the tmp path: blanked.
-    text = (out_dir / "diagnosis.json").read_text(encoding="utf-8")
-    snap = json.loads(text)["snapshot_digest"]
-    d["diagnosis"] = blake3.blake3(text.replace(snap, "0" * 64).encode()).hexdigest()[:32]
+    # The diagnosis as the version-2 file that 5819bb6 wrote: its steps inline, its slow steps
+    # without their findings (version 3 keeps those in the record and the steps in tables).
+    # The snapshot digest depends on the tmp path: blanked.
+    diag = load_diagnosis(out_dir / "diagnosis.json")
+    v2 = {k: v for k, v in diag.record.items() if k != "step_tables"}
+    v2["schema_version"] = 2
+    v2["summary"] = dict(v2["summary"], slow_steps=[{k: v for k, v in s.items() if k != "findings"}
+                                                    for s in v2["summary"]["slow_steps"]])
+    order = ("schema_version", "kind", "incident_id", "snapshot_digest", "options", "sources", "checks", "steps")
+    v2 = {**{k: v2[k] for k in order if k in v2}, "steps": diag.steps(), **{k: v for k, v in v2.items() if k not in order}}
+    v2["snapshot_digest"] = "0" * 64
+    text = "".join(json_pretty.chunks(v2)) + "\n"
+    d["diagnosis"] = blake3.blake3(text.encode()).hexdigest()[:32]
     return d
 
 

@@ -3,6 +3,7 @@
     <results>/cas/blake3/xx/<62 hex>            the content-addressed store
     <results>/<incident>/snapshot.json          per incident (whatever is planned on it)
     <results>/<incident>/diagnosis.json
+    <results>/<incident>/diagnosis.{steps,findings}.parquet   its per-step tables (diagnosis_tables)
     <results>/<incident>/experiments.json       experiment names bound to environments
     <results>/<incident>/logs/{snapshot,diagnose}.log
     <results>/<incident>/runs/<run>/            one per plan: an A/A, an A/B and each named
@@ -62,6 +63,18 @@ def snapshot(results: str, incident: str) -> str:
 
 def diagnosis(results: str, incident: str) -> str:
     return f"{incident_dir(results, incident)}/diagnosis.json"
+
+
+DIAGNOSIS_TABLES = ("steps", "findings")
+
+
+def diagnosis_tables(record_path: str | os.PathLike) -> dict[str, str]:
+    """The per-step tables beside a diagnosis record (any path: `stallcase diagnose -o` too),
+    named by the record's stem: diagnosis.json -> diagnosis.steps.parquet, diagnosis.findings.parquet."""
+    p = os.fspath(record_path)
+    name = p.rsplit("/", 1)[-1]
+    stem = name.rsplit(".", 1)[0] if "." in name[1:] else name  # as Path.stem: ".hidden" keeps its dot
+    return {t: f"{p[:len(p) - len(name)]}{stem}.{t}.parquet" for t in DIAGNOSIS_TABLES}
 
 
 def collectives(results: str, incident: str) -> str:

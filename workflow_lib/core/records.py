@@ -216,6 +216,11 @@ def _check_version(record: dict, kind: str, where) -> None:
     if newest is not None and isinstance(v, int) and not isinstance(v, bool) and v > newest:
         raise RecordError(where, f"schema_version {bounds.show(v)} is newer than this stallcase reads "
                                  f"(newest supported: {newest}); upgrade stallcase")
+    known = _validator(kind).schema.get("properties", {}).get("schema_version", {}).get("enum")
+    if isinstance(known, list) and isinstance(v, int) and not isinstance(v, bool) and v not in known:
+        # said before the schema's first error, which would name some field the version lacks
+        raise RecordError(where, f"schema_version {bounds.show(v)} is not one this stallcase reads "
+                                 f"(it reads {', '.join(map(str, known))})")
 
 
 def _steps_out_1_to_2(rec: dict) -> dict:
@@ -241,6 +246,10 @@ UPGRADES: dict[str, dict[int, Any]] = {
 NOT_UPGRADABLE: dict[str, dict[int, str]] = {
     "collectives": {1: "re-run the collectives rule"},
     "comparison": {1: "re-run the compare rule"},
+    # Not unreadable: version 3 keeps the steps in tables beside the record, which a record
+    # alone cannot become; diagnose.load_diagnosis reads versions 1-3 into one shape.
+    "diagnosis": {v: "read it with workflow_lib.diagnose.load_diagnosis (its steps become the tables in memory)"
+                  for v in (1, 2)},
 }
 
 

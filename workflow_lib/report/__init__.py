@@ -12,11 +12,13 @@ plan.json (results/<incident>/). The snapshot's tables are read back from the st
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
 from ..core import atomic, records, typed
 from ..core.errors import StallcaseError
+from ..diagnose.stored import as_diagnosis, load_diagnosis
 from ..plan.schedule import is_block_id
 from ..plan.types import Plan
 from ..trials.types import Execution
@@ -50,12 +52,12 @@ def _per_block(directory: Path, read) -> dict:
 
 
 def load_records(snapshot_path, diagnosis_path=None, plan_path=None, comparison_path=None) -> Records:
-    """Read the records (validated); preflight/ and execution/ sit next to plan.json."""
+    """Read the records (validated; the diagnosis with its tables); preflight/ and execution/ sit next to plan.json."""
     snapshot = records.read_record(snapshot_path, "snapshot")
     base = Path(plan_path).parent if plan_path is not None else Path(snapshot_path).parent
     return Records(
         snapshot=snapshot,
-        diagnosis=_optional(diagnosis_path, _reader("diagnosis")),
+        diagnosis=_optional(diagnosis_path, load_diagnosis),
         plan=_optional(plan_path, _reader(Plan)),
         preflights=_per_block(base / "preflight", _reader("preflight")),
         executions=_per_block(base / "execution", _reader(Execution)),
@@ -70,6 +72,8 @@ def _tables(snapshot: dict, store_root):
 
 
 def _page(recs: Records, incident, perfetto_href: str | None, raw_events: int) -> str:
+    if recs.diagnosis is not None:  # a record with its steps inline: its tables built once, here
+        recs = dataclasses.replace(recs, diagnosis=as_diagnosis(recs.diagnosis))
     tl = timeline.build(incident, recs.diagnosis, raw_total=raw_events)
     return html.page(model.build(recs, tl, perfetto_href=perfetto_href))
 
@@ -88,8 +92,9 @@ def write_report_files(snapshot_path, diagnosis_path, plan_path, comparison_path
     """Rule entry: read the records, write the page atomically to out_path and (perfetto=True) the
     incident's Perfetto trace next to it as trace.perfetto.json, linked from the page."""
     recs = load_records(snapshot_path, diagnosis_path, plan_path, comparison_path)
-    if recs.diagnosis is not None and recs.diagnosis["incident_id"] != recs.snapshot["incident_id"]:
-        raise StallcaseError(diagnosis_path, f"diagnosis is of incident {recs.diagnosis['incident_id']!r}, "
+    diag_id = recs.diagnosis.record["incident_id"] if recs.diagnosis is not None else None
+    if recs.diagnosis is not None and diag_id != recs.snapshot["incident_id"]:
+        raise StallcaseError(diagnosis_path, f"diagnosis is of incident {diag_id!r}, "
                                              f"the snapshot of {recs.snapshot['incident_id']!r}")
     incident = _tables(recs.snapshot, store_root)
     trace = Path(out_path).parent / PERFETTO_NAME

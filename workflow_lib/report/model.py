@@ -17,6 +17,7 @@ from ..compare.verdict import VERDICT_HEADLINES
 from ..core import records
 from ..plan.types import Plan
 from ..trials.types import Execution
+from ..diagnose.stored import Diagnosis, as_diagnosis
 from . import fmt, glance
 
 SLOW_FACTOR = 1.25
@@ -39,8 +40,8 @@ class Records:
 
     snapshot: dict
     """snapshot.json."""
-    diagnosis: dict | None
-    """diagnosis.json."""
+    diagnosis: Diagnosis | dict | None
+    """diagnosis.json with its tables (diagnose.load_diagnosis), or a record with its steps inline."""
     plan: Plan | None
     """plan.json."""
     preflights: dict
@@ -51,13 +52,14 @@ class Records:
     """comparison.json."""
 
 
-def slow_steps(diagnosis: dict) -> list[dict]:
-    """The slowest steps (index into diagnosis.steps, ratio to the rank's median wall, slow flag)."""
-    steps = diagnosis.get("steps", [])
-    if not steps:
+def slow_steps(diagnosis: Diagnosis | dict) -> list[dict]:
+    """The slowest steps (row of the steps table, ratio to the rank's median wall, slow flag),
+    from the table's columns."""
+    t = as_diagnosis(diagnosis).steps_table
+    if t.num_rows == 0:
         return []
-    wall = np.array([s["wall_ns"] for s in steps], dtype=np.float64)
-    rank = np.array([-1 if s["rank"] is None else s["rank"] for s in steps])
+    wall = t["wall_ns"].to_numpy().astype(np.float64)
+    rank = t["rank"].fill_null(-1).to_numpy()
     median = np.empty_like(wall)
     for r in np.unique(rank):  # ranks are few
         median[rank == r] = np.median(wall[rank == r])
@@ -120,12 +122,14 @@ def environment_rows(env: dict) -> tuple[list[tuple[str, object]], list[tuple[st
 def build(recs: Records, timeline: dict | None, *, perfetto_href: str | None = None) -> dict:
     """The view model: record sections plus the timeline tracks (drawing-only data)."""
     snap = recs.snapshot
+    diag = as_diagnosis(recs.diagnosis) if recs.diagnosis is not None else None
     model = {
         "incident_id": snap["incident_id"],
         "snapshot": snap,
         "snapshot_digest": records.digest_of(snap),
-        "diagnosis": recs.diagnosis,
-        "slow_steps": slow_steps(recs.diagnosis) if recs.diagnosis else [],
+        "diagnosis": diag.record if diag is not None else None,
+        "diagnosis_tables": diag,
+        "slow_steps": slow_steps(diag) if diag is not None else [],
         "plan": recs.plan,
         "plan_digest": recs.plan.digest() if recs.plan else None,
         "preflights": {b: recs.preflights[b] for b in sorted(recs.preflights)},

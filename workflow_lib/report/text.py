@@ -39,7 +39,7 @@ def _diagnosis(m: dict) -> list[str]:
         f", explained {ns(sm['explained_ns'])}, unexplained {ns(sm['unexplained_ns'])}" if sm["explained_ns"] else
         ", no time attributed to a cause"), ""]
     out.append(f"slowest steps (* = over {SLOW_FACTOR}x the rank's median):")
-    listed = [d["steps"][s["index"]] for s in m["slow_steps"][:STEPS_SHOWN]]
+    listed = m["diagnosis_tables"].steps([s["index"] for s in m["slow_steps"][:STEPS_SHOWN]])  # rows of the steps table
 
     def unresolved(st):
         return {(f["check"], "; ".join(f["missing"])) for f in st["findings"] if f["verdict"] == "unresolved"}
