@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from statistics import median
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -89,14 +90,14 @@ def main() -> int:
     print("                 wall s (median [min, max])      cpu s (median [min, max])")
     for name, v in got.items():
         if v:
-            print(f"{name:16s} " + "   ".join(f"{_med([x[i] for x in v]):7.2f} [{min(x[i] for x in v):6.2f}, {max(x[i] for x in v):6.2f}]"
+            print(f"{name:16s} " + "   ".join(f"{median([x[i] for x in v]):7.2f} [{min(x[i] for x in v):6.2f}, {max(x[i] for x in v):6.2f}]"
                                              for i in (0, 1)))
-    total = [_med([x[i] for x in got["import+analyze"]]) for i in (0, 1)]
-    floor = [_med([x[i] for x in got["parse (floor)"]]) for i in (0, 1)]
+    total = [median([x[i] for x in got["import+analyze"]]) for i in (0, 1)]
+    floor = [median([x[i] for x in got["parse (floor)"]]) for i in (0, 1)]
     print(f"analyze: {rec['summary']['ops']} ops; import+analyze = {total[1] / floor[1]:.1f}x the floor (cpu); "
           f"target < 10 s: import+analyze {'met' if total[0] < 10 else 'NOT met'} (wall), {'met' if total[1] < 10 else 'NOT met'} (cpu)")
     if got["fr_trace"]:
-        ref = [_med([x[i] for x in got["fr_trace"]]) for i in (0, 1)]
+        ref = [median([x[i] for x in got["fr_trace"]]) for i in (0, 1)]
         print(f"vs torch fr_trace (unrestricted pickle.load + its matching): import+analyze = {total[0] / ref[0]:.2f}x its wall "
               f"time, {total[1] / ref[1]:.2f}x its cpu time")
     else:
@@ -104,11 +105,6 @@ def main() -> int:
     print("culprits:", [(c["rank"], c["kind"], c["comm"].split("|")[0], c["seq"]) for c in rec["culprits"]],
           "expected:", h.expected)
     return 0
-
-
-def _med(v: list[float]) -> float:
-    v = sorted(v)
-    return 0.5 * (v[(len(v) - 1) // 2] + v[len(v) // 2])
 
 
 if __name__ == "__main__":

@@ -345,7 +345,9 @@ def _recompare_with_mean(rdir: Path) -> dict:
     """The same executions compared on each run's mean step time (throughput cost, where the
     median hides slow tails such as an armed CUPTI window or a snapshot written mid-run)."""
     from workflow_lib.compare import build as compare
-    from workflow_lib.core import records
+    from workflow_lib.core import records, typed
+    from workflow_lib.plan.types import Plan
+    from workflow_lib.trials.types import Execution
 
     try:
         plan, ex, _ = _executions(rdir)
@@ -355,7 +357,8 @@ def _recompare_with_mean(rdir: Path) -> dict:
                     r["metric_ns"] = float(np.mean(r["values_ns"]))  # values_ns already excludes skip_steps
         dig = {b: records.digest_of(e) for b, e in ex.items()}
         plan_digest = next(iter(ex.values()))["plan_digest"]  # the plan itself is unchanged
-        c = compare.compare(plan, ex, dig, plan_digest)
+        c = compare.compare(typed.of_json(Plan, plan), {b: typed.of_json(Execution, e) for b, e in ex.items()},
+                            dig, plan_digest)
         return {"overhead": _overhead_from_ratio(c["estimate"]), "aa_floor_pct": c["noise_floor"]["pct"],
                 "verdict": c["verdict"]}
     except Exception as exc:

@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from statistics import median
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -53,8 +54,9 @@ def stages(runs: int, kind: str, tmp: Path) -> dict[str, float]:
     for e in ex.values():
         records.validate(e, "execution")
     out["validate"] = time.perf_counter() - t
+    typed_pl, typed_ex = cb.typed_records(pl, ex)  # as write_comparison reads them, before the clock
     t = time.perf_counter()
-    rec = compare.compare(pl, ex, digests, pd)
+    rec = compare.compare(typed_pl, typed_ex, digests, pd)
     out["compare"] = time.perf_counter() - t
     t = time.perf_counter()
     records.write_record(tmp / f"comparison-{runs}.json", rec, "comparison")
@@ -81,25 +83,20 @@ def main() -> int:
     print(f"design {args.design}; repeats {args.repeats}; load average {open('/proc/loadavg').read().split()[0]}")
     for n in sizes:
         print(f"{n:>6} runs ({got[n][0]['_blocks']} blocks, verdict {got[n][0]['_verdict']}): " + "  ".join(
-            f"{s} {_med([r[s] for r in got[n]]):.3f} s [{min(r[s] for r in got[n]):.3f}-{max(r[s] for r in got[n]):.3f}]"
+            f"{s} {median([r[s] for r in got[n]]):.3f} s [{min(r[s] for r in got[n]):.3f}-{max(r[s] for r in got[n]):.3f}]"
             for s in names))
     small, big = sizes[0], sizes[-1]
     ratio = got[big][0]["_blocks"] / got[small][0]["_blocks"]
     worst = 0.0
     for s in names:
-        a, b = _med([r[s] for r in got[small]]), _med([r[s] for r in got[big]])
+        a, b = median([r[s] for r in got[small]]), median([r[s] for r in got[big]])
         exp = math.log(b / a) / math.log(ratio) if a > 0 and b > 0 and ratio > 1 else float("nan")
         worst = max(worst, exp)
         print(f"{s:>9}: {b / a:7.1f}x for {ratio:.1f}x the blocks; growth exponent {exp:.2f} (1 linear, 2 quadratic)")
-    total = {n: _med([sum(r[s] for s in names) for r in got[n]]) for n in sizes}
+    total = {n: median([sum(r[s] for s in names) for r in got[n]]) for n in sizes}
     print(f"total at {big} runs: {total[big]:.2f} s; worst growth exponent {worst:.2f} (target <= ~1.2: "
           f"{'met' if worst <= 1.2 else 'NOT met'})")
     return 0
-
-
-def _med(v: list[float]) -> float:
-    v = sorted(v)
-    return 0.5 * (v[(len(v) - 1) // 2] + v[len(v) // 2])
 
 
 if __name__ == "__main__":

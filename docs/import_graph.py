@@ -2,7 +2,7 @@
 
     python docs/import_graph.py            # Mermaid graph + the arrows against the flow (stdout)
     python docs/import_graph.py --check    # exit 1 when any arrow runs against the flow
-    python docs/import_graph.py --write-doc  # redraw the graph in docs/architecture.md
+    python docs/import_graph.py --write-doc  # redraw the graph and the module list in docs/architecture.md
 
 A module belongs to the stage of its package (`workflow_lib/<stage>/`, `workflow_lib/core/` for
 the foundation) or, at the top level, to `entry` when ENTRY names it. Any other module is in
@@ -19,13 +19,14 @@ Collectives comes before the diagnosis, as in the rules: the `collectives` rule 
 record from the snapshot and the `diagnose` rule reads it (rules/diagnose.smk).
 
 `foundation` holds what every stage shares (errors, records, the store, the incident format,
-the vocabulary); `entry` holds the CLI and the demo driver, which wire stages together.
+the vocabulary); `entry` holds the CLI and the workflow's configuration checks, which wire stages together.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -40,7 +41,7 @@ ORDER = {"foundation": 0, "capture": 1, "importers": 1, "snapshot": 2, "collecti
 # The map, by package: workflow_lib/<stage>/ is its stage, workflow_lib/core/ the foundation, and
 # these top-level modules and packages are the entry code that wires stages together.
 PACKAGES = {**{stage: stage for stage in ORDER if stage not in ("foundation", "entry")}, "core": "foundation"}
-ENTRY = {"cli", "commands", "demo", "config_check", "missing_incident"}
+ENTRY = {"cli", "commands", "config_check", "missing_incident"}
 
 
 class Unmapped(Exception):
@@ -133,20 +134,52 @@ def mermaid(edges) -> str:
     return "\n".join(lines)
 
 
+def _summary(path: Path) -> str:
+    """A module's first docstring sentence: what it is for, as the module says it."""
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    para = " ".join(doc.split("\n\n", 1)[0].split())
+    first = re.split(r"(?<=[a-z0-9)\]`'\"])\.\s+(?=[A-Z`(\[])", para, maxsplit=1)[0].rstrip(".")
+    return first if len(first) <= 160 else first[:first.rfind(" ", 0, 157)] + " …"
+
+
+def module_list() -> str:
+    """Every module of workflow_lib by stage, in flow order, with its first docstring sentence:
+    the layout as the tree has it (docs/architecture.md keeps it between the markers)."""
+    by_stage: dict[str, list[str]] = defaultdict(list)
+    for path, mod in modules():
+        rel = path.relative_to(ROOT / PKG).as_posix()
+        if path.name == "__init__.py":  # a package: its directory (workflow_lib/ itself at the top)
+            shown = rel[: -len("__init__.py")] or f"{PKG}/"
+        else:
+            shown = rel
+        by_stage[stage_of(mod)].append(f"  - `{shown}`: {_summary(path) or '(no docstring)'}")
+    lines = [MODULES_BEGIN]
+    for stage in sorted(by_stage, key=lambda s: (ORDER[s], s)):
+        lines.append(f"- **{stage}**")
+        lines += by_stage[stage]
+    lines.append(MODULES_END)
+    return "\n".join(lines)
+
+
 DOC = ROOT / "docs" / "architecture.md"
+MODULES_BEGIN = "<!-- every module, drawn from the tree: python docs/import_graph.py --write-doc -->"
+MODULES_END = "<!-- end of the module list -->"
 
 
 def write_doc(edges) -> None:
-    """Replace the Mermaid block of docs/architecture.md with the graph drawn from the code."""
+    """Replace the Mermaid block and the module list of docs/architecture.md with what the code has."""
     text = DOC.read_text(encoding="utf-8")
     start = text.index("```mermaid")
     end = text.index("```", start + 3) + 3
-    DOC.write_text(text[:start] + mermaid(edges) + text[end:], encoding="utf-8")
+    text = text[:start] + mermaid(edges) + text[end:]
+    start = text.index(MODULES_BEGIN)
+    end = text.index(MODULES_END) + len(MODULES_END)
+    DOC.write_text(text[:start] + module_list() + text[end:], encoding="utf-8")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--write-doc", action="store_true", help="redraw the graph in docs/architecture.md")
+    ap.add_argument("--write-doc", action="store_true", help="redraw the graph and the module list in docs/architecture.md")
     ap.add_argument("--check", action="store_true",
                     help="exit 1 when an arrow runs against the flow or a module is in no stage")
     args = ap.parse_args(argv)

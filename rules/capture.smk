@@ -10,4 +10,4 @@ rule capture_demo:
     log:
         layout.incident_log(RESULTS, "demo", "capture.log"),
     run:
-        workflow_lib.demo.capture(INCIDENTS, params.args, log[0])
+        rulelog.logged(log[0], workflow_lib.capture.demo.capture, INCIDENTS, params.args, log_path=log[0])

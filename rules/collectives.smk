@@ -9,6 +9,4 @@ rule collectives:
     log:
         layout.incident_log(RESULTS, "{incident}", "collectives.log"),
     run:
-        import workflow_lib.collectives.rule
-
         rulelog.logged(log[0], workflow_lib.collectives.rule.collectives_snapshot_file, input[0], STORE, output[0])

@@ -5,17 +5,19 @@ import sys
 from snakemake.utils import validate
 
 sys.path.insert(0, workflow.basedir)  # workflow_lib importable without installation
+import workflow_lib.capture.demo
+import workflow_lib.collectives.rule
 import workflow_lib.compare.build
 import workflow_lib.core.config_errors
 import workflow_lib.config_check
-import workflow_lib.demo
 import workflow_lib.diagnose
 import workflow_lib.missing_incident
 import workflow_lib.core.layout as layout
 import workflow_lib.plan.build
 import workflow_lib.plan.schedule
-import workflow_lib.preflight.check as preflight
+import workflow_lib.preflight.check
 import workflow_lib.report
+import workflow_lib.report.latest
 import workflow_lib.core.rulelog as rulelog
 import workflow_lib.snapshot.build
 import workflow_lib.trials.block

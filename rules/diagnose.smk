@@ -7,6 +7,9 @@ rule diagnose:
         collectives=layout.collectives(RESULTS, "{incident}"),
     output:
         layout.diagnosis(RESULTS, "{incident}"),
+        # The per-step tables written beside the record (workflow_lib/diagnose/stored.py), the record last.
+        steps_table=layout.diagnosis_tables(layout.diagnosis(RESULTS, "{incident}"))["steps"],
+        findings_table=layout.diagnosis_tables(layout.diagnosis(RESULTS, "{incident}"))["findings"],
     params:
         settings=config.get("diagnose"),
     log:

@@ -17,18 +17,3 @@ rule plan:
     run:
         rulelog.logged(log[0], workflow_lib.plan.build.plan_from_snapshot_file, input[0], STORE, output[0], design=params.design, candidate=params.candidate, experiment=params.experiment, source_repo=params.source_repo)
 
-
-# results/<incident>/ shows the latest run (links; latest.json says which). Reruns when the run changes.
-rule latest:
-    input:
-        plan=layout.plan(RESULTS, "{incident}", RUN),
-        comparison=layout.comparison(RESULTS, "{incident}", RUN),
-        report=layout.report(RESULTS, "{incident}", RUN),
-    output:
-        layout.latest_record(RESULTS, "{incident}"),
-    params:
-        run=RUN,
-    log:
-        layout.run_log(RESULTS, "{incident}", RUN, "latest.log"),
-    run:
-        layout.write_latest(input.plan, RESULTS, wildcards.incident, params.run, log_path=log[0])

@@ -5,6 +5,8 @@ rule report:
     input:
         snapshot=layout.snapshot(RESULTS, "{incident}"),
         diagnosis=layout.diagnosis(RESULTS, "{incident}"),
+        diagnosis_steps=layout.diagnosis_tables(layout.diagnosis(RESULTS, "{incident}"))["steps"],
+        diagnosis_findings=layout.diagnosis_tables(layout.diagnosis(RESULTS, "{incident}"))["findings"],
         plan=layout.plan(RESULTS, "{incident}", "{run}"),
         comparison=layout.comparison(RESULTS, "{incident}", "{run}"),
     output:
@@ -15,3 +17,19 @@ rule report:
         layout.run_log(RESULTS, "{incident}", "{run}", "report.log"),
     run:
         rulelog.logged(log[0], workflow_lib.report.write_report_files, input.snapshot, input.diagnosis, input.plan, input.comparison, STORE, output[0])
+
+
+# results/<incident>/ shows the latest run (links; latest.json says which). Reruns when the run changes.
+rule latest:
+    input:
+        plan=layout.plan(RESULTS, "{incident}", RUN),
+        comparison=layout.comparison(RESULTS, "{incident}", RUN),
+        report=layout.report(RESULTS, "{incident}", RUN),
+    output:
+        layout.latest_record(RESULTS, "{incident}"),
+    params:
+        run=RUN,
+    log:
+        layout.run_log(RESULTS, "{incident}", RUN, "latest.log"),
+    run:
+        rulelog.logged(log[0], workflow_lib.report.latest.write_latest, input.plan, RESULTS, wildcards.incident, params.run, log_path=log[0])

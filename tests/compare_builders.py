@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from workflow_lib.core import records
+from workflow_lib.core import records, typed
 from workflow_lib.plan.schedule import make_schedule
+from workflow_lib.plan.types import Plan
+from workflow_lib.trials.types import Execution
 
 DIGEST0 = "0" * 64
 
@@ -72,6 +74,12 @@ def executions(pl: dict, value_of_block, **kw) -> tuple[dict[str, dict], dict[st
     pd = records.digest_of(pl)
     ex = {b: execution(pl, pd, b, lambda arm, i, k=k: value_of_block(k, arm, i), **kw) for k, b in enumerate(sorted(pl["schedule"]))}
     return ex, {b: records.digest_of(e) for b, e in ex.items()}, pd
+
+
+def typed_records(pl: dict, ex: dict[str, dict]) -> tuple[Plan, dict[str, Execution]]:
+    """The JSON records (version 1, as older stallcase wrote them) as the stages take them: validated
+    and upgraded as a reader reads them from plan.json and execution/<block>.json."""
+    return typed.of_json(Plan, pl, "plan.json"), {b: typed.of_json(Execution, e, f"execution/{b}.json") for b, e in ex.items()}
 
 
 def lognormal_values(seed: int, effect: float = 0.0, noise: float = 0.01):

@@ -8,7 +8,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from workflow_lib.preflight import check as PF  # noqa: E402
-from workflow_lib.core import records  # noqa: E402
+from workflow_lib.core import records, typed  # noqa: E402
+from workflow_lib.plan.types import Plan  # noqa: E402
 
 from test_preflight import gpu_env  # noqa: E402
 
@@ -25,7 +26,7 @@ def _slow_write_text(*a, **kw):
 
 
 PF.atomic.write_text = _slow_write_text
-plan = records.read_record(plan_path, "plan")
+plan = typed.read(plan_path, Plan)
 env = gpu_env(driver=driver, uuid=uuid)
 deadline = time.monotonic() + 60
 while not Path(go).exists() and time.monotonic() < deadline:

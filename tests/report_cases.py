@@ -5,6 +5,8 @@
     results_for(incident_dir, results_dir, trials=True)
         -> (snapshot, diagnosis, plan, comparison) paths under results_dir/<id>/, with
            preflight/ and execution/ records beside plan.json, as the workflow lays them out
+    pointed(path, kind)            a record as the report's data-src pointers address it (a
+                                   diagnosis' "/steps/i/..." is row i of its steps table)
 """
 
 from __future__ import annotations
@@ -25,6 +27,17 @@ from workflow_lib.core.incident import source, write_incident
 from workflow_lib.snapshot.build import ingest
 
 MS = 1_000_000
+
+
+def pointed(path: Path, kind: str) -> dict:
+    """The record at `path`; a diagnosis with its steps read back from its tables, so that
+    "diagnosis:/steps/3/wall_ns" resolves to row 3 of the steps table."""
+    if kind != "diagnosis":
+        return records.read_record(path, kind)
+    from workflow_lib.diagnose import load_diagnosis
+
+    d = load_diagnosis(path)
+    return dict(d.record, steps=d.steps())
 
 
 def _collective(rank: int, seq: int, start_ns: int, end_ns: int) -> dict:
@@ -160,7 +173,7 @@ def results_for(incident_dir: Path, results_dir: Path, *, trials: bool = True, e
         records.write_record(base / "preflight" / f"{b}.json", pf, "preflight")
         records.write_record(base / "execution" / f"{b}.json", e, "execution")
     digests = {b: records.digest_of(e) for b, e in ex.items()}
-    records.write_record(paths["comparison"], compare.compare(plan, ex, digests, pd), "comparison")
+    records.write_record(paths["comparison"], compare.compare(*CB.typed_records(plan, ex), digests, pd), "comparison")
     return paths
 
 
@@ -236,7 +249,8 @@ def with_attribution(diagnosis: dict, comparison: dict | None) -> tuple[dict, di
         by_cause = {k: v for k, v in by_cause.items() if v > 0}
         st["excess"] = {"typical_ns": typical, "excess_ns": excess, "by_cause": by_cause, "unexplained_ns": left}
         for f in st["findings"]:
-            f["share_of_excess"] = (f["explains_ns"] / excess) if excess > 0 and f["verdict"] == "attributed" else None
+            # its credited part of the excess (<= 1, as the schema and the findings table hold it)
+            f["share_of_excess"] = (by_cause.get(f["check"], 0) / excess) if excess > 0 and f["verdict"] == "attributed" else None
         if typical and st["wall_ns"] >= 1.5 * typical:
             slow.append({"rank": st["rank"], "step_id": st["step_id"], "wall_ns": st["wall_ns"], "typical_ns": typical,
                          "excess_ns": excess, "by_cause": by_cause, "unexplained_ns": left,

@@ -93,7 +93,7 @@ def test_a_bad_work_counter_is_recorded_not_raised(tmp_path):
         for _ in rec.steps([1, 2], items=len):  # ints have no len()
             pass
     assert any("counting its work" in e for e in rec.errors)
-    assert rec.steps_out_record()["items"] is None
+    assert rec.steps_out_record().items is None
 
 
 def test_steps_table_without_work_columns_still_reads(tmp_path):

@@ -43,7 +43,7 @@ def test_paused_steps_are_not_recorded_and_an_open_step_is_recorded_whole(tmp_pa
     assert a < b and not rep["paused"]["now"]
     # Every step lies wholly outside the paused interval; durations only of recorded steps.
     assert ((steps["end_ns"] <= b) | (steps["start_ns"] >= b)).all()
-    assert len(rec.steps_out_record()["steps_ns"]) == 21
+    assert len(rec.steps_out_record().steps_ns) == 21
 
 
 def test_paused_samplers_keep_their_thread_and_take_no_sample(tmp_path):
@@ -91,7 +91,7 @@ def test_pause_is_a_no_op_when_the_recorder_is_off(tmp_path, monkeypatch):
         with rec.step(0):
             pass
         rec.resume()
-    assert not rec.paused and rec.steps_out_record()["steps_ns"] != []
+    assert not rec.paused and rec.steps_out_record().steps_ns != []
 
 
 def test_steps_iterator_pauses_at_its_step_boundaries(tmp_path):

@@ -23,7 +23,7 @@ def test_dump_only_incident_diagnoses_who_hung_the_job(tmp_path, capsys):
     assert "--step-pattern" not in text
     assert f"hung on: 0|[" in text and f"seq {h.hang_seq} all_reduce: rank 11 (stuck_on_device)" in text
     rec = read_record(out, "diagnosis")
-    assert rec["steps"] == [] and rec["collectives"]["hung_on"]["culprit_ranks"] == [11]
+    assert rec["step_tables"]["steps"]["rows"] == 0 and rec["collectives"]["hung_on"]["culprit_ranks"] == [11]
     assert [(c["rank"], c["kind"]) for c in rec["collectives"]["culprits"]] == [(11, "stuck_on_device")]
 
 

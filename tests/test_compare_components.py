@@ -37,7 +37,7 @@ def _rng_parts(seed: int, means: dict[str, float], sd: float = 0.03):
 
 
 def _compare(pl, ex, dg, pd) -> dict:
-    rec = C.compare(pl, ex, dg, pd)
+    rec = C.compare(*cb.typed_records(pl, ex), dg, pd)
     records.validate(rec, "comparison")
     return rec
 
@@ -329,7 +329,8 @@ def _step(i, wall, wait, *, excess, sync_verdict="attributed"):
     st = {"step_id": i, "rank": 0, "thread_id": 7, "start_ns": 1000 * i, "end_ns": 1000 * i + wall, "wall_ns": wall,
           "kernel_sum_ns": None, "busy_ns": wall - wait, "idle_ns": wait, "host_api_ns": 50, "host_sync_api_ns": 10,
           "overlap_factor": None, "gaps": {"count": 0, "total_ns": 0, "longest": []}, "findings": findings,
-          "explained_ns": wait + 100, "unexplained_ns": wall - wait - 100}
+          "explained_ns": wait + (100 if sync_verdict == "attributed" else 0),
+          "unexplained_ns": wall - wait - (100 if sync_verdict == "attributed" else 0)}
     if excess is not False:
         st["excess"] = excess
     return st

@@ -113,7 +113,7 @@ def _compare_simulated(sim, e: int, design: Design) -> dict:
         return float(arrays[arm][k, pos])
 
     ex, dg, pd = cb.executions(pl, value)
-    return C.compare(pl, ex, dg, pd)
+    return C.compare(*cb.typed_records(pl, ex), dg, pd)
 
 
 # --- edge cases through the full record path -----------------------------------------
@@ -126,7 +126,7 @@ def _run(des=None, values=None, same_as_baseline=False, **kw):
 
 
 def _judge(pl, ex, dg, pd) -> dict:
-    rec = C.compare(pl, ex, dg, pd)
+    rec = C.compare(*cb.typed_records(pl, ex), dg, pd)
     records.validate(rec, "comparison")
     records.canonical_bytes(rec)  # finite numbers only (NaN would be refused on write)
     return rec
@@ -294,14 +294,14 @@ def test_execution_from_other_plan_refused():
     ex["b001"] = copy.deepcopy(ex["b001"])
     ex["b001"]["plan_digest"] = "f" * 64
     with pytest.raises(RecordError, match=r"execution/b001.json: was run for a different plan"):
-        C.compare(pl, ex, dg, pd)
+        C.compare(*cb.typed_records(pl, ex), dg, pd)
 
 
 def test_block_not_in_plan_refused():
     pl, ex, dg, pd = _run()
     ex["b099"], dg["b099"] = ex["b000"], dg["b000"]
     with pytest.raises(RecordError, match="b099.json: block is not in the plan"):
-        C.compare(pl, ex, dg, pd)
+        C.compare(*cb.typed_records(pl, ex), dg, pd)
 
 
 def test_arm_mismatch_refused():
@@ -309,7 +309,7 @@ def test_arm_mismatch_refused():
     run = next(r for r in ex["b000"]["runs"] if r["arm"] == "A")
     run["arm"] = "B"
     with pytest.raises(RecordError, match="does not follow this plan"):
-        C.compare(pl, ex, dg, pd)
+        C.compare(*cb.typed_records(pl, ex), dg, pd)
 
 
 def test_record_writes(tmp_path):
@@ -353,4 +353,4 @@ def test_malformed_execution_is_one_line_error():
     pl, ex, dg, pd = _run()
     del ex["b002"]["runs"][0]["metric_ns"]
     with pytest.raises(RecordError, match=r"^execution/b002.json: violates execution schema at runs/0"):
-        C.compare(pl, ex, dg, pd)
+        C.compare(*cb.typed_records(pl, ex), dg, pd)

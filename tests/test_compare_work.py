@@ -6,7 +6,7 @@ from __future__ import annotations
 from workflow_lib.compare import build as compare
 from workflow_lib.core import records
 
-from compare_builders import design, executions, lognormal_values, plan
+from compare_builders import design, executions, lognormal_values, plan, typed_records
 
 
 def _with_work(ex: dict, items: dict[str, float]) -> dict:
@@ -27,7 +27,7 @@ def _compare(per: str, items: dict[str, float] | None, effect=-0.5):
     if items is not None:
         ex = _with_work(ex, items)
     digests = {b: records.digest_of(e) for b, e in ex.items()}
-    return compare.compare(pl, ex, digests, pd)
+    return compare.compare(*typed_records(pl, ex), digests, pd)
 
 
 def test_different_work_per_step_refuses_a_step_time_verdict():

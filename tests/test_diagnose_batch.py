@@ -15,7 +15,8 @@ import pytest
 from benchmarks.big_incident import big_incident
 from tests.diagnose_crosscheck import assert_same
 from workflow_lib.core.incident import read_incident
-from workflow_lib.diagnose import columns, diagnose, measures
+from workflow_lib.diagnose import columns, diagnose, load_diagnosis, measures
+from workflow_lib.diagnose.spool import StepSpool, write_spooled
 from workflow_lib.diagnose.batch import StepFrame
 from workflow_lib.diagnose.types import Intervals
 
@@ -23,7 +24,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 INCIDENTS = sorted({p.parent for p in FIXTURES.rglob("manifest.json")})
 
 
-def _same(inc, monkeypatch) -> None:
+def _same(inc, monkeypatch, tmp) -> None:
     a = diagnose(inc, incident_id="x", snapshot_digest="0" * 64, batch=False, validate=False)
     ranks = []
     real = columns.diagnose_rank
@@ -31,6 +32,16 @@ def _same(inc, monkeypatch) -> None:
     b = diagnose(inc, incident_id="x", snapshot_digest="0" * 64, batch=True, validate=True)
     assert len(ranks) == len({s["rank"] for s in b["steps"]})  # every rank went through the batched path
     assert_same(a, b)
+    # Written: the tables made straight from the columns (columns.tables) read back as the
+    # in-memory steps, evidence null where not kept.
+    out = tmp / "d.json"
+    with StepSpool(out) as spool:
+        rec = diagnose(inc, incident_id="x", snapshot_digest="0" * 64, batch=True, validate=False, spool=spool)
+        write_spooled(out, rec, spool)
+    got = load_diagnosis(out)
+    assert got.steps() == b["steps"]
+    assert {k: v for k, v in got.record.items() if k not in ("schema_version", "step_tables")} == \
+        {k: v for k, v in b.items() if k not in ("schema_version", "steps")}
 
 
 def test_fixtures_are_found():
@@ -38,13 +49,13 @@ def test_fixtures_are_found():
 
 
 @pytest.mark.parametrize("path", INCIDENTS, ids=lambda p: str(p.relative_to(FIXTURES)))
-def test_batched_equals_per_step_on_fixture(path, monkeypatch):
-    _same(read_incident(path), monkeypatch)
+def test_batched_equals_per_step_on_fixture(path, monkeypatch, tmp_path):
+    _same(read_incident(path), monkeypatch, tmp_path)
 
 
 @pytest.mark.parametrize("kernels,host", [(True, True), (False, True), (True, False)])
-def test_batched_equals_per_step_on_synthetic(kernels, host, monkeypatch):
-    _same(big_incident(700, with_kernels=kernels, with_host=host), monkeypatch)
+def test_batched_equals_per_step_on_synthetic(kernels, host, monkeypatch, tmp_path):
+    _same(big_incident(700, with_kernels=kernels, with_host=host), monkeypatch, tmp_path)
 
 
 def _per_step_pieces(iv: Intervals, starts, ends):
@@ -74,7 +85,7 @@ def test_overlapping_steps_are_not_a_frame():
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_batched_equals_per_step_on_random_incidents(seed, monkeypatch):
+def test_batched_equals_per_step_on_random_incidents(seed, monkeypatch, tmp_path):
     from tests.random_incident import random_incident
 
-    _same(random_incident(seed), monkeypatch)
+    _same(random_incident(seed), monkeypatch, tmp_path)

@@ -49,9 +49,9 @@ def _seen(counts: collections.Counter, prefix: str) -> int:
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_batched_host_checks_equal_per_step(name, monkeypatch):
+def test_batched_host_checks_equal_per_step(name, monkeypatch, tmp_path):
     seed, kw = CASES[name]
-    _same(host_incident(seed, **kw), monkeypatch)
+    _same(host_incident(seed, **kw), monkeypatch, tmp_path)
 
 
 def test_the_cases_reach_every_branch():
@@ -67,9 +67,9 @@ def test_the_cases_reach_every_branch():
     assert _seen(no_sched["cpu_contention"], "scheduler samples") and no_sched["host_submission"]["attributed"]
 
 
-def test_samples_exactly_twice_the_gap_apart_bracket_it(monkeypatch):
+def test_samples_exactly_twice_the_gap_apart_bracket_it(monkeypatch, tmp_path):
     inc = bracket_tie_incident()
-    _same(inc, monkeypatch)
+    _same(inc, monkeypatch, tmp_path)
     d = diagnose(inc, incident_id="x", snapshot_digest="0" * 64, batch=False, validate=False)
     hs = [next(f for f in s["findings"] if f["check"] == "host_submission") for s in d["steps"]]
     assert [f["verdict"] for f in hs] == ["attributed", "unresolved"]

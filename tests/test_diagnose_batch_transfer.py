@@ -91,8 +91,8 @@ def test_without_host_calls_or_kernels(left_out, monkeypatch):
     _compare(si)
 
 
-def test_the_whole_diagnosis_agrees(monkeypatch):
-    _same(copies_incident(240), monkeypatch)
+def test_the_whole_diagnosis_agrees(monkeypatch, tmp_path):
+    _same(copies_incident(240), monkeypatch, tmp_path)
 
 
 def test_lanes_in_chunks(monkeypatch):

@@ -1,12 +1,12 @@
 """diagnose_dir on an incident directory: digest, written record, errors; scheduler removal."""
 
-import blake3
 import pytest
 
 from tests.builders import api, clock, kernel, make_incident, sched, span, step
 from workflow_lib.core import records
-from workflow_lib.diagnose import diagnose_dir
+from workflow_lib.diagnose import diagnose_dir, load_diagnosis
 from workflow_lib.core.errors import InputError
+from workflow_lib.snapshot.build import snapshot_record
 
 MS = 1_000_000
 
@@ -31,8 +31,13 @@ def test_digest_and_written_record(tmp_path):
     make_incident(write_to=inc_dir, **_host_gap_rows(True))
     out = tmp_path / "d.json"
     rec = diagnose_dir(inc_dir, out_path=out)
-    assert rec["snapshot_digest"] == blake3.blake3((inc_dir / "manifest.json").read_bytes()).hexdigest()
-    assert records.read_record(out, "diagnosis") == rec
+    # The digest of the snapshot record this directory has (not of manifest.json: that is its manifest_digest).
+    snap = snapshot_record(inc_dir, records.read_record(inc_dir / "manifest.json", "incident_manifest"))
+    assert rec["snapshot_digest"] == records.digest_of(snap) != snap["manifest_digest"]
+    got = load_diagnosis(out)  # the record, and its steps as the tables beside it
+    assert got.steps() == rec["steps"]
+    assert {k: v for k, v in got.record.items() if k not in ("schema_version", "step_tables")} == \
+        {k: v for k, v in rec.items() if k not in ("schema_version", "steps")}
     assert {f["verdict"] for s in rec["steps"] for f in s["findings"] if f["check"] == "host_submission"} == {"attributed"}
 
 

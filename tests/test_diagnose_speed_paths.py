@@ -15,10 +15,11 @@ import pytest
 
 from benchmarks.big_incident import big_incident
 from workflow_lib.core import records
-from workflow_lib.diagnose import diagnose, manifest_digest, measures
+from workflow_lib.diagnose import diagnose, measures
 from workflow_lib.diagnose.types import Intervals
 from workflow_lib.core.errors import RecordError
 from workflow_lib.core.incident import read_incident
+from workflow_lib.snapshot.build import snapshot_digest
 from pathlib import Path
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -64,7 +65,8 @@ def test_diagnosis_identical_on_both_paths(monkeypatch, case):
         if case.startswith("big"):
             inc, dg = big_incident(40, with_kernels=case == "big-kernels"), "0" * 64
         else:
-            inc, dg = read_incident(FIXTURES / case), manifest_digest(FIXTURES / case)
+            inc = read_incident(FIXTURES / case)
+            dg = snapshot_digest(FIXTURES / case, inc.manifest)
         return records.canonical_bytes(diagnose(inc, incident_id="x", snapshot_digest=dg))
 
     fast, slow = _both(monkeypatch, run)

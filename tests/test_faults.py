@@ -138,7 +138,7 @@ def _trial_setup(tmp_path: Path):
     results = tmp_path / "results"
     snap = snapshot.ingest(inc, results, results / "inc1" / "snapshot.json")
     plan = P.build_plan(snap, records.digest_of(snap), results, design=DESIGN, candidate="baseline")
-    records.write_record(results / "inc1" / "plan.json", plan, "plan")
+    records.write_record(results / "inc1" / "plan.json", plan.to_json(), "plan")
     pd = records.digest_of(plan)
     pre = PF.preflight(plan, pd, "b000", results, results_dir=results / "inc1")
     assert pre["status"] == "pass"

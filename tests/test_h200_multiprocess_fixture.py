@@ -15,17 +15,19 @@ import json
 from pathlib import Path
 
 from workflow_lib.compare import build as compare
-from workflow_lib.core import records
+from workflow_lib.core import records, typed
+from workflow_lib.plan.types import Plan
+from workflow_lib.trials.types import Execution
 from workflow_lib.diagnose import diagnose_dir
 
 D = Path(__file__).resolve().parent / "fixtures" / "h200" / "multiprocess"
 
 
 def _again(arm_dir: Path) -> tuple[dict, dict]:
-    plan = records.read_record(arm_dir / "plan.json", "plan")
+    plan = typed.read(arm_dir / "plan.json", Plan)
     stored = records.read_record(arm_dir / "comparison.json", "comparison")
-    ex = {p.stem: records.read_record(p, "execution") for p in sorted((arm_dir / "execution").glob("*.json"))}
-    again = compare.compare(plan, ex, {b: records.digest_of(e) for b, e in ex.items()}, records.digest_of(plan))
+    ex = {p.stem: typed.read(p, Execution) for p in sorted((arm_dir / "execution").glob("*.json"))}
+    again = compare.compare(plan, ex, {b: e.digest() for b, e in ex.items()}, plan.digest())
     return stored, again
 
 

@@ -67,6 +67,16 @@ def test_the_drawn_graph_is_the_code_s():
     assert drawn, "docs/architecture.md's graph is out of date: python docs/import_graph.py --write-doc"
 
 
+def test_the_module_list_is_the_tree_s(graph_on):
+    """docs/architecture.md lists every module; one added to the tree is missing from it."""
+    mod, pkg = graph_on
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    assert mod.module_list() in doc, "docs/architecture.md's module list is out of date: python docs/import_graph.py --write-doc"
+    (pkg / "compare" / "added.py").write_text('"""A module the list does not have yet."""\n')
+    assert "`compare/added.py`: A module the list does not have yet" in mod.module_list()
+    assert mod.module_list() not in doc
+
+
 def test_readme_and_architecture_name_every_package_of_the_tree():
     packages = sorted(p.parent.name for p in (ROOT / "workflow_lib").glob("*/__init__.py"))
     readme = (ROOT / "README.md").read_text().split("## Layout", 1)[1].split("\n## ", 1)[0]
@@ -120,3 +130,20 @@ def test_no_command_imports_another():
     bad = [(m, d) for p, m in mod.modules() if m.startswith("workflow_lib.commands.")
            for d in mod.imports_of(p, m) if d.startswith("workflow_lib.commands") and d != m]
     assert bad == []
+
+
+def test_where_new_things_go_names_files_that_exist():
+    """The note for newcomers: one line each for a new check, importer, record field and executor,
+    and every file it names (but the one to create, written with <...>) is in the tree."""
+    import re
+
+    arch = (ROOT / "docs" / "architecture.md").read_text().split("## Where new things go", 1)[1].split("\n## ", 1)[0]
+    lines = [line for line in arch.splitlines() if line.startswith("- **")]
+    assert [re.match(r"- \*\*A new ([\w ]+)\*\*", line).group(1) for line in lines] == [
+        "check", "importer", "record field", "executor"]
+    named = {n for line in lines for n in re.findall(r"`([\w./<>-]+\.(?:py|json))`", line) if "<" not in n}
+    assert named, "the note names no file"
+    bases = [ROOT, ROOT / "workflow_lib", ROOT / "workflow_lib" / "diagnose", ROOT / "workflow_lib" / "trials"]
+    missing = sorted(n for n in named if not any((b / n).exists() for b in bases)
+                     and not list((ROOT / "workflow_lib").rglob(n)))
+    assert missing == []

@@ -9,7 +9,7 @@ import pytest
 
 from tests.fixtures.kineto.generate import synthetic_trace, write
 from workflow_lib.core import records, tables
-from workflow_lib.diagnose import diagnose, diagnose_dir, diagnose_to_file
+from workflow_lib.diagnose import diagnose, diagnose_dir, diagnose_to_file, load_diagnosis
 from workflow_lib.diagnose.spool import StepSpool
 from workflow_lib.core.errors import InputError, RecordError
 from workflow_lib.importers import kineto
@@ -123,28 +123,41 @@ def test_row_count_disagreeing_with_manifest_refused(traces, tmp_path):
         read_incident_by_rank(out)
 
 
-@pytest.mark.parametrize("steps", [5, 30, 350])  # 15 steps: a plain list; 90: laid out long; 1,050: validated on a sample
+@pytest.mark.parametrize("steps", [5, 350])
 def test_diagnosis_to_file_is_the_diagnose_dir_file(tmp_path, steps):
     files = [write(synthetic_trace(steps=steps, kernels_per_step=3, rank=r, world_size=3), tmp_path / f"r{r}.json") for r in range(3)]
     out = kineto.import_kineto(files, incident_id="s", incidents_dir=tmp_path / "inc")
     whole = diagnose_dir(out, out_path=tmp_path / "whole.json")
     got = diagnose_to_file(out, tmp_path / "spooled.json")
+    # the same record and the same tables, byte for byte (one row group per rank in both)
     assert (tmp_path / "spooled.json").read_bytes() == (tmp_path / "whole.json").read_bytes()
-    assert got == {k: v for k, v in whole.items() if k != "steps"}
-    assert got["summary"]["steps"] == len(whole["steps"]) == 3 * steps
-    assert records.digest_of(records.read_record(tmp_path / "spooled.json", "diagnosis")) == records.digest_of(whole)
+    for name in ("steps", "findings"):
+        assert (tmp_path / f"spooled.{name}.parquet").read_bytes() == (tmp_path / f"whole.{name}.parquet").read_bytes()
+    assert got == records.read_record(tmp_path / "spooled.json", "diagnosis")
+    assert got["summary"]["steps"] == got["step_tables"]["steps"]["rows"] == len(whole["steps"]) == 3 * steps
+    assert load_diagnosis(tmp_path / "spooled.json").steps() == whole["steps"]
 
 
-def test_spooled_step_outside_the_sample_with_other_fields_is_refused(tmp_path):
-    n = records.SAMPLE_ABOVE + 50
-    idx = set(records.sample_index(n))
-    missing = next(i for i in range(n) if i not in idx)  # a step the schema sample does not read
-    steps = [{"step_id": i, "findings": [], "wall_ns": 1, "explained_ns": 0, "unexplained_ns": 1} for i in range(n)]
-    steps[missing] = dict(steps[missing], extra=1)
+def test_spooled_step_with_other_fields_is_refused_and_leaves_nothing(tmp_path):
+    rec = diagnose_dir(kineto.import_kineto([write(synthetic_trace(steps=4, kernels_per_step=2, rank=0, world_size=1),
+                                                   tmp_path / "r0.json")], incident_id="x", incidents_dir=tmp_path / "inc"))
+    steps = rec["steps"]
+    steps[-1] = dict(steps[-1], extra=1)  # the last step: every one is checked, not a sample
+    (tmp_path / "out").mkdir()
+    with StepSpool(tmp_path / "out" / "d.json") as spool:
+        with pytest.raises(InputError, match=f"step {len(steps) - 1} .*extra not in the steps table"):
+            spool.add(steps)
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_spooled_step_holding_nan_or_infinity_is_refused(tmp_path, bad):
+    # Deep inside a step, where only the encoders' allow_nan=False sees it (no separate walk).
+    steps = [{"step_id": i, "findings": [], "wall_ns": 1, "explained_ns": 0, "unexplained_ns": 1} for i in range(3)]
+    steps[2] = dict(steps[2], findings=[{"evidence": {"ratio": [1.0, bad]}}])
     with StepSpool(tmp_path / "d.json") as spool:
-        spool.add(steps)
-        with pytest.raises(RecordError, match=f"steps/{missing}: fields differ"):
-            spool._check_shapes(spool.sample()[0])
+        with pytest.raises(RecordError, match="^" + re.escape(f"{tmp_path / 'd.json'}: record holds NaN or infinity")):
+            spool.add(steps)
 
 
 def test_spooled_job_warm_up_and_experiments_equal_the_in_memory_ones(tmp_path):
@@ -174,4 +187,4 @@ def test_spooled_job_warm_up_and_experiments_equal_the_in_memory_ones(tmp_path):
         spooled = diagnose(inc, incident_id="j", snapshot_digest="0" * 64, spool=spool)
     assert whole["summary"]["job"]["slowest_rank"] == 2 and whole["summary"]["warm_up"]["steps"] == 3
     assert whole["next_experiments"] and whole["next_experiments"][0]["steps"] == 3 * 7  # the cold steps left out
-    assert spooled == whole
+    assert "steps" not in spooled and spooled == {k: v for k, v in whole.items() if k != "steps"}

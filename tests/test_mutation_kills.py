@@ -3,6 +3,8 @@ each states the fault it catches. docs/security.md lists the pass's result."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from workflow_lib.core import records
 from workflow_lib.trials import block as trials
 from workflow_lib.trials.runner import FakeRunner
@@ -25,16 +27,16 @@ def test_the_last_retry_decides_a_runs_status(tmp_path, monkeypatch):
     """Every run fails its first attempt and passes its retry: the block is complete.
     (Mutant: the first attempt decides -> too_many_failures.)"""
     plan, rec = _block(tmp_path, lambda e, a: "failed" if a == 0 else "ok")
-    assert rec["status"] == "complete"
-    assert len(rec["runs"]) == 2 * len(plan["schedule"]["b000"])  # every attempt is kept
+    assert rec.status == "complete"
+    assert len(rec.runs) == 2 * len(plan.schedule["b000"])  # every attempt is kept
 
 
 def test_failures_after_retries_decide_too_many_failures(tmp_path, monkeypatch):
     plan, rec = _block(tmp_path, lambda e, a: "failed" if e["arm"] == "B" else "ok")
-    counted = [e for e in plan["schedule"]["b000"] if e["arm"] != "warmup"]
+    counted = [e for e in plan.schedule["b000"] if e["arm"] != "warmup"]
     failed = [e for e in counted if e["arm"] == "B"]
     assert len(failed) / len(counted) > 0.34
-    assert rec["status"] == "too_many_failures"
+    assert rec.status == "too_many_failures"
 
 
 def test_warmup_failures_are_not_counted(tmp_path, monkeypatch):
@@ -43,28 +45,28 @@ def test_warmup_failures_are_not_counted(tmp_path, monkeypatch):
     # program that cannot run is not retried dozens of times); so the failing warm-ups here
     # come after each arm's first successful measured run, where only counting could matter.
     plan, pd, pre = _setup(tmp_path)
-    sched = plan["schedule"]["b000"]
+    sched = plan.schedule["b000"]
     warm = [e for e in sched if e["arm"] == "warmup"]
     assert warm
-    plan = dict(plan, schedule={"b000": [e for e in sched if e["arm"] != "warmup"] + warm})
+    plan = dataclasses.replace(plan, schedule={"b000": [e for e in sched if e["arm"] != "warmup"] + warm})
     fake = _fake_runs(lambda e, a: "failed" if e["arm"] == "warmup" else "ok")
-    plan = dict(plan, design=dict(plan["design"], max_failed_fraction=0.0))
+    plan = dataclasses.replace(plan, design=dict(plan.design, max_failed_fraction=0.0))
     rec = trials.run_block(plan, pd, pre, records.digest_of(pre), "b000", tmp_path / "results", tmp_path / "work", runner=fake)
-    assert rec["status"] == "complete"
+    assert rec.status == "complete"
 
 
 def test_failed_fraction_at_the_limit_is_not_too_many(tmp_path, monkeypatch):
     """The limit is 'more than max_failed_fraction': exactly at it passes. (Mutant: > -> >=.)"""
     plan, pd, pre = _setup(tmp_path)
-    counted = [e for e in plan["schedule"]["b000"] if e["arm"] != "warmup"]
+    counted = [e for e in plan.schedule["b000"] if e["arm"] != "warmup"]
     first = counted[0]["index"]
     fake = _fake_runs(lambda e, a: "failed" if e["index"] == first else "ok")
-    plan = dict(plan, design=dict(plan["design"], max_failed_fraction=1 / len(counted)))
+    plan = dataclasses.replace(plan, design=dict(plan.design, max_failed_fraction=1 / len(counted)))
     rec = trials.run_block(plan, pd, pre, records.digest_of(pre), "b000", tmp_path / "results", tmp_path / "work", runner=fake)
-    assert rec["status"] == "complete"
-    plan = dict(plan, design=dict(plan["design"], max_failed_fraction=1 / len(counted) - 1e-9))
+    assert rec.status == "complete"
+    plan = dataclasses.replace(plan, design=dict(plan.design, max_failed_fraction=1 / len(counted) - 1e-9))
     rec = trials.run_block(plan, pd, pre, records.digest_of(pre), "b000", tmp_path / "results", tmp_path / "work2", runner=fake)
-    assert rec["status"] == "too_many_failures"
+    assert rec.status == "too_many_failures"
 
 
 # ---- diagnosis checks: boundaries the pass found untested

@@ -51,6 +51,13 @@ def test_every_record_is_written_and_valid(demo_run):
     assert cas.verify() == []
     html = d / "report.html"
     assert html.is_file() and html.stat().st_size > 1000
+    # the diagnosis' steps are in the two tables the diagnose rule declares beside its record
+    from workflow_lib.diagnose import load_diagnosis, table_paths
+
+    assert all(p.is_file() for p in table_paths(d / "diagnosis.json").values())
+    diag = load_diagnosis(d / "diagnosis.json")
+    assert recs["diagnosis.json"]["schema_version"] == 3 and "steps" not in recs["diagnosis.json"]
+    assert diag.n_steps == recs["diagnosis.json"]["summary"]["steps"] > 0
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from workflow_lib.plan import build as P
+from workflow_lib.plan import build as P, rebuild as R
 from workflow_lib.core import records
 from workflow_lib.snapshot import build as snapshot
 from workflow_lib.capture import provenance
@@ -39,7 +39,7 @@ def test_every_imported_module_and_tracked_file_is_pinned(recorded):
 def test_rebuilt_tree_runs_from_the_mapped_cwd(recorded, tmp_path):
     root, repo, snap = recorded
     plan = P.build_plan(snap, records.digest_of(snap), root / "results", design=DESIGN, candidate="baseline")
-    spec = P.materialize_arm(plan, "A", root / "results", tmp_path / "wA")
+    spec = R.materialize_arm(plan, "A", root / "results", tmp_path / "wA")
     assert spec["cwd"] == str(tmp_path / "wA" / "runs")
     for rel in [*TRACKED, "helper_untracked.py"]:
         assert (tmp_path / "wA" / rel).read_bytes() == (repo / rel).read_bytes()
@@ -60,7 +60,7 @@ def test_patch_applies_to_any_file_of_the_tree(recorded, tmp_path):
     patch = tmp_path / "fix.patch"
     patch.write_text("--- a/conf/setup.txt\n+++ b/conf/setup.txt\n@@ -1 +1 @@\n-baseline-config\n+candidate-config\n")
     plan = P.build_plan(snap, records.digest_of(snap), root / "results", design=DESIGN, candidate={"patch": str(patch)})
-    spec = P.materialize_arm(plan, "B", root / "results", tmp_path / "wB")
+    spec = R.materialize_arm(plan, "B", root / "results", tmp_path / "wB")
     assert (tmp_path / "wB" / "conf" / "setup.txt").read_text() == "candidate-config\n"
     assert (tmp_path / "wB" / "pkg" / "model_def.py").is_file()
 
@@ -103,7 +103,7 @@ def test_a_candidate_that_changes_nothing_is_refused(recorded, candidate):
     with pytest.raises(StallcaseError, match="changes nothing.*candidate=baseline"):
         P.build_plan(snap, records.digest_of(snap), root / "results", design=DESIGN, candidate=candidate)
     assert P.build_plan(snap, records.digest_of(snap), root / "results", design=DESIGN,
-                        candidate="baseline")["arms"]["candidate"]["same_as_baseline"]
+                        candidate="baseline").arms["candidate"]["same_as_baseline"]
 
 
 def test_a_declared_root_inside_a_monorepo_pins_that_project_and_git_ref_reads_its_subtree(tmp_path):
@@ -127,6 +127,6 @@ def test_a_declared_root_inside_a_monorepo_pins_that_project_and_git_ref_reads_i
     git(mono, "commit", "-qam", "fix loader")
     plan = P.build_plan(snap, records.digest_of(snap), tmp_path / "results", design=DESIGN,
                         candidate={"git_ref": "fix", "repo": str(mono)})
-    a = {s["relpath"]: s["digest"] for s in plan["arms"]["baseline"]["sources"]}
-    b = {s["relpath"]: s["digest"] for s in plan["arms"]["candidate"]["sources"]}
+    a = {s["relpath"]: s["digest"] for s in plan.arms["baseline"]["sources"]}
+    b = {s["relpath"]: s["digest"] for s in plan.arms["candidate"]["sources"]}
     assert set(a) == set(b) and [r for r in a if a[r] != b[r]] == ["loader.py"]

@@ -1,6 +1,7 @@
 """Preflight mutation suite: every change of environment or artifact blocks, naming the field."""
 
 import copy
+import dataclasses
 import os
 
 import pytest
@@ -90,7 +91,7 @@ def test_deleted_binary_blocks(tmp_path):
     fake_bin.write_bytes(b"binary")
     from incident_factory import art
 
-    plan["artifacts"].append(art("binary", fake_bin))
+    plan.artifacts.append(art("binary", fake_bin))
     fake_bin.unlink()
     rec = _pf(tmp_path, plan, gpu_env())
     assert rec["status"] == "blocked"
@@ -99,7 +100,7 @@ def test_deleted_binary_blocks(tmp_path):
 
 def test_edited_input_blocks_when_store_lacks_it(tmp_path):
     plan = _plan(tmp_path, gpu_env())
-    inp = next(a for a in plan["artifacts"] if a["role"] == "input")
+    inp = next(a for a in plan.artifacts if a["role"] == "input")
     CAS(tmp_path / "results").path_for(inp["digest"]).unlink()
     (tmp_path / "data.bin").write_bytes(b"edited")
     rec = _pf(tmp_path, plan, gpu_env())
@@ -109,7 +110,7 @@ def test_edited_input_blocks_when_store_lacks_it(tmp_path):
 
 def test_edited_source_blocks_when_store_lacks_it(tmp_path):
     plan = _plan(tmp_path, gpu_env())
-    src = next(a for a in plan["artifacts"] if a["role"] == "source")
+    src = next(a for a in plan.artifacts if a["role"] == "source")
     CAS(tmp_path / "results").path_for(src["digest"]).unlink()
     (tmp_path / "src" / "work.py").write_text("print('edited')\n")
     rec = _pf(tmp_path, plan, gpu_env())
@@ -119,7 +120,7 @@ def test_edited_source_blocks_when_store_lacks_it(tmp_path):
 
 def test_corrupt_store_copy_is_missing(tmp_path):
     plan = _plan(tmp_path, gpu_env())
-    inp = next(a for a in plan["artifacts"] if a["role"] == "input")
+    inp = next(a for a in plan.artifacts if a["role"] == "input")
     obj = CAS(tmp_path / "results").path_for(inp["digest"])
     obj.write_bytes(b"rot")
     rec = _pf(tmp_path, plan, gpu_env())
@@ -137,7 +138,7 @@ def test_changed_environment_proceeds_only_as_named_experiment(tmp_path):
     cpu = environment.fingerprint(with_nvcc=False)
     plan = _plan(tmp_path, h200)
     assert _pf(tmp_path, plan, cpu)["status"] == "blocked"
-    named = dict(plan, experiment="on-cpu")
+    named = dataclasses.replace(plan, experiment="on-cpu")
     rec = _pf(tmp_path, named, cpu)
     assert rec["status"] == "new_experiment" and rec["incident_id"] == "inc1" and rec["experiment"] == "on-cpu"
     assert {"environment.gpu_names", "environment.driver_version"} <= {d["field"] for d in rec["differences"]}
@@ -148,10 +149,10 @@ def test_changed_environment_proceeds_only_as_named_experiment(tmp_path):
 
 def test_run_preflight_blocked_keeps_log_writes_no_record(tmp_path):
     plan = _plan(tmp_path, gpu_env())
-    records.write_record(tmp_path / "plan.json", plan, "plan")
+    records.write_record(tmp_path / "plan.json", plan.to_json(), "plan")
     out, log = tmp_path / "preflight" / "b000.json", tmp_path / "logs" / "preflight-b000.json"
     with pytest.raises(PreflightBlocked, match="environment.gpu_names"):
-        PF.run_preflight(tmp_path / "plan.json", "b000", tmp_path / "results", out, results_dir=tmp_path / "results", log_path=log)
+        PF.run_preflight(tmp_path / "plan.json", "b000", tmp_path / "results", out, results_dir=tmp_path / "results", blocked_path=log)
     assert not out.exists() and records.read_record(log, "preflight")["status"] == "blocked"
 
 

@@ -21,11 +21,11 @@ VERSION_CONSTANTS = {
     "snapshot": ("workflow_lib.snapshot.types", "SCHEMA_VERSION"),
     "collectives": ("workflow_lib.collectives.types", "SCHEMA_VERSION"),
     "diagnosis": ("workflow_lib.diagnose.types", "DIAGNOSIS_VERSION"),
-    "plan": ("workflow_lib.plan.build", "PLAN_VERSION"),
+    "plan": ("workflow_lib.plan.types", "SCHEMA_VERSION"),
     "preflight": ("workflow_lib.preflight.types", "SCHEMA_VERSION"),
-    "execution": ("workflow_lib.trials.block", "EXECUTION_VERSION"),
+    "execution": ("workflow_lib.trials.types", "SCHEMA_VERSION"),
     "comparison": ("workflow_lib.compare.types", "SCHEMA_VERSION"),
-    "steps_out": ("workflow_lib.capture.recorder", "STEPS_OUT_VERSION"),
+    "steps_out": ("workflow_lib.capture.types", "SCHEMA_VERSION"),
     "incident_manifest": ("workflow_lib.core.types", "MANIFEST_VERSION"),
     "latest": ("workflow_lib.core.types", "LATEST_VERSION"),
 }
@@ -91,4 +91,4 @@ def test_metric_reads_a_version_1_steps_file(tmp_path):
 
     path = tmp_path / "steps.json"
     path.write_text(json.dumps({"schema_version": 1, "steps_ns": [10, 20, 30], "unusual": []}))
-    assert metric._steps_file(path)["covers"] == "body"
+    assert metric._steps_file(path).covers == "body"

@@ -123,6 +123,33 @@ def test_million_event_report_is_small_and_fast(browser, tmp_path):
     assert data_events >= 1_000_000
 
 
+MILLION_STEPS_MAX_PAGE_BYTES = 2 * 1024 * 1024
+"""A 1M-step report's page: the steps are in the tables, the page holds the summary, the
+slowest steps (SLOW_STEPS_LISTED rows) and decimated tracks; the timing is benchmarks/report_million_steps.py's."""
+
+
+def test_million_step_report_is_bounded_and_loads_cleanly(browser, tmp_path):
+    """Issue 26: a 1M-step diagnosis (its tables made as the vectorized diagnosis makes them,
+    evidence kept for the slow steps only) gives a page of bounded size that draws in Chromium
+    with no error: the step and finding tracks decimated, the steps table limited to the
+    slowest, the first screen read from the summary."""
+    from million_steps import million_step_case
+
+    p = million_step_case(tmp_path, 1_000_000)
+    out = write_report_files(p["snapshot"], p["diagnosis"], None, None, p["store"], tmp_path / "report.html", perfetto=False)
+    size = out.stat().st_size
+    assert size < MILLION_STEPS_MAX_PAGE_BYTES, f"{size} bytes"
+    page, status = _open_clean(browser, out, _shots(tmp_path) / "report-million-steps.png")
+    assert status["done"] == "1"
+    data = json.loads(re.search(r'<script type="application/json" id="stallcase-data">(.*?)</script>', out.read_text(), re.S).group(1))
+    tracks = {t["id"]: t for t in data["timeline"]["tracks"]}
+    for tid in ("steps:-1", "findings:-1", "gaps:-1"):  # a million events each: drawn from buckets
+        assert tracks[tid]["encoding"] == "buckets" and tracks[tid]["count"] >= 1_000_000, tid
+    html_text = out.read_text()
+    assert html_text.count("<tr class='zoomable") == model.SLOW_STEPS_LISTED
+    assert 'data-src="diagnosis:/summary/steps"' in html_text and 'data-v="1000000"' in html_text
+
+
 def _h200_case(kind: str, name: str, tmp_path: Path) -> Path | None:
     """Build the report of one H200 fixture; None when the fixture is absent."""
     results = tmp_path / "results"

@@ -47,7 +47,7 @@ def _pointer(rec, pointer: str):
 def _from_files(base: Path):
     def resolve(src: str):
         name, pointer = src.split(":", 1)
-        return _pointer(records.read_record(base / f"{name}.json", KINDS[name.split("/")[0]]), pointer)
+        return _pointer(RC.pointed(base / f"{name}.json", KINDS[name.split("/")[0]]), pointer)
     return resolve
 
 
@@ -118,7 +118,7 @@ def test_h200_capture_first_screen(browser, tmp_path, name):
     out = write_report_files(p["snapshot"], p["diagnosis"], p["plan"], p["comparison"], tmp_path / "results",
                              p["snapshot"].parent / "report.html", perfetto=False)
     got = first_screen(browser, out, _from_files(out.parent), _shot(f"report-first-screen-h200-capture-{name}.png"))
-    diag = records.read_record(p["diagnosis"], "diagnosis")
+    diag = RC.pointed(p["diagnosis"], "diagnosis")
     assert "No comparison yet" in got["text"]
     if diag["next_experiments"]:  # the ranked experiment is on the first screen, with its bound from the record
         assert diag["next_experiments"][0]["candidate_change"] in got["text"]
@@ -132,8 +132,9 @@ def test_synthetic_first_screen_before_and_after_the_attribution_fields(browser,
     recs = load_records(p["snapshot"], p["diagnosis"], p["plan"], p["comparison"])
     # before: the record holds no excess per step (an older diagnosis); the slowest step and its
     # attributed findings stand in
-    old = {**recs.diagnosis, "summary": {k: v for k, v in recs.diagnosis["summary"].items() if k != "slow_steps"},
-           "steps": [{k: v for k, v in st.items() if k != "excess"} for st in recs.diagnosis["steps"]]}
+    d0 = RC.pointed(p["diagnosis"], "diagnosis")  # the record with its steps inline, as version 2 held them
+    old = {**d0, "schema_version": 2, "summary": {k: v for k, v in d0["summary"].items() if k != "slow_steps"},
+           "steps": [{k: v for k, v in st.items() if k != "excess"} for st in d0["steps"]]}
     before_recs = Records(snapshot=recs.snapshot, diagnosis=old, plan=recs.plan, preflights=recs.preflights,
                           executions=recs.executions, comparison=recs.comparison)
     before = tmp_path / "before.html"
@@ -141,7 +142,7 @@ def test_synthetic_first_screen_before_and_after_the_attribution_fields(browser,
     got = first_screen(browser, before, _from_files(p["snapshot"].parent), _shot("report-first-screen-synthetic.png"))
     assert "Slowest:" in got["text"] and "collective wait" in got["text"]
     # after: summary.slow_steps with by_cause, and the comparison's components and sentence
-    diag, comp = RC.with_attribution(recs.diagnosis, recs.comparison)
+    diag, comp = RC.with_attribution(d0, recs.comparison)
     after_recs = Records(snapshot=recs.snapshot, diagnosis=diag, plan=recs.plan, preflights=recs.preflights,
                          executions=recs.executions, comparison=comp)
     after = tmp_path / "after.html"
@@ -179,7 +180,7 @@ def test_cold_loader_first_screen_ranks_the_loader_and_shows_warm_up_once(browse
     out = write_report_files(p["snapshot"], p["diagnosis"], p["plan"], p["comparison"], tmp_path / "results",
                              p["snapshot"].parent / "report.html", perfetto=False)
     got = first_screen(browser, out, _from_files(out.parent), _shot("report-first-screen-cold-loader.png"))
-    diag = records.read_record(p["diagnosis"], "diagnosis")
+    diag = RC.pointed(p["diagnosis"], "diagnosis")
     assert diag["next_experiments"][0]["check"] == "input_starvation"
     assert diag["next_experiments"][0]["candidate_change"] in got["text"]
     assert got["text"].count("once per process") == 1

@@ -75,7 +75,7 @@ def parse(page: str) -> _Shown:
 
 @functools.lru_cache(maxsize=None)
 def _record(path: Path, kind: str) -> dict:
-    return records.read_record(path, kind)
+    return RC.pointed(path, kind)
 
 
 def resolve(base: Path, src: str):
@@ -144,7 +144,7 @@ def test_h200_pipeline_numbers_are_the_records(tmp_path, name):
 
 
 def test_slow_steps_show_the_four_measures_and_every_finding(rich):
-    diag = records.read_record(rich["paths"]["diagnosis"], "diagnosis")
+    diag = RC.pointed(rich["paths"]["diagnosis"], "diagnosis")
     srcs = {n["src"] for n in parse(rich["page"]).numbers}
     listed = model.slow_steps(diag)
     assert listed and listed[0]["slow"]  # rank 1's starved step 3 is the slowest and slow
@@ -196,7 +196,7 @@ def test_collective_wait_is_the_last_ranks_arrival(rich):
     assert r0["wait"] == np.clip(s1 - s0, 0, None).tolist()
     assert r0["wait"][3] == 6 * RC.MS and sum(r0["wait"]) == 6 * RC.MS and max(r1["wait"]) == 0
     # the shading agrees with the diagnosis' own cross-rank finding for that step
-    diag = records.read_record(rich["paths"]["diagnosis"], "diagnosis")
+    diag = RC.pointed(rich["paths"]["diagnosis"], "diagnosis")
     waits = [(st["rank"], st["step_id"], f["explains_ns"]) for st in diag["steps"] for f in st["findings"]
              if f["check"] == "collective_wait" and f["verdict"] == "attributed"]
     assert waits == [(0, 3, 6 * RC.MS)]

@@ -16,7 +16,7 @@ def _results(tmp_path):
 
 def test_first_screen_ranks_the_loader_and_says_warm_up_once(tmp_path):
     p = _results(tmp_path)
-    diag = records.read_record(p["diagnosis"], "diagnosis")
+    diag = RC.pointed(p["diagnosis"], "diagnosis")
     assert diag["next_experiments"][0]["check"] == "input_starvation"
     assert diag["summary"]["warm_up"]["steps"] == 1
     out = write_report_files(p["snapshot"], p["diagnosis"], None, None, tmp_path / "results",
@@ -38,7 +38,7 @@ def test_timeline_marks_pageable_copies(tmp_path):
     p = _results(tmp_path)
     snap = records.read_record(p["snapshot"], "snapshot")
     inc = load_tables(snap, tmp_path / "results")
-    tl = timeline.build(inc, records.read_record(p["diagnosis"], "diagnosis"))
+    tl = timeline.build(inc, RC.pointed(p["diagnosis"], "diagnosis"))
     tracks = {t["id"]: t for t in tl["tracks"]}
     pageable = [t for tid, t in tracks.items() if tid.startswith("memcpy-pageable:")]
     assert len(pageable) == 1 and "PAGEABLE" in pageable[0]["label"] and pageable[0]["count"] == 2

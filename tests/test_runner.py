@@ -10,6 +10,8 @@ import textwrap
 
 import pytest
 
+from workflow_lib.capture.types import StepsOut
+from workflow_lib.trials.types import Execution
 from workflow_lib.plan import job_metric, metric
 from workflow_lib.core import records
 from workflow_lib.trials.runner import FakeRunner, LocalRunner, RetryPolicy, RunRequest, failure_reason
@@ -108,7 +110,8 @@ def test_the_job_metric_is_resolved_into_the_plan_and_checked():
 
 
 def test_job_wall_and_throughput():
-    recs = [{"rank": r, "role": None, "pid": r, "steps_ns": [5, 5], "items": [2, 2], "unusual": []} for r in (0, 1)]
+    recs = [StepsOut(covers="iteration", steps_ns=[5, 5], items=[2, 2], tokens=None, unusual=[], rank=r, role=None, pid=r)
+            for r in (0, 1)]
     assert job_metric.reduce({"job": "wall", "expect_ranks": [0, 1]}, recs, 1000)["values_ns"] == [1000.0]
     assert job_metric.reduce({"job": "throughput", "expect_ranks": [0, 1]}, recs, 1000)["values_ns"] == [1000.0 / 8]
 
@@ -129,16 +132,19 @@ def test_the_end_of_run_line_says_why_runs_failed():
     why = "exit status 1: rank 0 exited: ValueError: MASTER_ADDR expected"
     runs = [{"index": 0, "status": "failed", "error": why}, {"index": 0, "status": "failed", "error": why},
             {"index": 1, "status": "ok", "error": None}]
-    executions = {"b000": {"runs": runs}, "b001": {"runs": runs[2:]}}
+    def block(b, its_runs):
+        return Execution(block=b, plan_digest="0" * 64, preflight_digest="0" * 64, node="n", status="complete", runs=its_runs)
+
+    executions = {"b000": block("b000", runs), "b001": block("b001", runs[2:])}
     assert failure_summary(executions, 2) == f"1 of 2 blocks had failed runs: {why}"
-    assert failure_summary({"b001": {"runs": runs[2:]}}, 1) is None
+    assert failure_summary({"b001": block("b001", runs[2:])}, 1) is None
     import compare_builders as CB
     from workflow_lib.compare.build import compare
 
     pl = CB.plan(CB.design(blocks=6))
     ex, digests, pd = CB.executions(pl, lambda k, arm, i: 1.0, failed=frozenset(
         e["index"] for e in pl["schedule"]["b000"]))
-    rec = compare(pl, ex, digests, pd)
+    rec = compare(*CB.typed_records(pl, ex), digests, pd)
     records.validate(rec, "comparison")
     assert rec["failure_summary"] == "6 of 6 blocks had failed runs: exit status 1"  # the same indices fail in every block
     assert rec["failure_summary"] in verdict_line(rec, "inc-1")

@@ -5,10 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from workflow_lib import demo
+from workflow_lib.capture import demo
 from workflow_lib.plan import build as P
 from workflow_lib.preflight import check as PF
 from workflow_lib.core import records
+from workflow_lib.diagnose import load_diagnosis
 from workflow_lib.snapshot import build as snapshot
 from workflow_lib.trials import block as trials
 from workflow_lib.trials import observe
@@ -35,13 +36,13 @@ def test_each_run_has_its_own_incident_and_diagnosis(tmp_path, monkeypatch, rela
         monkeypatch.chdir(tmp_path)
     rec = trials.run_block(plan, pd, pre, records.digest_of(pre), "b000", tmp_path / "results",
                            "work" if relative_work else work)
-    records.validate(rec, "execution")
-    assert [r["status"] for r in rec["runs"]] == ["ok", "ok"]
-    for r in rec["runs"]:
+    records.validate(rec.to_json(), "execution")
+    assert [r["status"] for r in rec.runs] == ["ok", "ok"]
+    for r in rec.runs:
         cap = r["capture"]
         assert cap["error"] is None and str(Path(cap["incident"]).resolve()).startswith(str(work / "captures"))
-        d = records.read_record(cap["diagnosis"], "diagnosis")
-        assert len(d["steps"]) == 8 and cap["explained_ns"] + cap["unexplained_ns"] == d["summary"]["wall_ns"]
+        d = load_diagnosis(cap["diagnosis"])
+        assert d.n_steps == 8 and cap["explained_ns"] + cap["unexplained_ns"] == d.record["summary"]["wall_ns"]
     assert manifest.read_bytes() == original  # the original incident is untouched
 
 
@@ -55,8 +56,8 @@ def test_each_run_carries_its_components(tmp_path):
     manifest = demo.capture(tmp_path / "inc", ["--steps", "8", "--min-ready", "2", "--producer-ms", "1"])
     cap = observe.diagnose_capture(manifest.parent.parent, skip_steps=2)
     comp = cap["components"]
-    d = records.read_record(cap["diagnosis"], "diagnosis")
-    steps = C.measured_steps(d["steps"], 2)
+    d = load_diagnosis(cap["diagnosis"])
+    steps = d.steps(C.measured_rows(d, 2))
     assert comp["steps"] == len(steps) == 6
     v = comp["values_ns"]
     assert v["wall"] == sum(s["wall_ns"] for s in steps) / 6
@@ -71,7 +72,7 @@ def test_each_run_carries_its_components(tmp_path):
         assert why
         if name in v:
             assert v[name] is None
-    if not d["sources"].get("cupti", {}).get("status") == "observed":
+    if not d.record["sources"].get("cupti", {}).get("status") == "observed":
         assert v["gpu_busy"] is None and "gpu_busy" in comp["unobserved"]
     assert C.value_of(comp, "span:never-recorded") == (0.0, None)
     assert C.value_of(None, "wall")[0] is None

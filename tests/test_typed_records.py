@@ -12,17 +12,20 @@ from pathlib import Path
 
 import pytest
 
+from workflow_lib.capture.types import StepsOut
 from workflow_lib.collectives.types import CollectivesRecord
 from workflow_lib.compare.types import Comparison
 from workflow_lib.core import records
 from workflow_lib.core.errors import RecordError
 from workflow_lib.core.typed import ABSENT, doc, record
 from workflow_lib.core.types import IncidentManifest, Latest
+from workflow_lib.plan.types import Plan
 from workflow_lib.preflight.types import Preflight
 from workflow_lib.snapshot.types import Snapshot
+from workflow_lib.trials.types import Execution
 
 ROOT = Path(__file__).resolve().parents[1]
-CLASSES = [Snapshot, Preflight, Latest, IncidentManifest, CollectivesRecord, Comparison]
+CLASSES = [Snapshot, Preflight, Latest, IncidentManifest, CollectivesRecord, Comparison, Plan, Execution, StepsOut]
 PY_TO_JSON = {str: {"string"}, int: {"integer"}, float: {"number"}, bool: {"boolean"}, dict: {"object"},
               list: {"array"}, type(None): {"null"}}
 
@@ -129,7 +132,8 @@ def test_from_json_refuses_an_unknown_field_and_an_older_version():
 
 
 def test_records_written_by_the_stages_read_back_as_their_class(demo_pipeline):
-    """The demo run's records (snapshot, preflight, latest, manifest, comparison) are instances of their class."""
+    """The demo run's records (snapshot, preflight, latest, manifest, comparison, plan, execution) are
+    instances of their class, and the digests the later records hold are those of the typed records read."""
     res = demo_pipeline.demo
     Snapshot.from_json(records.read_record(res / "snapshot.json", "snapshot"))
     Latest.from_json(records.read_record(res / "latest.json", "latest"))
@@ -139,3 +143,35 @@ def test_records_written_by_the_stages_read_back_as_their_class(demo_pipeline):
     pre = sorted(res.glob("runs/*/preflight/*.json"))
     assert pre, "the demo run wrote no preflight record"
     Preflight.from_json(records.read_record(pre[0], "preflight"))
+    comparison = records.read_record(res / "comparison.json", "comparison")
+    plan = Plan.from_json(records.read_record(res / "plan.json", "plan"))
+    assert plan.digest() == comparison["plan_digest"]
+    executions = sorted(res.glob("runs/*/execution/*.json"))
+    assert executions, "the demo run wrote no execution record"
+    for path in executions:
+        ex = Execution.from_json(records.read_record(path, "execution"))
+        assert ex.plan_digest == plan.digest() and comparison["execution_digests"][ex.block] == ex.digest()
+
+
+NEW_THIS_ROUND = [Plan, Execution, StepsOut]
+
+
+@pytest.mark.parametrize("cls", NEW_THIS_ROUND, ids=lambda c: c.KIND)
+def test_a_field_added_to_one_side_of_plan_execution_or_steps_out_is_caught(cls):
+    schema = copy.deepcopy(records.load_schema(cls.KIND))
+    schema["properties"]["wall_budget_ns"] = {"type": "integer"}
+    assert differences(cls, schema) == ["wall_budget_ns: only in the schema"]
+
+    @record(cls.KIND, version=cls.SCHEMA_VERSION)
+    class Plus(cls):
+        wall_budget_ns: int = doc("a field the schema does not have", optional=True)
+
+    assert differences(Plus, records.load_schema(cls.KIND)) == ["wall_budget_ns: only in Plus"]
+
+
+@pytest.mark.parametrize("cls", NEW_THIS_ROUND, ids=lambda c: c.KIND)
+def test_a_required_field_made_optional_in_the_schema_is_caught(cls):
+    schema = copy.deepcopy(records.load_schema(cls.KIND))
+    first = next(n for n in schema["required"] if n not in ("schema_version", "kind"))
+    schema["required"].remove(first)
+    assert differences(cls, schema) == [f"{first}: required in {cls.__name__} only"]

@@ -71,6 +71,7 @@ from .sources.host import HostSource
 from .sources.nvml import NvmlSampler
 from .sources.sched import SchedSampler
 from .trigger import LatencyTrigger
+from .types import StepsOut
 from . import job, ranks
 from . import writer as writer_module
 from .writer import Job, SnapshotWriter
@@ -98,7 +99,6 @@ SNAPSHOT_WAIT_S = 120.0
 # gap between two step blocks is the loader's next().
 BETWEEN_STEPS = "between_steps"
 DATA_WAIT = "dataloader.next"
-STEPS_OUT_VERSION = 2
 
 
 class _NullSpan:
@@ -795,7 +795,7 @@ class FlightRecorder:
                 out.append(e)
         return out
 
-    def steps_out_record(self) -> dict:
+    def steps_out_record(self) -> StepsOut:
         """The STALLCASE_STEPS_OUT record (schemas/steps_out.schema.json)."""
         n = min(self._steps_seen, len(self._durations))
 
@@ -805,10 +805,9 @@ class FlightRecorder:
                 return None
             return [int(v) if v >= 0 else None for v in vals]
 
-        return {"schema_version": STEPS_OUT_VERSION, "kind": "steps_out", "covers": "iteration",
-                "steps_ns": np.frombuffer(self._durations, dtype=np.int64)[:n].tolist(),
-                "items": work(self._items), "tokens": work(self._tokens), "unusual": self.unusual_events(),
-                "rank": self.rank, "role": self.role, "pid": os.getpid()}
+        return StepsOut(covers="iteration", steps_ns=np.frombuffer(self._durations, dtype=np.int64)[:n].tolist(),
+                        items=work(self._items), tokens=work(self._tokens), unusual=self.unusual_events(),
+                        rank=self.rank, role=self.role, pid=os.getpid())
 
     def _write_steps_out(self) -> None:
         out_dir = os.environ.get(STEPS_OUT_DIR_ENV)
@@ -818,7 +817,7 @@ class FlightRecorder:
         try:
             from ..core import records
 
-            rec = self.steps_out_record()
+            rec = self.steps_out_record().to_json()
             records.validate(rec, "steps_out", where=f"{STEPS_OUT_ENV}={dest}")
             atomic.write_text(dest, json.dumps(rec, separators=(",", ":")) + "\n")
         except OSError as exc:

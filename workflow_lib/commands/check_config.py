@@ -17,6 +17,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..config_check import check_config, check_config_file
     from ..core.errors import StallcaseError
+    from ..report.text import config_file_ok_line
 
     for f in args.files:
         check_config_file(f)  # counts alias expansion on the node graph first
@@ -27,5 +28,5 @@ def run(args: argparse.Namespace) -> int:
                 check_config(config)
             except StallcaseError as exc:  # name the file as well as the key
                 raise StallcaseError(f"{f}: {exc.where}", exc.problem) from None
-        print(f"ok {f}")
+        print(config_file_ok_line(f))
     return 0

@@ -20,7 +20,7 @@ def run(args: argparse.Namespace) -> int:
     from ..collectives import Options, analyze_collectives
     from ..core.errors import StallcaseError
     from ..core.incident import read_incident
-    from ..report.text import collectives_summary_lines
+    from ..report.text import collectives_summary_lines, wrote_line
     from ..core.option_numbers import MIN_WAIT_MS, number
 
     opts = Options() if args.min_wait_ms is None else Options(min_wait_ns=round(number(args.min_wait_ms, "--min-wait-ms", MIN_WAIT_MS) * 1e6))
@@ -29,5 +29,5 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     if args.output:
         records.write_record(args.output, record, "collectives")
-        print(f"wrote {args.output}")
+        print(wrote_line(args.output))
     return 0

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..diagnose import DiagnoseOptions, diagnose_to_file
     from ..core.errors import InputError
-    from ..report.text import collectives_verdict_lines, slow_step_lines
+    from ..report.text import diagnosis_lines
 
     opts = DiagnoseOptions.from_settings(args.step_pattern, args.wait_span, where="--step-pattern/--wait-span")
     out = Path(args.output)
@@ -50,18 +50,6 @@ def run(args: argparse.Namespace) -> int:
             rec = diagnose_to_file(inc, out, options=DiagnoseOptions.from_settings(None, args.wait_span))
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    s = rec["summary"]
-    if "collectives" in rec:  # dump-only incident: the collectives verdict is the diagnosis
-        print(f"wrote {out}: no steps; collectives only")
-        for line in collectives_verdict_lines(rec["collectives"]):
-            print(line)
-        return 0
-    print(f"wrote {out}: {s['steps']} steps, {s['explained_ns'] / 1e6:.3f} of {s['wall_ns'] / 1e6:.3f} ms explained")
-    for line in slow_step_lines(rec):
+    for line in diagnosis_lines(rec, out):
         print(line)
-    for e in rec["next_experiments"][:3]:
-        print(f"  {e['rank']}. {e['check']}: up to {e['recoverable_upper_bound_ns'] / 1e6:.3f} ms ({e['risk']} risk) - {e['candidate_change']}")
-    w = s.get("warm_up")
-    if w:  # once, apart from the ranked experiments: a once-per-process cost is not a per-step fix
-        print(f"warm-up: {w['wall_ns'] / 1e9:.3f} s, once per process ({w['steps']} cold first step(s); not ranked)")
     return 0

@@ -46,12 +46,11 @@ def run(args: argparse.Namespace) -> int:
     from ..config_check import check_config_numbers
     from ..core.errors import StallcaseError
     from ..missing_incident import manifest_path
+    from ..report.text import config_keys_lines, config_ok_lines
 
     if not args.configfiles and not args.config:
-        print(f"configuration keys ({config_errors.CONFIG_SCHEMA}):")
-        for line in config_errors.describe():
-            print(f"  {line}")
-        print("\ncheck a configuration: stallcase doctor config/config.yaml [--config KEY=VALUE ...]")
+        for line in config_keys_lines(config_errors.CONFIG_SCHEMA, config_errors.describe()):
+            print(line)
         return 0
     config: dict = {}
     for f in args.configfiles:
@@ -69,9 +68,10 @@ def run(args: argparse.Namespace) -> int:
     where = " + ".join(args.configfiles + [f"--config {c}" for c in args.config]) or "config"
     config_errors.check(config, where=where)
     check_config_numbers(config, where)
-    print(f"ok: {' + '.join(args.configfiles) or 'the overrides'} match {config_errors.CONFIG_SCHEMA.name}")
+    incident = manifest = None
     if "incident" in config and "incidents_dir" in config:
-        where = manifest_path(config["incidents_dir"], config["incident"])
-        built_in = " (built in: the workflow records it)" if not Path(where).is_file() else ""
-        print(f"ok: incident {config['incident']!r}: {where}{built_in}")
+        incident, manifest = config["incident"], manifest_path(config["incidents_dir"], config["incident"])
+    for line in config_ok_lines(args.configfiles, config_errors.CONFIG_SCHEMA.name, incident, manifest,
+                                built_in=manifest is not None and not Path(manifest).is_file()):
+        print(line)
     return 0

@@ -15,11 +15,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..core import records
     from ..core.incident import read_incident
+    from ..diagnose.stored import load_diagnosis
     from ..report.perfetto import export_perfetto
+    from ..report.text import wrote_line
 
     inc = read_incident(args.incident_dir)
-    diag = records.read_record(args.diagnosis, "diagnosis") if args.diagnosis else None
-    print(f"wrote {export_perfetto(inc, diag, args.output)}")
+    diag = load_diagnosis(args.diagnosis) if args.diagnosis else None
+    print(wrote_line(export_perfetto(inc, diag, args.output)))
     return 0

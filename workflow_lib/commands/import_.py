@@ -42,6 +42,8 @@ def _workload_last(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..report.text import workload_line, wrote_line
+
     if args.format == "kineto":
         from ..importers.kineto import import_kineto
 
@@ -54,6 +56,6 @@ def run(args: argparse.Namespace) -> int:
         from ..capture.workload import attach_workload
 
         workload = attach_workload(out, list(args.workload))
-        print(f"workload: {' '.join(workload['argv'])} (in {workload['cwd']})")
-    print(f"wrote {out}")
+        print(workload_line(workload))
+    print(wrote_line(out))
     return 0

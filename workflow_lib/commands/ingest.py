@@ -21,6 +21,7 @@ def run(args: argparse.Namespace) -> int:
     from ..core.errors import InputError
     from ..core.incident import check_incident_id
     from ..core import layout
+    from ..report.text import snapshot_line
     from ..snapshot.build import ingest
 
     inc = Path(args.incident_dir)
@@ -29,5 +30,5 @@ def run(args: argparse.Namespace) -> int:
     incident_id = check_incident_id(inc.resolve().name, str(inc))
     out = Path(layout.snapshot(str(args.results_dir), incident_id))
     rec = ingest(inc, args.results_dir, out, allow_roots=args.allow_root)
-    print(f"wrote {out}: {len(rec['tables'])} tables, {len(rec['artifacts'])} artifacts")
+    print(snapshot_line(out, rec))
     return 0

@@ -25,6 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..capture.sidecar import record_command
+    from ..report.text import wrote_line
 
     cmd = list(args.command)
     if cmd and cmd[0] == "--":
@@ -33,5 +34,5 @@ def run(args: argparse.Namespace) -> int:
     result = record_command(cmd, incident_id=incident, incidents_dir=args.incidents_dir,
                             step_pattern=args.step_pattern, triggers=args.trigger)
     for p in result.incidents:
-        print(f"wrote {p}", file=sys.stderr)
+        print(wrote_line(p), file=sys.stderr)
     return result.returncode

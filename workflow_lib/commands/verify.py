@@ -21,21 +21,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..core.errors import StallcaseError
+    from ..report.text import verify_lines
     from ..snapshot.verify import Throttled, verify
 
     # Progress only to a terminal: stderr of a pipeline run stays the one error line.
     progress = Throttled(lambda line: print(line, file=sys.stderr, flush=True)) if sys.stderr.isatty() else None
     report = verify(args.root, incidents_dir=args.incidents_dir, clean_temp=args.clean_temp, repair=args.repair,
                     progress=progress)
-    for path, problem in report.corrupt:
-        print(f"corrupt  {path}: {problem}")
-    verb = "removed" if args.clean_temp or args.repair else "leftover"
-    for path, problem in report.unreferenced:
-        print(f"removed  {path}: {problem}")
-    for path, problem in report.leftovers:
-        print(f"{verb:8} {path}: {problem}")
-    print(f"checked {report.objects} store objects, {report.records} records, {report.manifests} incident manifests: "
-          f"{len(report.corrupt)} corrupt, {len(report.leftovers)} leftovers" + (f" ({report.removed} removed)" if report.removed else ""))
+    for line in verify_lines(report, removing=args.clean_temp or args.repair):
+        print(line)
     if report.corrupt:
         path, problem = report.corrupt[0]
         more = f" (and {len(report.corrupt) - 1} more, listed on stdout)" if len(report.corrupt) > 1 else ""

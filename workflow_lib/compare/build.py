@@ -18,9 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import by_component as compare_components, stats
-from ..core import records
+from ..core import records, typed
 from . import verdict as V
 from ..core.errors import RecordError
+from ..plan.types import Plan
+from ..trials.types import Execution
 from .types import SCHEMA_VERSION
 
 MEASURED_ARMS = ("A", "B", "A'")
@@ -66,12 +68,12 @@ class BlockEstimate:
         }
 
 
-def _successful_values(block: str, planned: list[dict], execution: dict) -> tuple[dict[int, float | None], int, int]:
+def _successful_values(block: str, planned: list[dict], execution: Execution) -> tuple[dict[int, float | None], int, int]:
     """Per planned measured index, the metric of its successful attempt (absent if none)."""
     arm_of = {int(r["index"]): r["arm"] for r in planned}
     ok: dict[int, float | None] = {}
     failed_attempts = unusual = 0
-    for run in execution["runs"]:
+    for run in execution.runs:
         index = int(run["index"])
         if arm_of.get(index) != run["arm"]:
             raise RecordError(
@@ -81,7 +83,7 @@ def _successful_values(block: str, planned: list[dict], execution: dict) -> tupl
             )
         if run["arm"] == "warmup":
             continue
-        unusual += bool(run.get("unusual"))
+        unusual += bool(run["unusual"])
         if run["status"] == "ok":
             ok[index] = run["metric_ns"]
         else:
@@ -99,17 +101,17 @@ def _excluded(block: str, status: str, why: str, planned: dict[str, int], **kw) 
     )
 
 
-def block_estimate(block: str, planned: list[dict], execution: dict | None, design: dict, plan_digest: str) -> BlockEstimate:
+def block_estimate(block: str, planned: list[dict], execution: Execution | None, design: dict, plan_digest: str) -> BlockEstimate:
     """Paired estimate for one block; exclusions are reported, errors in the inputs raised."""
     planned_counts = {arm: sum(r["arm"] == arm for r in planned) for arm in MEASURED_ARMS}
     if execution is None:
         return _excluded(block, "missing", "missing_execution", planned_counts)
     where = f"execution/{block}.json"
-    if execution["block"] != block:
-        raise RecordError(where, f"holds block {execution['block']!r}, expected {block!r}")
-    if execution["plan_digest"] != plan_digest:
+    if execution.block != block:
+        raise RecordError(where, f"holds block {execution.block!r}, expected {block!r}")
+    if execution.plan_digest != plan_digest:
         raise RecordError(where, "was run for a different plan (plan_digest differs); rerun the trials for this plan")
-    status = execution["status"]
+    status = execution.status
     ok, failed_attempts, unusual = _successful_values(block, planned, execution)
     measured = [r for r in planned if r["arm"] != "warmup"]
     values = {arm: [ok[r["index"]] for r in measured if r["arm"] == arm and r["index"] in ok] for arm in MEASURED_ARMS}
@@ -166,13 +168,13 @@ def _show(value: float | None, spec: str) -> str:
     return "n/a" if value is None else format(value, spec)
 
 
-def _check_inputs(plan: dict, executions: dict[str, dict], execution_digests: dict[str, str]) -> None:
+def _check_inputs(plan: Plan, executions: dict[str, Execution], execution_digests: dict[str, str]) -> None:
     # Records are validated when read; validating again here keeps compare() safe for
-    # callers that build the dicts themselves (a missing field becomes a one-line error).
-    records.validate(plan, "plan", where="plan.json")
+    # callers that build the records themselves (a wrong field becomes a one-line error).
+    records.validate(plan.to_json(), "plan", where="plan.json")
     for block, execution in executions.items():
-        records.validate(execution, "execution", where=f"execution/{block}.json")
-    unknown = sorted(set(executions) - set(plan["schedule"]))
+        records.validate(execution.to_json(), "execution", where=f"execution/{block}.json")
+    unknown = sorted(set(executions) - set(plan.schedule))
     if unknown:
         raise RecordError(f"execution/{unknown[0]}.json", "block is not in the plan's schedule")
     undigested = sorted(set(executions) ^ set(execution_digests))
@@ -237,13 +239,13 @@ def _aa_note(verdict: str) -> str:
     return "deliberate A/A experiment (candidate = baseline): inconclusive, see the reasons above"
 
 
-def compare(plan: dict, executions: dict[str, dict], execution_digests: dict[str, str], plan_digest: str) -> dict:
+def compare(plan: Plan, executions: dict[str, Execution], execution_digests: dict[str, str], plan_digest: str) -> dict:
     """The comparison record (schemas/comparison.schema.json) for one plan's executions."""
     _check_inputs(plan, executions, execution_digests)
-    design = plan["design"]
+    design = plan.design
     confidence = float(design["confidence"])
     blocks = [
-        block_estimate(bid, runs, executions.get(bid), design, plan_digest) for bid, runs in sorted(plan["schedule"].items())
+        block_estimate(bid, runs, executions.get(bid), design, plan_digest) for bid, runs in sorted(plan.schedule.items())
     ]
     used = [b for b in blocks if b.used]
     d = np.asarray([b.log_ratio for b in used], dtype=float)
@@ -270,7 +272,7 @@ def compare(plan: dict, executions: dict[str, dict], execution_digests: dict[str
         reasons.append(work_note)
         if refuse:
             code = V.INCONCLUSIVE
-    if plan["arms"]["candidate"].get("same_as_baseline", False):
+    if plan.arms["candidate"].get("same_as_baseline", False):
         reasons.append(_aa_note(V.VERDICTS[code]))
     record = _record(plan, plan_digest, execution_digests, blocks, dec, code, reasons, len(used), c.size, excluded)
     summary = failure_summary(executions, len(blocks))
@@ -283,13 +285,13 @@ def compare(plan: dict, executions: dict[str, dict], execution_digests: dict[str
     return record
 
 
-def failure_summary(executions: dict[str, dict], planned: int) -> str | None:
+def failure_summary(executions: dict[str, Execution], planned: int) -> str | None:
     """'6 of 6 blocks failed: exit status 1: rank 0 exited: ValueError: ...': how many blocks
     had a failed run (its last attempt) and the most common reason, so the end of a run says why."""
     failed_blocks, reasons = 0, {}
     for execution in executions.values():
         final = {}
-        for run in execution["runs"]:
+        for run in execution.runs:
             final[run["index"]] = run
         errors = [r["error"] or "failed" for r in final.values() if r["status"] == "failed"]
         if errors:
@@ -306,7 +308,7 @@ def failure_summary(executions: dict[str, dict], planned: int) -> str | None:
 WORK_TOLERANCE = 0.01
 
 
-def work_difference(design: dict, executions: dict[str, dict]) -> tuple[str | None, bool]:
+def work_difference(design: dict, executions: dict[str, Execution]) -> tuple[str | None, bool]:
     """(reason, refuse) when baseline and candidate runs declared different work per step.
 
     Time per step of arms that do different work per step is not a speedup: compared per
@@ -315,7 +317,7 @@ def work_difference(design: dict, executions: dict[str, dict]) -> tuple[str | No
     per = design["metric"].get("per", "step")
     work: dict[str, dict[str, list[float]]] = {"A": {}, "B": {}}
     for execution in executions.values():
-        for run in execution["runs"]:
+        for run in execution.runs:
             if run["status"] != "ok" or run["arm"] == "warmup" or not run.get("work"):
                 continue
             side = work["B" if run["arm"] == "B" else "A"]
@@ -350,15 +352,15 @@ def _scalars(dec: V.Decision | None) -> dict[str, float]:
 
 
 def _record(plan, plan_digest, execution_digests, blocks, dec, code, reasons, used, control_blocks, excluded) -> dict:
-    design, x = plan["design"], _scalars(dec)
+    design, x = plan.design, _scalars(dec)
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": "comparison",
-        "incident_id": plan["incident_id"],
-        "experiment": plan.get("experiment"),
+        "incident_id": plan.incident_id,
+        "experiment": plan.experiment,
         "plan_digest": plan_digest,
         "execution_digests": dict(sorted(execution_digests.items())),
-        "aa_experiment": bool(plan["arms"]["candidate"].get("same_as_baseline", False)),
+        "aa_experiment": bool(plan.arms["candidate"].get("same_as_baseline", False)),
         "metric": {k: design["metric"][k] for k in ("name", "source", "statistic", "unit")},
         "design": {k: design[k] for k in _DESIGN_KEYS},
         "method": {
@@ -400,14 +402,13 @@ def write_comparison(plan_path: str | os.PathLike, execution_paths: list[str | o
     Digests are of the records as read (canonical JSON), so the comparison points at
     exactly the plan and executions it was computed from.
     """
-    plan = records.read_record(plan_path, "plan")
-    executions: dict[str, dict] = {}
+    plan = typed.read(plan_path, Plan)
+    executions: dict[str, Execution] = {}
     digests: dict[str, str] = {}
     for path in execution_paths:
-        rec = records.read_record(path, "execution")
-        block = rec["block"]
-        if block in executions:
-            raise RecordError(path, f"a second execution record for block {block!r}")
-        executions[block], digests[block] = rec, records.digest_of(rec)
-    record = compare(plan, executions, digests, records.digest_of(plan))
+        rec = typed.read(path, Execution)
+        if rec.block in executions:
+            raise RecordError(path, f"a second execution record for block {rec.block!r}")
+        executions[rec.block], digests[rec.block] = rec, rec.digest()
+    record = compare(plan, executions, digests, plan.digest())
     return records.write_record(out_path, record, "comparison")

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..trials import components as K
 from ..trials import job_components
+from ..trials.types import Execution
 from . import verdict as V
 
 MEASURED_ARMS = ("A", "B", "A'")
@@ -62,10 +63,10 @@ def group(name: str) -> str:
 _ORDER = {"wall": 0, "measure": 1, "attribution": 2, "span": 3, "excess": 4, "job": 5}
 
 
-def runs_by_arm(execution: dict) -> dict[str, list[dict | None]]:
+def runs_by_arm(execution: Execution) -> dict[str, list[dict | None]]:
     """Each successful measured run's components (None: the run has no diagnosis)."""
     out: dict[str, list[dict | None]] = {arm: [] for arm in MEASURED_ARMS}
-    for run in execution["runs"]:
+    for run in execution.runs:
         if run["arm"] in out and run["status"] == "ok":
             cap = run.get("capture")
             out[run["arm"]].append(cap.get("components") if cap else None)

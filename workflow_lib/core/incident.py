@@ -51,9 +51,12 @@ def source(status: str, reason: str | None = None, **detail) -> dict:
 
 @dataclass
 class Incident:
-    """A read, verified incident directory."""
+    """A read, verified incident: its manifest and tables."""
 
     path: Path
+    """Where the incident was read from, the path its errors name and that tells it from another
+    incident in one analysis (collectives keys ranks by it): the incident directory (read_incident),
+    or, read back from the store, its snapshot record (snapshot/build.py's load_tables)."""
     manifest: dict
     tables: dict[str, pa.Table]
 

@@ -3,6 +3,7 @@
     <results>/cas/blake3/xx/<62 hex>            the content-addressed store
     <results>/<incident>/snapshot.json          per incident (whatever is planned on it)
     <results>/<incident>/diagnosis.json
+    <results>/<incident>/diagnosis.{steps,findings}.parquet   its per-step tables (diagnosis_tables)
     <results>/<incident>/experiments.json       experiment names bound to environments
     <results>/<incident>/logs/{snapshot,diagnose}.log
     <results>/<incident>/runs/<run>/            one per plan: an A/A, an A/B and each named
@@ -62,6 +63,18 @@ def snapshot(results: str, incident: str) -> str:
 
 def diagnosis(results: str, incident: str) -> str:
     return f"{incident_dir(results, incident)}/diagnosis.json"
+
+
+DIAGNOSIS_TABLES = ("steps", "findings")
+
+
+def diagnosis_tables(record_path: str | os.PathLike) -> dict[str, str]:
+    """The per-step tables beside a diagnosis record (any path: `stallcase diagnose -o` too),
+    named by the record's stem: diagnosis.json -> diagnosis.steps.parquet, diagnosis.findings.parquet."""
+    p = os.fspath(record_path)
+    name = p.rsplit("/", 1)[-1]
+    stem = name.rsplit(".", 1)[0] if "." in name[1:] else name  # as Path.stem: ".hidden" keeps its dot
+    return {t: f"{p[:len(p) - len(name)]}{stem}.{t}.parquet" for t in DIAGNOSIS_TABLES}
 
 
 def collectives(results: str, incident: str) -> str:
@@ -162,13 +175,4 @@ def point_latest(results: str, incident: str, run: str, plan_digest: str) -> lis
             notes.append(f"{p}: not a link (an older results layout); the latest run's is {inc / LATEST / name}")
     latest = Latest(incident_id=incident, run=run, run_dir=f"{RUNS}/{run}", plan_digest=plan_digest)
     records.write_record(latest_record(results, incident), latest.to_json(), "latest")
-    return notes
-
-
-def write_latest(plan_path, results: str, incident: str, run: str, log_path=None) -> list[str]:
-    """Rule entry: point results/<incident>/ at `run` (whose plan is `plan_path`)."""
-    notes = point_latest(results, incident, run, records.digest_of(records.read_record(plan_path, "plan")))
-    if log_path:
-        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(log_path).write_text("".join(n + "\n" for n in notes) or f"latest: {run}\n", encoding="utf-8")
     return notes

@@ -32,7 +32,10 @@ def canonical_bytes(record: Any) -> bytes:
 
 
 def digest_of(record: Any) -> str:
-    """blake3 hex digest of a record's canonical JSON (a record's identity)."""
+    """blake3 hex digest of a record's canonical JSON (a record's identity); a typed record
+    (core/typed.py) gives its own digest(): that of the JSON it was read from."""
+    if hasattr(record, "KIND") and hasattr(record, "digest"):
+        return record.digest()
     return blake3.blake3(canonical_bytes(record)).hexdigest()
 
 
@@ -124,9 +127,12 @@ def validate(record: Any, kind: str, *, where: str | os.PathLike | None = None, 
             raise RecordError(where or f"<{kind} record>", f"violates {kind} schema at {bad}")
 
 
+NOT_FINITE = "record holds NaN or infinity; write null for a missing number"
+
+
 def _check_finite(obj: Any, where: Any) -> None:
     if isinstance(obj, float) and not math.isfinite(obj):
-        raise RecordError(where, "record holds NaN or infinity; write null for a missing number")
+        raise RecordError(where, NOT_FINITE)
     if isinstance(obj, dict):
         for v in obj.values():
             _check_finite(v, where)
@@ -210,6 +216,11 @@ def _check_version(record: dict, kind: str, where) -> None:
     if newest is not None and isinstance(v, int) and not isinstance(v, bool) and v > newest:
         raise RecordError(where, f"schema_version {bounds.show(v)} is newer than this stallcase reads "
                                  f"(newest supported: {newest}); upgrade stallcase")
+    known = _validator(kind).schema.get("properties", {}).get("schema_version", {}).get("enum")
+    if isinstance(known, list) and isinstance(v, int) and not isinstance(v, bool) and v not in known:
+        # said before the schema's first error, which would name some field the version lacks
+        raise RecordError(where, f"schema_version {bounds.show(v)} is not one this stallcase reads "
+                                 f"(it reads {', '.join(map(str, known))})")
 
 
 def _steps_out_1_to_2(rec: dict) -> dict:
@@ -217,17 +228,28 @@ def _steps_out_1_to_2(rec: dict) -> dict:
     return dict(rec, kind="steps_out", covers="body", items=None, tokens=None)
 
 
+def _plan_1_to_2(rec: dict) -> dict:
+    # Version 1 never observed the workload's Python distributions: null is the schema's "not
+    # observed", so preflight has nothing of them to compare (as it had nothing before).
+    return {"python_distributions": None, **rec}
+
+
 # kind -> {version: function turning a record of that version into one of the next}. A reader
 # calls upgrade() once after reading and then sees only the newest shape (pyperf converts old
 # formats once, at load). A kind whose newer version only added optional fields needs no step.
 UPGRADES: dict[str, dict[int, Any]] = {
     "steps_out": {1: _steps_out_1_to_2},
+    "plan": {1: _plan_1_to_2},
 }
 # kind -> {version: what to do instead}: the next version requires what the older record never
 # measured (a culprit order, per-component estimates), so no step can supply it truthfully.
 NOT_UPGRADABLE: dict[str, dict[int, str]] = {
     "collectives": {1: "re-run the collectives rule"},
     "comparison": {1: "re-run the compare rule"},
+    # Not unreadable: version 3 keeps the steps in tables beside the record, which a record
+    # alone cannot become; diagnose.load_diagnosis reads versions 1-3 into one shape.
+    "diagnosis": {v: "read it with workflow_lib.diagnose.load_diagnosis (its steps become the tables in memory)"
+                  for v in (1, 2)},
 }
 
 

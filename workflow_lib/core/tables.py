@@ -119,9 +119,11 @@ def empty(name: str) -> pa.Table:
     return TABLES[name].empty_table()
 
 
-def conform(name: str, table: pa.Table, where: str | os.PathLike = "<table>") -> pa.Table:
-    """Select and cast a table's columns to the contract schema (extra columns dropped)."""
-    schema = TABLES[name]
+def conform(name: str, table: pa.Table, where: str | os.PathLike = "<table>", *, schema: pa.Schema | None = None) -> pa.Table:
+    """Select and cast a table's columns to the contract schema (extra columns dropped); `schema`:
+    another contract than the snapshot's TABLES[name] (a diagnosis' step tables), `name` then
+    only names the table in messages."""
+    schema = TABLES[name] if schema is None else schema
     seen: set[str] = set()
     twice = sorted({c for c in table.column_names if c in seen or seen.add(c)})
     if twice:  # which of the two is the column? Arrow's column() would raise KeyError

@@ -2,23 +2,25 @@
 time) and checks that attribute a delay only with the evidence the attribution needs.
 
     diagnose(incident, incident_id=..., snapshot_digest=..., options=DiagnoseOptions()) -> record
-    diagnose_dir(incident_dir, options=...) -> record  (snapshot_digest = blake3 of manifest.json)
-    diagnose_to_file(incident_dir, out_path) -> record less steps (memory of one rank; spool.py)
+    diagnose_dir(incident_dir, options=...) -> record  (snapshot_digest: its snapshot record's, snapshot/build.py)
+    diagnose_to_file(incident_dir, out_path) -> record written (memory of one rank; spool.py)
+    load_diagnosis(path) -> Diagnosis  (stored.py: the record and its per-step tables)
 
-The record validates against schemas/diagnosis.schema.json.
+diagnose() returns the record with its steps inline (schema version 2's shape); every writer
+stores it as version 3, the steps as two Parquet tables beside the record (step_tables.py,
+stored.write_diagnosis). The record validates against schemas/diagnosis.schema.json.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-import blake3
 import numpy as np
 
 from ..core import records
-from ..core.incident import MANIFEST, Incident
+from ..core.incident import Incident
 from ..core.incident_stream import RankedIncident, read_incident_by_rank
+from ..snapshot import build as snapshot_build
 from . import evidence as evidence_mod
 from . import excess as excess_mod
 from . import job as job_mod
@@ -27,9 +29,11 @@ from .batch import StepFrame
 from .checks import CHECKS, NAMES
 from .checks.base import CheckInput, make_base
 from .steps import step_table
-from .types import DIAGNOSIS_VERSION, DiagnoseOptions, Finding, Intervals, StepWindow
+from .stored import Diagnosis, as_diagnosis, load_diagnosis, table_paths, write_diagnosis
+from .types import INLINE_STEPS_VERSION, DiagnoseOptions, Finding, Intervals, StepWindow
 
-__all__ = ["diagnose", "diagnose_dir", "diagnose_to_file", "DiagnoseOptions", "NAMES"]
+__all__ = ["diagnose", "diagnose_dir", "diagnose_to_file", "DiagnoseOptions", "NAMES", "Diagnosis", "load_diagnosis",
+           "as_diagnosis", "write_diagnosis", "table_paths"]
 
 # Above this many steps in an incident the checks run over all steps of a rank at once
 # (columns.py): per step, ~15 checks of ~10 NumPy calls each cost ~2 ms a step
@@ -68,10 +72,11 @@ def _window_record(ev, lo: int, hi: int, src, origin: int, opts: DiagnoseOptions
 def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, options: DiagnoseOptions | None = None,
              validate: bool = True, collectives: dict | None = None, spool=None, batch: bool | None = None) -> dict:
     """Diagnose every step of every rank; returns a diagnosis record (validated unless the
-    caller writes it with records.write_record, which validates anyway). With a
-    spool.StepSpool, each rank's steps go there as the rank is done (write with spool.write_spooled).
-    `batch`: all steps of a rank at once (diagnose/columns.py) or step by step; by default
-    batched above BATCH_ABOVE steps (the same verdicts and explains either way)."""
+    caller writes it with stored.write_diagnosis, which validates anyway). With a
+    spool.StepSpool, each rank's steps go to its tables as the rank is done and the record has
+    no `steps` (write it with spool.write_spooled). `batch`: all steps of a rank at once
+    (diagnose/columns.py) or step by step; by default batched above BATCH_ABOVE steps (the same
+    verdicts and explains either way)."""
     opts = options or DiagnoseOptions()
     from . import dump_only as coll_diagnosis
 
@@ -109,28 +114,34 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
         if (batch if batch is not None else steps.num_rows > BATCH_ABOVE) and StepFrame.disjoint(starts, ends):
             cols = columns.diagnose_rank(ev, StepFrame(ids, tids, starts, ends), src, opts, m, cold, origin, coll, step_record)
             rows = excess_mod.slow_steps([cols.detail[k] for k in sorted(cols.detail)], opts.slow_step_factor)
-            slow.extend(_growth(rows, {int(ids[k]): k for k in cols.detail}, cols.excess, ev, starts, ends))
-            rank_recs = [columns.step_dict(cols, k) for k in range(sel.size)]
+            pos = {int(ids[k]): k for k in cols.detail}
+            slow.extend(_with_findings(_growth(rows, pos, cols.excess, ev, starts, ends), cols.detail, pos))
             acc.totals = columns.step_totals(cols, acc.totals)
             columns.experiments(cols, acc.experiments)
             acc.job.append(columns.rank_digest(cols))
+            if spool is None:
+                step_records.extend(columns.step_dict(cols, k) for k in range(sel.size))
+            else:
+                spool.add_tables(*columns.tables(cols))
             del cols
         else:
             rank_recs = [step_record(i) for i in range(sel.size)]  # steps, not events
             ref = excess_mod.attach(rank_recs, opts)
             rows = excess_mod.slow_steps(rank_recs, opts.slow_step_factor)
-            slow.extend(_growth(rows, {r["step_id"]: i for i, r in enumerate(rank_recs)}, ref, ev, starts, ends))
+            pos = {r["step_id"]: i for i, r in enumerate(rank_recs)}
+            slow.extend(_with_findings(_growth(rows, pos, ref, ev, starts, ends), dict(enumerate(rank_recs)), pos))
             acc.add(rank_recs)
-        if spool is None:
-            step_records.extend(rank_recs)
-        else:
-            spool.add(rank_recs)
-        del ev, m, rank_recs  # before the next rank's evidence is built
+            if spool is None:
+                step_records.extend(rank_recs)
+            else:
+                spool.add(rank_recs)
+            del rank_recs
+        del ev, m  # before the next rank's evidence is built
     record = diagnosis_record(incident, incident_id, snapshot_digest, opts, step_records, windows, slow, coll, spool, acc)
     if validate and spool is None:
         records.validate(record, "diagnosis")
     elif validate:
-        spool.validate(record)  # its steps are on disk: the same sample, read back
+        spool.validate(record)  # its steps were checked row by row as they went to the tables
     return record
 
 
@@ -166,7 +177,7 @@ def diagnosis_record(incident: Incident, incident_id: str, snapshot_digest: str,
     if job is not None:
         summary["job"] = job
     return {
-        "schema_version": DIAGNOSIS_VERSION,
+        "schema_version": INLINE_STEPS_VERSION,
         "kind": "diagnosis",
         "incident_id": incident_id,
         "snapshot_digest": snapshot_digest,
@@ -174,7 +185,7 @@ def diagnosis_record(incident: Incident, incident_id: str, snapshot_digest: str,
         "sources": {name: {"status": s.get("status"), "reason": s.get("reason")}
                     for name, s in sorted(incident.manifest.get("sources", {}).items())},
         "checks": list(NAMES),
-        "steps": steps if spool is None else spool.steps(),
+        **({"steps": steps} if spool is None else {}),
         "summary": summary,
         "next_experiments": job_mod.experiments(job, experiments),
     }
@@ -263,6 +274,15 @@ def _growth(rows: list[dict], pos: dict, ref: dict, ev, starts, ends) -> list[di
     return rows
 
 
+def _with_findings(rows: list[dict], recs: dict, pos: dict) -> list[dict]:
+    """The slow steps with their findings in full: the report's first screen reads them
+    from the record, never from the tables (whose evidence may be kept for these steps only).
+    `recs`: row -> step record (at least the slow ones); `pos`: step id -> row."""
+    for r in rows:
+        r["findings"] = recs[pos[r["step_id"]]]["findings"]
+    return rows
+
+
 def _summary(steps: list[dict], windows: list[dict], slow: list[dict] | None = None) -> dict:
     return _summary_of(step_totals(steps), windows, slow)
 
@@ -304,38 +324,32 @@ def _summary_of(totals: dict, windows: list[dict], slow: list[dict] | None = Non
     return out
 
 
-def manifest_digest(incident_dir: str | os.PathLike) -> str:
-    """The snapshot digest of an incident directory: blake3 of its manifest.json bytes."""
-    return blake3.blake3((Path(incident_dir) / MANIFEST).read_bytes()).hexdigest()
-
-
 def diagnose_dir(incident_dir: str | os.PathLike, *, options: DiagnoseOptions | None = None,
                  out_path: str | os.PathLike | None = None) -> dict:
-    """Read an incident directory, diagnose it, and (if out_path) write the record atomically."""
+    """Read an incident directory, diagnose it, and (if out_path) write the record and its
+    tables atomically (stored.write_diagnosis). Returns the record with its steps inline."""
     inc = read_incident_by_rank(incident_dir)  # rank by rank: memory follows one rank's rows
-    record = diagnose(inc, incident_id=inc.manifest["incident_id"], snapshot_digest=manifest_digest(incident_dir), options=options,
+    record = diagnose(inc, incident_id=inc.manifest["incident_id"], snapshot_digest=snapshot_build.snapshot_digest(incident_dir, inc.manifest), options=options,
                       validate=out_path is None)
     if out_path is not None:
-        records.write_record(out_path, record, "diagnosis")
+        write_diagnosis(out_path, record)
     return record
 
 
 def diagnose_to_file(incident_dir: str | os.PathLike, out_path: str | os.PathLike, *,
                      options: DiagnoseOptions | None = None) -> dict:
-    """diagnose_dir(out_path=...) in memory bounded by one rank: the tables are read rank by
-    rank and the steps go to disk as each rank is done (spool.py). The file is the same;
-    returns the record less its `steps` (they are in the file)."""
+    """diagnose_dir(out_path=...) in memory bounded by one rank: the incident's tables are read
+    rank by rank and the steps go to the diagnosis' tables as each rank is done (spool.py).
+    The files are the same; returns the record written (its steps are in the tables)."""
     from .spool import StepSpool, write_spooled
 
     inc = read_incident_by_rank(incident_dir)
     with StepSpool(out_path) as spool:
-        record = diagnose(inc, incident_id=inc.manifest["incident_id"], snapshot_digest=manifest_digest(incident_dir),
+        record = diagnose(inc, incident_id=inc.manifest["incident_id"], snapshot_digest=snapshot_build.snapshot_digest(incident_dir, inc.manifest),
                           options=options, validate=False, spool=spool)
-        if isinstance(record["steps"], list):  # dump-only, or few steps: a plain record
-            records.write_record(out_path, record, "diagnosis")
-        else:
-            write_spooled(out_path, record, spool)
-    return {k: v for k, v in record.items() if k != "steps"}
+        if "steps" in record:  # dump-only: the record was built without the spool
+            return write_diagnosis(out_path, record)
+        return write_spooled(out_path, record, spool)
 
 
 def diagnose_snapshot_file(snapshot_path: str | os.PathLike, store_root: str | os.PathLike, out_path: str | os.PathLike,
@@ -353,5 +367,5 @@ def diagnose_snapshot_file(snapshot_path: str | os.PathLike, store_root: str | o
     coll = records.read_record(collectives_path, "collectives") if collectives_path is not None else None
     record = diagnose(inc, incident_id=snap["incident_id"], snapshot_digest=records.digest_of(snap), options=options,
                       collectives=coll, validate=False)
-    records.write_record(out_path, record, "diagnosis")  # validates it: once
+    write_diagnosis(out_path, record)  # validates it: once
     return record

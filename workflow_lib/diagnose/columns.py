@@ -130,7 +130,7 @@ def _take_record(cols: RankColumns, k: int, rec: dict) -> None:
 
 
 def step_dict(cols: RankColumns, k: int) -> dict:
-    """Step k as a step record; the evidence is the per-step path's where kept, else {}."""
+    """Step k as a step record; the evidence is the per-step path's where kept, else None."""
     if k in cols.detail:
         return cols.detail[k]
     fr = cols.frame
@@ -141,7 +141,7 @@ def step_dict(cols: RankColumns, k: int) -> dict:
                gaps={"count": int(cols.gaps_count[k]), "total_ns": int(cols.gaps_total_ns[k]),
                      "longest": cols.gaps_longest.of(k)},
                findings=[{"check": name, "verdict": FINDING_VERDICTS[int(cols.verdict[k, j])],
-                          "explains_ns": int(cols.explains_ns[k, j]), "evidence": {},
+                          "explains_ns": int(cols.explains_ns[k, j]), "evidence": None,
                           "missing": list(cols.missing[j][int(cols.missing_code[k, j])])} for j, name in enumerate(NAMES)],
                explained_ns=int(cols.explained_ns[k]), unexplained_ns=int(fr.wall[k] - cols.explained_ns[k]))
     excess_mod.fill_record(rec, cols.excess, k)
@@ -212,3 +212,89 @@ def rank_digest(cols: RankColumns) -> dict | None:
     return {"rank": cols.rank, "walls": walls, "cause": {"check": top, "explains_ns": totals.get(top, 0) if top else 0},
             "spans": [n for n, _ in sorted(names.items(), key=lambda kv: -kv[1])[:MAX_LINKED_SPANS]],
             "wait_ns": totals.get("collective_wait", 0)}
+
+
+# The two tables of step_tables.py straight from the columns: no dict per step. Text columns
+# (the longest gaps, the excess) are canonical JSON as step_tables.canonical writes them; the
+# evidence is kept for the steps in `detail` only (null elsewhere).
+
+def _longest_json(lg: Longest, n: int) -> list[str]:
+    one = [f'{{"end_ns":{e},"length_ns":{g},"start_ns":{s}}}'
+           for s, e, g in zip(lg.start_ns.tolist(), lg.end_ns.tolist(), lg.length_ns.tolist())]
+    off = lg.offsets.tolist()
+    return ["[" + ",".join(one[off[k]:off[k + 1]]) + "]" for k in range(n)]
+
+
+def _excess_json(ex: dict, n: int) -> list:
+    if not ex:
+        return [None] * n
+    causes = ex["causes"]
+    by, exc, une, inc = ex["by_cause"], ex["excess_ns"].tolist(), ex["unexplained_ns"].tolist(), ex["in_comp"].tolist()
+    nz = by > 0
+    typical = ex["typical_ns"]
+    out = []
+    for k in range(n):  # one short string per step
+        if not inc[k]:
+            out.append(None)
+            continue
+        parts = ",".join(f'"{causes[i]}":{int(by[k, i])}' for i in np.flatnonzero(nz[k]).tolist())
+        out.append(f'{{"by_cause":{{{parts}}},"excess_ns":{exc[k]},"typical_ns":{typical},"unexplained_ns":{une[k]}}}')
+    return out
+
+
+def tables(cols: RankColumns):
+    """(steps table, findings table) of step_tables.py for the rank's steps."""
+    import pyarrow as pa
+
+    from . import step_tables as st
+
+    fr, n, nc = cols.frame, cols.frame.n, len(NAMES)
+    i64, f64 = pa.int64(), pa.float64()
+
+    def ints(v):
+        return pa.nulls(n, i64) if v is None else pa.array(np.asarray(v, _I64), i64)
+
+    m = cols.measures
+    of = pa.nulls(n, f64)
+    if cols.kernels_observed:
+        of = pa.array([measures.overlap_factor(a, b) for a, b in zip(m["kernel_sum_ns"].tolist(), m["busy_ns"].tolist())], f64)
+    data = {
+        "step_id": ints(fr.ids), "rank": pa.nulls(n, i64) if cols.rank is None else pa.array(np.full(n, cols.rank, _I64), i64),
+        "thread_id": ints(fr.tids), "start_ns": ints(fr.starts + cols.origin_ns), "end_ns": ints(fr.ends + cols.origin_ns),
+        "wall_ns": ints(fr.wall), **{k: ints(m[k]) for k in ("kernel_sum_ns", "busy_ns", "idle_ns", "host_api_ns", "host_sync_api_ns")},
+        "overlap_factor": of, "gaps_count": ints(cols.gaps_count), "gaps_total_ns": ints(cols.gaps_total_ns),
+        "gaps_longest_json": pa.array(_longest_json(cols.gaps_longest, n), pa.string()),
+        "explained_ns": ints(cols.explained_ns), "unexplained_ns": ints(cols.unexplained_ns),
+        "excess_json": pa.array(_excess_json(cols.excess, n), pa.string()),
+    }
+    steps_tbl = pa.Table.from_arrays([data[f.name] for f in st.STEPS_SCHEMA], schema=st.STEPS_SCHEMA)
+    # Findings: one row per (step, check), checks in NAMES order.
+    texts: list[str] = []
+    code_of: list[np.ndarray] = []
+    for j in range(nc):
+        local = []
+        for t in cols.missing[j]:
+            s = st.canonical(list(t))
+            if s not in texts:
+                texts.append(s)
+            local.append(texts.index(s))
+        code_of.append(np.asarray(local, np.int32))
+    missing = np.stack([code_of[j][cols.missing_code[:, j]] for j in range(nc)], axis=1).ravel() if n else np.zeros(0, np.int32)
+    share = cols.excess["share"].ravel() if cols.excess else np.full(n * nc, np.nan)
+    ev_idx = np.full(n * nc, -1, np.int64)
+    ev_text: list[str] = []
+    for k in sorted(cols.detail):
+        for j, f in enumerate(cols.detail[k]["findings"]):
+            ev_idx[k * nc + j] = len(ev_text)
+            ev_text.append(st.canonical(f["evidence"]))
+    evidence = pa.DictionaryArray.from_arrays(pa.array(ev_idx, i64, mask=ev_idx < 0), pa.array(ev_text, pa.string())).cast(pa.string())
+    findings_tbl = pa.Table.from_arrays([
+        pa.array(np.repeat(np.arange(n, dtype=_I64), nc), i64),
+        pa.DictionaryArray.from_arrays(pa.array(np.tile(np.arange(nc, dtype=np.int8), n), pa.int8()), pa.array(list(NAMES))),
+        pa.DictionaryArray.from_arrays(pa.array(cols.verdict.ravel().astype(np.int8), pa.int8()), pa.array(list(FINDING_VERDICTS))),
+        pa.array(cols.explains_ns.ravel(), i64),
+        pa.array(share, f64, mask=np.isnan(share)),
+        pa.DictionaryArray.from_arrays(pa.array(missing.astype(np.int32), pa.int32()), pa.array(texts, pa.string())),
+        evidence,
+    ], schema=st.FINDINGS_SCHEMA)
+    return steps_tbl, findings_tbl

@@ -1,96 +1,78 @@
-"""A diagnosis' steps on disk as they are made, rank by rank, and the record written from there.
+"""A diagnosis' steps to its tables as they are made, rank by rank, and the record written from there.
 
 A step record is ~9 KB of Python objects (3 KB of JSON): 16 ranks x 3,313 steps held ~480 MiB
 until the record was written, and a 1M-step incident would hold ~9 GB (issue 26). Here each
-rank's steps are encoded as soon as the rank is diagnosed, into two unnamed temp files (the
-line the pretty file will hold, the canonical text the digest is over); the summary's sums are
-made rank by rank beside it (diagnose.Sums). The record keeps its shape: `steps` is a json_pretty.Encoded
-array, laid out byte for byte as the list would be, and validated as records.validate validates
-a long array: the full schema on the same sample (read back from the spool), every step's
-field set against the sample's, every number finite.
+rank's steps become rows of the diagnosis' two Parquet tables (stored.TablesWriter: checked row
+by row, written as one row group per rank) as soon as the rank is diagnosed: from its step
+records, or as the batched path's columns (columns.tables); the summary's sums are made rank by
+rank beside it (diagnose.Sums). The record has no `steps`; write_spooled writes
+it, last, naming the tables: the same files stored.write_diagnosis writes from the whole list.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 
-from ..core import json_pretty, records
-from ..core.errors import RecordError
-
-_KEY = records.SAMPLED_ARRAYS["diagnosis"]
+from ..core import records
+from .stored import TablesWriter, record_of
 
 
 class StepSpool:
     def __init__(self, where: str | os.PathLike):
         self.where = where
         self.n = 0
-        self._shapes: dict[frozenset, int] = {}  # field set -> first step holding it
-        self._pretty = tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n")
-        self._canon = tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n")
+        self.tables = TablesWriter(where)
+        self._open = False
 
     def close(self) -> None:
-        self._pretty.close()
-        self._canon.close()
+        """Without write_spooled, nothing is left behind."""
+        if self._open:
+            self.tables.__exit__(None, None, None)
+            self._open = False
 
     def __enter__(self) -> "StepSpool":
         return self
 
     def __exit__(self, *exc) -> None:
-        self.close()
+        if self._open:
+            self.tables.__exit__(*exc)
+            self._open = False
+
+    def _opened(self) -> None:
+        if not self._open:  # opened on the first rank: a dump-only diagnosis never writes here
+            self.tables.__enter__()
+            self._open = True
 
     def add(self, steps: list[dict]) -> None:
         """One rank's step records, in record order; they may be dropped once added."""
+        self._opened()
         for st in steps:
             records._check_finite(st, self.where)
-            self._shapes.setdefault(frozenset(st), self.n)
-            try:
-                # One line each: JSON text escapes newlines; the files split on "\n" only.
-                self._pretty.write(json_pretty._ONE_LINE.encode(st) + "\n")
-                self._canon.write(json_pretty._CANON.encode(st) + "\n")
-            except UnicodeEncodeError as exc:
-                raise RecordError(self.where, f"record holds text that is not valid Unicode ({exc.reason}: "
-                                              f"{exc.object[exc.start:exc.end]!r})") from None
-            self.n += 1
+        self.tables.add(steps)
+        self.n += len(steps)
 
-    def _lines(self, fh):
-        fh.flush()
-        fh.seek(0)
-        for line in fh:
-            yield line[:-1]
-
-    def steps(self):
-        """The `steps` value: an Encoded array, or the list itself when short (its layout differs)."""
-        if self.n > json_pretty.LONG_ARRAY:
-            return json_pretty.Encoded(self.n, lambda: self._lines(self._pretty), lambda: self._lines(self._canon))
-        return [json.loads(line) for line in self._lines(self._canon)]
-
-    def sample(self) -> tuple[list[dict], list[int]]:
-        """(the steps records.validate checks against the full schema, their positions)."""
-        idx = records.sample_index(self.n) if self.n > records.SAMPLE_ABOVE else list(range(self.n))
-        want, out = set(idx), []
-        for i, line in enumerate(self._lines(self._canon)):
-            if i in want:
-                out.append(json.loads(line))
-        return out, idx
+    def add_tables(self, steps_tbl, findings_tbl) -> None:
+        """One rank's steps as the two tables (columns.tables; step rows relative to this rank)."""
+        self._opened()
+        self.tables.add_tables(steps_tbl, findings_tbl)
+        self.n += steps_tbl.num_rows
 
     def validate(self, record: dict) -> None:
-        """records.validate of `record` as if its steps were the list: sample, shapes, finite."""
-        items, idx = self.sample()
-        records._check_finite({k: v for k, v in record.items() if k != _KEY}, self.where)
-        records.validate(dict(record, **{_KEY: items}), "diagnosis", where=self.where, positions=idx)
-        self._check_shapes(items)
-
-    def _check_shapes(self, items: list[dict]) -> None:
-        seen = {frozenset(it) for it in items}
-        bad = [i for shape, i in self._shapes.items() if shape not in seen]
-        if bad:
-            raise RecordError(self.where, f"violates diagnosis schema at {_KEY}/{min(bad)}: fields differ from every "
-                                          f"validated {_KEY} item")
+        """records.validate of `record` less its steps (they were checked row by row as added)."""
+        records._check_finite(record, self.where)
+        records.validate(dict(record, steps=[]), "diagnosis", where=self.where)
 
 
-def write_spooled(path: str | os.PathLike, record: dict, spool: StepSpool) -> str:
-    """Validate and write a diagnosis whose steps are in `spool`; returns its digest."""
-    spool.validate(record)
-    return records.write_validated(path, record)
+def write_spooled(path: str | os.PathLike, record: dict, spool: StepSpool) -> dict:
+    """Validate and write a diagnosis whose steps are in `spool`'s tables: the tables are
+    finished and renamed into place, then the record is written. Returns the record written."""
+    if not spool._open:  # no step at all: empty tables
+        spool.tables.__enter__()
+        spool._open = True
+    rec = record_of(record, spool.tables.close())
+    records._check_finite(rec, path)
+    records.validate(rec, "diagnosis", where=path)
+    spool.tables.__exit__(None, None, None)
+    spool._open = False
+    records.write_validated(path, rec)
+    return rec

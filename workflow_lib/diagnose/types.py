@@ -9,8 +9,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 # Version history of the diagnosis record (schemas/diagnosis.schema.json): 1 first version;
-# 2 excess attribution (optional fields: readers treat them absent as not available).
-DIAGNOSIS_VERSION = 2
+# 2 excess attribution (optional fields: readers treat them absent as not available);
+# 3 per-step results as two Parquet tables beside the record (`step_tables`; issue 26,
+# diagnose/step_tables.py, diagnose/stored.py). Versions 1 and 2 still read (stored.load_diagnosis).
+DIAGNOSIS_VERSION = 3
+# diagnose() builds the record with its steps inline, step by step: the version-2 shape, which
+# every writer stores as version 3 (stored.write_diagnosis) and every reader reads as one shape.
+INLINE_STEPS_VERSION = 2
 
 # A finding's verdict (schemas/diagnosis.schema.json); compare/verdict.py's VERDICTS are the comparison's.
 FINDING_VERDICTS = ("attributed", "unresolved", "not_applicable")

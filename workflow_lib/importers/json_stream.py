@@ -25,7 +25,10 @@ from typing import Callable, TypeVar
 from ..core import bounds, safe_io
 from ..core.errors import InputError
 
-CHUNK_BYTES = 2 << 20          # cut the event array into ~2 MiB pieces (peak memory ~ a few pieces)
+# Cut the event array into ~2 MiB pieces (peak memory ~ a few pieces). The cut points decide
+# the Arrow chunks, and those the Parquet pages, so the incident's bytes (its digests): 4 MiB
+# pieces parsed 1M events in ~0.5 s less CPU, and changed the kernels table's bytes.
+CHUNK_BYTES = 2 << 20
 MAX_VALUE_BYTES = 256 << 20    # one event or one metadata value larger than this is refused
 _READ_BYTES = 1 << 20
 _NONWS = re.compile(rb"[^ \t\r\n]")
@@ -65,12 +68,14 @@ class _Buffer:
         self.fh.close()
         self.raw.close()
 
-    def fill(self) -> bool:
-        """Append one block; False at end of input."""
+    def fill(self, at_least: int = _READ_BYTES) -> bool:
+        """Append `at_least` bytes rounded up to whole _READ_BYTES blocks, in one read and one
+        copy of the window (not one copy per block); False at end of input. The window ends
+        where block-by-block reads would end it, so pieces are cut where they always were."""
         if self.eof:
             return False
         try:
-            block = self.fh.read(_READ_BYTES)
+            block = self.fh.read(-(-max(at_least, 1) // _READ_BYTES) * _READ_BYTES)
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
             raise InputError(self.path, f"cannot read trace ({str(exc).splitlines()[0][:200]})") from None
         if not block:
@@ -129,7 +134,7 @@ def _events(b: _Buffer, parse: Callable[[bytes], T], on_piece: Callable[[T], Non
         b.pos += 1
         return
     while True:
-        while len(b.buf) - b.pos < CHUNK_BYTES and b.fill():
+        while (short := CHUNK_BYTES - (len(b.buf) - b.pos)) > 0 and b.fill(short):
             pass
         got = _parse_prefix(b, parse)
         if got is None:

@@ -90,11 +90,11 @@ def _read_one(path: Path) -> tuple[dict[str, list[pa.Table]], dict]:
     parts: dict[str, list[pa.Table]] = {}
     kept = [0]
 
-    def on_piece(arr: pa.StructArray) -> None:
-        kept[0] += len(arr)
+    def on_piece(ev: ke.Events) -> None:
+        kept[0] += ev.kept
         if kept[0] > bounds.MAX_TRACE_EVENTS:  # memory is a multiple of the kept events
             raise InputError(path, f"trace holds more than {bounds.MAX_TRACE_EVENTS} kept events (the limit for one trace)")
-        for name, t in _split(arr).items():
+        for name, t in _split(ev).items():
             if t.num_rows:
                 parts.setdefault(name, []).append(t)
 
@@ -124,50 +124,55 @@ def _rank_of(meta: dict, position: int, path: Path) -> int:
     return position
 
 
-def _split(arr: pa.StructArray) -> dict[str, pa.Table]:
-    """One piece of kept events -> per-table columns, times as Kineto us (ts_us, dur_us)."""
-    cat = pc.utf8_lower(arr.field("cat"))
+def _split(ev: ke.Events) -> dict[str, pa.Table]:
+    """One piece's events -> per-table columns, times as Kineto us (ts_us, dur_us). Each column
+    is filtered by its table's mask, never the nested event struct as a whole (that filter
+    cost more than the parse's conversion)."""
+    arr = ev.arr
     args = arr.field("args")
-    ts, dur = arr.field("ts"), pc.fill_null(arr.field("dur"), 0.0)
 
-    def mask(cats):
-        return pc.fill_null(pc.is_in(cat, pa.array(cats)), False)
+    def cols(m, *names):
+        return [arr.field(n).filter(m) for n in names]
 
-    def dim(lists, i):
-        ok = pc.fill_null(pc.greater(pc.list_value_length(lists), i), False)
-        vals = pc.list_element(pc.if_else(ok, lists, pa.scalar([0, 0, 0], pa.list_(pa.int64()))), i)
-        return pc.if_else(ok, vals, pa.scalar(None, pa.int64()))
+    def arg(m, *names):
+        return [args.field(n).filter(m) for n in names]
 
     out = {}
-    m = mask(ke.KERNEL)
-    a = args.filter(m)
-    grid, block = a.field("grid"), a.field("block")
+    m = ev.mask(ke.KERNEL_T)
+    name, pid, tid, ts, dur = cols(m, "name", "pid", "tid", "ts", "dur")
+    device, stream, corr, grid, block = arg(m, "device", "stream", "correlation", "grid", "block")
     out["kernels"] = pa.table({
-        "name": arr.field("name").filter(m), "device": pc.coalesce(a.field("device"), arr.field("pid").filter(m), 0),
-        "stream": pc.coalesce(a.field("stream"), arr.field("tid").filter(m), 0), "correlation_id": a.field("correlation"),
-        "ts_us": ts.filter(m), "dur_us": dur.filter(m),
-        "grid_x": dim(grid, 0), "grid_y": dim(grid, 1), "grid_z": dim(grid, 2),
-        "block_x": dim(block, 0), "block_y": dim(block, 1), "block_z": dim(block, 2),
+        "name": name, "device": pc.coalesce(device, pid, 0), "stream": pc.coalesce(stream, tid, 0), "correlation_id": corr,
+        "ts_us": ts, "dur_us": pc.fill_null(dur, 0.0),
+        **dict(zip(("grid_x", "grid_y", "grid_z"), _dims(grid))), **dict(zip(("block_x", "block_y", "block_z"), _dims(block))),
     })
-    m = mask(ke.MEMCPY + ke.MEMSET)
-    a = args.filter(m)
+    m = ev.mask(ke.COPY_T)
+    name, pid, tid, ts, dur = cols(m, "name", "pid", "tid", "ts", "dur")
+    device, stream, nbytes, corr = arg(m, "device", "stream", "bytes", "correlation")
     out["memcpy"] = pa.table({
-        "name": arr.field("name").filter(m), "is_set": mask(ke.MEMSET).filter(m),
-        "device": pc.coalesce(a.field("device"), arr.field("pid").filter(m), 0),
-        "stream": pc.coalesce(a.field("stream"), arr.field("tid").filter(m), 0), "bytes": a.field("bytes"),
-        "correlation_id": a.field("correlation"), "ts_us": ts.filter(m), "dur_us": dur.filter(m),
+        "name": name, "is_set": pa.array(ev.is_set[ev.table == ke.COPY_T]),
+        "device": pc.coalesce(device, pid, 0), "stream": pc.coalesce(stream, tid, 0), "bytes": nbytes,
+        "correlation_id": corr, "ts_us": ts, "dur_us": pc.fill_null(dur, 0.0),
     })
-    m = mask(ke.RUNTIME)
+    m = ev.mask(ke.RUNTIME_T)
+    name, tid, ts, dur = cols(m, "name", "tid", "ts", "dur")
     out["runtime_api"] = pa.table({
-        "name": arr.field("name").filter(m), "thread_id": pc.fill_null(arr.field("tid").filter(m), 0),
-        "correlation_id": args.filter(m).field("correlation"), "ts_us": ts.filter(m), "dur_us": dur.filter(m),
+        "name": name, "thread_id": pc.fill_null(tid, 0), "correlation_id": arg(m, "correlation")[0], "ts_us": ts,
+        "dur_us": pc.fill_null(dur, 0.0),
     })
-    m = mask(ke.HOST)
-    out["spans"] = pa.table({
-        "name": arr.field("name").filter(m), "thread_id": pc.fill_null(arr.field("tid").filter(m), 0),
-        "ts_us": ts.filter(m), "dur_us": dur.filter(m),
-    })
+    m = ev.mask(ke.HOST_T)
+    name, tid, ts, dur = cols(m, "name", "tid", "ts", "dur")
+    out["spans"] = pa.table({"name": name, "thread_id": pc.fill_null(tid, 0), "ts_us": ts, "dur_us": pc.fill_null(dur, 0.0)})
     return out
+
+
+def _dims(lists: pa.ListArray) -> list[pa.Array]:
+    """The first three elements of each list (grid or block x, y, z): null past a list's end,
+    for a null list, or where the element is null. One take per dimension."""
+    start = lists.offsets.to_numpy()
+    length = np.diff(start)
+    valid = lists.is_valid().to_numpy(zero_copy_only=False)
+    return [lists.values.take(pa.array(start[:-1] + i, mask=~(valid & (length > i)))) for i in range(3)]
 
 
 # Largest ns value an int64 timeline holds, with room for the duration added to it.
@@ -180,7 +185,7 @@ def _finish(parts: dict[str, list[pa.Table]], rank: int, base_ns: int, shift_us:
     out = {}
     for name in ("kernels", "memcpy", "runtime_api", "spans"):
         pieces = parts.get(name)
-        t = pa.concat_tables(pieces) if pieces else _split(pa.array([], type=ke.EVENT))[name]
+        t = pa.concat_tables(pieces) if pieces else _split(ke.classify(pa.array([], type=ke.EVENT)))[name]
         ts = t["ts_us"].to_numpy()
         dur = t["dur_us"].to_numpy()
         bounds.no_negative(dur, "dur", where, f"{name} event")

@@ -1,4 +1,4 @@
-"""Regression plan: what the trials run, pinned by digest, and how to rebuild it.
+"""Regression plan: what the trials run, pinned by digest (rebuild.py rebuilds it on a node).
 
 The plan names the incident's artifacts (source, binaries, libraries, inputs) by blake3
 digest, the workload as an argv list (never a shell string) with an allow-listed
@@ -13,41 +13,17 @@ sources here, so the candidate's files are stored and pinned before any trial ru
 from __future__ import annotations
 
 import os
-import shutil
-from pathlib import Path
 from typing import Any
 
 from ..core import records
-from ..core.cas import CAS, hash_file
+from ..core.cas import CAS
 from ..core.errors import MissingArtifact, StallcaseError
 from . import candidate as candidate_lib
 from ..capture.provenance import allowed_env
 from .metric import resolve as resolve_metric
+from .rebuild import NODE_ENV
+from .types import Plan
 from .schedule import make_schedule
-
-# Version history of the plan record (schemas/plan.schema.json): 1 first version; 2 adds
-# python_distributions and schedule[].warms (optional, so version 1 plans read unchanged).
-PLAN_VERSION = 2
-
-# Environment variables the node provides at trial time, never taken from the plan:
-# they describe where the job runs (the scheduler's GPU, the node's paths and libraries),
-# not what it computes. The capture records CUDA_VISIBLE_DEVICES, LD_PRELOAD,
-# LD_LIBRARY_PATH and PYTHONPATH for information; a plan copying them would time the
-# captured GPU while preflight watches the allocated one, and would let a hostile manifest
-# preload a library into every trial run. So the plan drops them and the runner never
-# takes them from a plan, even a hand-edited one.
-NODE_OWNED = ("CUDA_VISIBLE_DEVICES", "LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONPATH")
-NODE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SLURM_JOB_ID", *NODE_OWNED)
-
-
-def trial_env(plan_env: dict, extra: dict, node_env=None) -> dict:
-    """A trial run's environment: the node's own NODE_ENV names, the plan's other names, then `extra`."""
-    node = os.environ if node_env is None else node_env
-    env = {k: node[k] for k in NODE_ENV if k in node}
-    env.update({k: v for k, v in plan_env.items() if k not in NODE_ENV})
-    env.update(extra)
-    return env
-
 
 def _plan_env(env: dict) -> dict:
     return {k: v for k, v in allowed_env(env).items() if k not in NODE_ENV}
@@ -56,24 +32,6 @@ def _plan_env(env: dict) -> dict:
 def _sources(artifacts: list[dict]) -> list[dict]:
     return sorted(({"relpath": a["relpath"], "digest": a["digest"]} for a in artifacts
                    if a["role"] == "source" and a.get("relpath")), key=lambda s: s["relpath"])
-
-
-def _materialize_sources(sources: list[dict], cas: CAS, dest: Path, fallback: dict[str, str] | None = None) -> None:
-    for s in sources:
-        target = _safe_join(dest, s["relpath"])
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if cas.has(s["digest"]):
-            shutil.copyfile(cas.get(s["digest"]), target)
-        elif fallback and os.path.isfile(fallback.get(s["relpath"], "")) and hash_file(fallback[s["relpath"]]) == s["digest"]:
-            shutil.copyfile(fallback[s["relpath"]], target)
-        else:
-            raise MissingArtifact([("source", s["relpath"], s["digest"])])
-
-
-def _safe_join(root: Path, rel: str) -> Path:
-    if os.path.isabs(rel) or ".." in Path(rel).parts:
-        raise StallcaseError(rel, "source path escapes the work directory")
-    return root / rel
 
 
 def _base_tree(sources: list[dict], cas: CAS) -> dict[str, bytes]:
@@ -116,7 +74,7 @@ def _candidate_sources(base_sources: list[dict], cas: CAS, candidate: dict,
 
 
 def build_plan(snapshot: dict, snapshot_digest: str, store_root: str | os.PathLike, *, design: dict,
-               candidate: Any, experiment: str | None = None, source_repo: str | None = None) -> dict:
+               candidate: Any, experiment: str | None = None, source_repo: str | None = None) -> Plan:
     """The plan record for `snapshot`. `candidate` is "baseline" (A/A) or a dict of changes;
     `source_repo` is the user's repository a `git_ref` is read from (config `source_repo`)."""
     workload = snapshot.get("workload")
@@ -160,72 +118,28 @@ def build_plan(snapshot: dict, snapshot_digest: str, store_root: str | os.PathLi
     env_fp = snapshot.get("provenance", {}).get("environment") or {}
     design = dict(design, metric=resolve_metric(design["metric"], snapshot))
     dists = snapshot.get("provenance", {}).get("imported_distributions")
-    plan = {
-        "schema_version": PLAN_VERSION,
-        "kind": "plan",
-        "incident_id": snapshot["incident_id"],
-        "experiment": experiment,
-        "snapshot_digest": snapshot_digest,
-        "artifacts": snapshot["artifacts"],
-        "workload": workload,
-        "source_root": source_root,
-        "arms": {"baseline": baseline, "candidate": cand},
-        "design": design,
-        "schedule": make_schedule(design),
-        "environment": env_fp,
-        "python_distributions": dict(dists) if isinstance(dists, dict) else None,
-    }
-    return plan
+    return Plan(
+        incident_id=snapshot["incident_id"],
+        experiment=experiment,
+        snapshot_digest=snapshot_digest,
+        artifacts=snapshot["artifacts"],
+        workload=workload,
+        source_root=source_root,
+        arms={"baseline": baseline, "candidate": cand},
+        design=design,
+        schedule=make_schedule(design),
+        environment=env_fp,
+        python_distributions=dict(dists) if isinstance(dists, dict) else None,
+    )
 
 
-def write_plan(plan: dict, out_path: str | os.PathLike, store_root: str | os.PathLike) -> str:
+def write_plan(plan: Plan, out_path: str | os.PathLike, store_root: str | os.PathLike) -> str:
     """Write plan.json and store the same canonical bytes in the CAS; returns the plan digest."""
-    digest = records.write_record(out_path, plan, "plan")
-    stored = CAS(store_root).put_bytes(records.canonical_bytes(plan))
+    record = plan.to_json()
+    digest = records.write_record(out_path, record, "plan")
+    stored = CAS(store_root).put_bytes(records.canonical_bytes(record))
     assert stored == digest, "canonical bytes and record digest disagree"
     return digest
-
-
-def materialize_arm(plan: dict, arm: str, store_root: str | os.PathLike, dest: str | os.PathLike) -> dict:
-    """Rebuild an arm's work directory from the CAS; returns {argv, cwd, env} to run it.
-
-    The argv entry that names a source file under the recorded source root is pointed at
-    the rebuilt copy; so is the working directory when it was inside the source root.
-    """
-    cas, dest = CAS(store_root), Path(dest).resolve()
-    spec = plan["arms"]["baseline" if arm in ("A", "A'", "warmup") else "candidate"]
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.mkdir(parents=True)
-    root = plan.get("source_root")
-    fallback = {s["relpath"]: os.path.join(root, s["relpath"]) for s in spec.get("sources", [])} if root else None
-    _materialize_sources(spec.get("sources", []), cas, dest, fallback)
-    def remap(p: str) -> str:
-        if root and os.path.isabs(p):
-            try:
-                rel = Path(p).relative_to(root)
-            except ValueError:
-                return p
-            return str(_safe_join(dest, rel.as_posix())) if rel.parts else str(dest)
-        return p
-    rel_sources = {s["relpath"] for s in spec.get("sources", [])}
-    argv = []
-    for a in spec["argv"]:
-        cand = remap(a)
-        if cand != a and Path(cand).relative_to(dest).as_posix() in rel_sources:
-            argv.append(cand)
-        elif root and not os.path.isabs(a) and a in rel_sources and plan["workload"]["cwd"] == root:
-            argv.append(str(dest / a))
-        else:
-            argv.append(a)
-    # The cwd inside the source tree maps to the same place in the rebuilt tree (made when no
-    # pinned file lives there, e.g. an untracked runs/ directory); outside it, it stays as recorded.
-    cwd = remap(plan["workload"]["cwd"])
-    if cwd != plan["workload"]["cwd"]:
-        os.makedirs(cwd, exist_ok=True)
-    elif not os.path.isdir(cwd):
-        cwd = str(dest)
-    return {"argv": argv, "cwd": cwd, "env": dict(spec["env"])}
 
 
 def configured_candidate(config: dict):

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..core import records
+from ..capture.types import StepsOut
+from ..core import typed
 from ..core.errors import RecordError
+from ..core.typed import ABSENT
 
 JOBS = ("slowest_rank", "wall", "throughput")
 
@@ -56,20 +58,20 @@ def resolve(metric: dict, snapshot: dict) -> dict:
     return out
 
 
-def read_dir(steps_dir: Path) -> list[dict]:
+def read_dir(steps_dir: Path) -> list[StepsOut]:
     """Every process's steps-out record in the run's directory, ordered by rank then pid."""
     recs = []
     for p in sorted(Path(steps_dir).glob("steps-*.json")):
         try:
-            recs.append(records.parse_record(p.read_bytes(), "steps_out", p))
+            recs.append(typed.parse(p.read_bytes(), StepsOut, p))
         except RecordError as exc:
             raise JobMetricUnreadable(exc.oneline()) from None
-    return sorted(recs, key=lambda r: (r.get("rank") is None, r.get("rank") or 0, r.get("pid") or 0))
+    return sorted(recs, key=lambda r: (r.rank is None, r.rank or 0, r.pid or 0))
 
 
-def _name(rec: dict) -> str:
-    who = f"rank {rec['rank']}" if rec.get("rank") is not None else f"pid {rec.get('pid')}"
-    return who + (f" ({rec['role']})" if rec.get("role") else "")
+def _name(rec: StepsOut) -> str:
+    who = f"rank {rec.rank}" if rec.rank is not None else f"pid {rec.pid if rec.pid is not ABSENT else None}"
+    return who + (f" ({rec.role})" if rec.role else "")
 
 
 def _per_unit(steps: list[float], work, per: str, who: str) -> list[float]:
@@ -85,40 +87,40 @@ def _per_unit(steps: list[float], work, per: str, who: str) -> list[float]:
     return out
 
 
-def reduce(metric: dict, recs: list[dict], wall_ns: int) -> dict:
+def reduce(metric: dict, recs: list[StepsOut], wall_ns: int) -> dict:
     """{"values_ns", "ranks", "unusual"}: the job's values and each counted rank's own median."""
     from statistics import median
 
     per, skip, job = metric.get("per", "step"), int(metric.get("skip_steps", 0)), metric.get("job", "slowest_rank")
-    by_rank = {r["rank"]: r for r in recs if r.get("rank") is not None}
-    missing = [r for r in metric.get("expect_ranks") or [] if r not in by_rank or not by_rank[r]["steps_ns"]]
+    by_rank = {r.rank: r for r in recs if r.rank is not None}
+    missing = [r for r in metric.get("expect_ranks") or [] if r not in by_rank or not by_rank[r].steps_ns]
     if missing:
         raise JobMetricUnreadable(f"rank {missing[0]} wrote no steps" + (f" (nor rank(s) {missing[1:]})" if missing[1:] else ""))
     chosen = metric.get("ranks")
-    counted = [by_rank[r] for r in chosen] if chosen is not None else [r for r in recs if r["steps_ns"]]
+    counted = [by_rank[r] for r in chosen] if chosen is not None else [r for r in recs if r.steps_ns]
     if not counted:
         raise JobMetricUnreadable("no process of the run reported a step")
     series, summary = [], []
     for rec in counted:
         who = _name(rec)
-        vals = _per_unit([float(v) for v in rec["steps_ns"]], rec.get(f"{per}s") if per != "step" else None, per, who)[skip:]
+        vals = _per_unit([float(v) for v in rec.steps_ns], rec.work_of(per), per, who)[skip:]
         if not vals:
-            raise JobMetricUnreadable(f"{who} reported {len(rec['steps_ns'])} step(s), none after skip_steps={skip}")
+            raise JobMetricUnreadable(f"{who} reported {len(rec.steps_ns)} step(s), none after skip_steps={skip}")
         series.append(vals)
-        summary.append({"rank": rec.get("rank"), "role": rec.get("role"), "steps": len(vals),
+        summary.append({"rank": rec.rank, "role": rec.role, "steps": len(vals),
                         "median_ns": float(median(vals))})
     if job == "wall":
         values = [float(wall_ns)]
     elif job == "throughput":
         key = "items" if per == "step" else f"{per}s"
-        total = sum(v or 0 for rec in counted for v in (rec.get(key) or [])[skip:])
+        total = sum(v or 0 for rec in counted for v in (getattr(rec, key) or [])[skip:])
         if not total:
             raise JobMetricUnreadable(f"job metric throughput needs the steps' declared {key} (rec.step(i, {key}=...))")
         values = [float(wall_ns) / total]
     else:
         n = min(len(s) for s in series)
         values = [max(s[k] for s in series) for k in range(n)]
-    unusual = [f"{_name(r)}: {u}" for r in recs for u in r.get("unusual", [])]
+    unusual = [f"{_name(r)}: {u}" for r in recs for u in r.unusual]
     return {"values_ns": values, "ranks": summary, "unusual": unusual}
 
 

@@ -32,7 +32,8 @@ from pathlib import Path
 from statistics import median
 
 from . import job_metric
-from ..core import records
+from ..capture.types import StepsOut
+from ..core import typed
 from ..core.errors import RecordError
 
 SOURCES = ("auto", "recorder_steps", "stdout_regex", "stdout_steps", "process_wall")
@@ -79,13 +80,13 @@ def describe(metric: dict) -> str:
     return f"{metric.get('statistic', 'median')} of {what}{job}, ns per {per}"
 
 
-def _steps_file(path: Path) -> dict:
+def _steps_file(path: Path) -> StepsOut:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         raise MetricUnreadable("the run wrote no STALLCASE_STEPS_OUT file (does its loop use the FlightRecorder?)") from None
     try:
-        return records.upgrade("steps_out", records.parse_record(data, "steps_out", path), where=path)
+        return typed.parse(data, StepsOut, path)
     except RecordError as exc:
         raise MetricUnreadable(exc.oneline()) from None
 
@@ -103,10 +104,10 @@ def _per_unit(steps: list[float], work: list | None, per: str) -> list[float]:
     return out
 
 
-def _work(data: dict, skip: int) -> dict | None:
+def _work(data: StepsOut, skip: int) -> dict | None:
     out = {}
     for key in ("items", "tokens"):
-        vals = [v for v in (data[key] or [])[skip:] if v is not None]
+        vals = [v for v in (getattr(data, key) or [])[skip:] if v is not None]
         out[f"{key}_per_step"] = float(median(vals)) if vals else None
     return out if any(v is not None for v in out.values()) else None
 
@@ -167,12 +168,12 @@ def read(metric: dict, steps_file: Path, output: str, wall_ns: int, steps_dir: P
             src = "process_wall"
     if src == "recorder_steps":
         data = _steps_file(Path(steps_file))
-        steps = [float(v) for v in data["steps_ns"]]
-        work = data.get(f"{per}s") if per != "step" else None
+        steps = [float(v) for v in data.steps_ns]
+        work = data.work_of(per)
         values = _per_unit(steps, work, per)[skip:]
         if not values:
             raise MetricUnreadable(f"the run reported {len(steps)} step(s), none after skip_steps={skip}")
-        return {"values_ns": values, "unusual": [str(u) for u in data.get("unusual", [])], "source": src,
+        return {"values_ns": values, "unusual": [str(u) for u in data.unusual], "source": src,
                 "work": _work(data, skip)}
     if src == "stdout_steps":
         values = _stdout_steps(metric["step_pattern"], output)[skip:]

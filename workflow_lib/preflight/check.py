@@ -20,8 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..core import atomic, environment, layout, records
-from ..plan.build import trial_env
+from ..core import atomic, environment, layout, records, typed
+from ..plan.rebuild import trial_env
+from ..plan.types import Plan
 from ..core.cas import CAS, hash_file
 from ..core.errors import PreflightBlocked, StallcaseError
 from .types import Preflight
@@ -29,7 +30,7 @@ from .types import Preflight
 REGISTRY = layout.REGISTRY  # results/<incident>/experiments.json
 
 
-def check_artifacts(plan: dict, cas: CAS) -> tuple[list[dict], list[dict]]:
+def check_artifacts(plan: Plan, cas: CAS) -> tuple[list[dict], list[dict]]:
     """(differences, missing) for the plan's artifacts on this node.
 
     Binaries and libraries must be at their recorded path with the recorded digest
@@ -37,7 +38,7 @@ def check_artifacts(plan: dict, cas: CAS) -> tuple[list[dict], list[dict]]:
     (verified) or at their path with the right digest.
     """
     diffs, missing = [], []
-    for art in plan["artifacts"]:
+    for art in plan.artifacts:
         role, path, digest = art["role"], art["path"], art["digest"]
         present = os.path.isfile(path)
         actual = None
@@ -65,8 +66,8 @@ def check_artifacts(plan: dict, cas: CAS) -> tuple[list[dict], list[dict]]:
             elif actual != digest:
                 diffs.append({"field": f"artifact.{role}:{path}", "planned": digest, "observed": actual})
     for arm in ("baseline", "candidate"):
-        for s in plan["arms"][arm].get("sources", []):
-            if not cas.has(s["digest"]) and not (plan.get("source_root") and _at(plan["source_root"], s)):
+        for s in plan.arms[arm].get("sources", []):
+            if not cas.has(s["digest"]) and not (plan.source_root and _at(plan.source_root, s)):
                 missing.append({"role": "source", "path": s["relpath"], "expected_digest": s["digest"], "problem": f"{arm} source not in the store"})
     return diffs, missing
 
@@ -102,14 +103,14 @@ def observed_distributions(python: str, names: list[str], env: dict) -> dict[str
     return {n: data.get(n) for n in names}
 
 
-def check_distributions(plan: dict) -> list[dict]:
+def check_distributions(plan: Plan) -> list[dict]:
     """A difference per Python distribution the workload imported whose version changed (or vanished)."""
-    planned = plan.get("python_distributions")
-    if not planned:
+    planned = plan.python_distributions
+    if not planned:  # null: not observed at capture (ABSENT in a hand-written plan: the same)
         return []
-    python = plan["workload"]["argv"][0]
+    python = plan.workload["argv"][0]
     try:
-        seen = observed_distributions(python, sorted(planned), trial_env(plan["arms"]["baseline"]["env"], {}))
+        seen = observed_distributions(python, sorted(planned), trial_env(plan.arms["baseline"]["env"], {}))
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
         return [{"field": "python.distributions", "planned": f"{len(planned)} distributions",
                  "observed": f"not observed: {exc}"}]
@@ -165,18 +166,18 @@ def _registry_check(registry_path: Path, experiment: str, env_digest: str, diffs
             atomic.write_text(registry_path, json.dumps(reg, indent=2, sort_keys=True) + "\n")
 
 
-def preflight(plan: dict, plan_digest: str, block: str, store_root: str | os.PathLike, *,
+def preflight(plan: Plan, plan_digest: str, block: str, store_root: str | os.PathLike, *,
               results_dir: str | os.PathLike, observed_env: dict | None = None) -> dict:
     """The preflight record for `block` on this node (status pass, blocked or new_experiment)."""
-    if block not in plan["schedule"]:
+    if block not in plan.schedule:
         raise StallcaseError(f"block {block}", "not in the plan's schedule")
     cas = CAS(store_root)
     env = observed_env if observed_env is not None else environment.fingerprint()
-    diffs = environment.compare(plan.get("environment") or {}, env)
+    diffs = environment.compare(plan.environment or {}, env)
     art_diffs, missing = check_artifacts(plan, cas)
     diffs += art_diffs
     diffs += check_distributions(plan)
-    experiment = plan.get("experiment")
+    experiment = plan.experiment
     if experiment:
         # A named experiment runs on this node's interpreter and libraries: those that are
         # absent here are differences to list, not a reason to stop. Sources and inputs
@@ -198,7 +199,7 @@ def preflight(plan: dict, plan_digest: str, block: str, store_root: str | os.Pat
     return Preflight(
         block=block,
         plan_digest=plan_digest,
-        incident_id=plan["incident_id"],
+        incident_id=plan.incident_id,
         experiment=experiment,
         node=socket.gethostname(),
         checked_unix_ns=time.time_ns(),
@@ -220,14 +221,16 @@ def readable_diff(record: dict) -> str:
     return "\n".join(lines)
 
 
-def run_preflight(plan_path, block: str, store_root, out_path, *, results_dir, log_path=None) -> dict:
-    """Rule entry: write the record; if blocked, keep it in the log and raise with the diff."""
-    plan = records.read_record(plan_path, "plan")
-    plan_digest = records.digest_of(plan)
+def run_preflight(plan_path, block: str, store_root, out_path, *, results_dir, blocked_path=None) -> dict:
+    """Rule entry: write the record; if blocked, keep it at `blocked_path` (the rule's
+    logs/preflight-<block>.json, docs/cluster.md) and raise with the diff. No record at
+    out_path then, so the block's trials never start."""
+    plan = typed.read(plan_path, Plan)
+    plan_digest = plan.digest()
     record = preflight(plan, plan_digest, block, store_root, results_dir=results_dir)
     if record["status"] == "blocked":
-        if log_path:
-            records.write_record(log_path, record, "preflight")
+        if blocked_path:
+            records.write_record(blocked_path, record, "preflight")
         raise PreflightBlocked(out_path, readable_diff(record).replace("\n", " | "))
     records.write_record(out_path, record, "preflight")
     return record

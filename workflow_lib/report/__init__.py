@@ -3,6 +3,7 @@
     write_report_files(snapshot, diagnosis, plan, comparison, store_root, out_path)  # the rule
     build_report(...) -> str                                                          # the page
     load_records(snapshot, diagnosis=None, plan=None, comparison=None) -> Records     # for `stallcase show`
+    summary_text(recs) -> str                                                         # its terminal text (text.py)
 
 preflight/<block>.json and execution/<block>.json are read from the directory holding
 plan.json (results/<incident>/). The snapshot's tables are read back from the store
@@ -11,14 +12,19 @@ plan.json (results/<incident>/). The snapshot's tables are read back from the st
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
-from ..core import atomic, records
+from ..core import atomic, records, typed
 from ..core.errors import StallcaseError
+from ..diagnose.stored import as_diagnosis, load_diagnosis
 from ..plan.schedule import is_block_id
+from ..plan.types import Plan
+from ..trials.types import Execution
 from . import html, model, terminal, text, timeline
 from .model import Records
+from .text import summary_text
 
 __all__ = ["write_report_files", "build_report", "load_records", "summary_text", "Records"]
 
@@ -26,31 +32,36 @@ PERFETTO_NAME = "trace.perfetto.json"
 """The incident's Perfetto (Chrome trace JSON) export, written next to the report and linked from it."""
 
 
-def _optional(path, kind: str) -> dict | None:
+def _optional(path, read):
+    """read(path), or None when the stage has not written it yet."""
     if path is None or not Path(path).is_file():
         return None
-    return records.read_record(path, kind)
+    return read(path)
 
 
-def _per_block(directory: Path, kind: str) -> dict[str, dict]:
-    out = {}
-    for p in sorted(directory.glob("*.json")):
-        if is_block_id(p.stem):
-            out[p.stem] = records.read_record(p, kind)
-    return out
+def _reader(what):
+    """path -> the record: a kind's validated dict (the diagnosis, ...) or a typed class's instance."""
+    if isinstance(what, str):
+        return lambda path: records.read_record(path, what)
+    return lambda path: typed.read(path, what)
+
+
+def _per_block(directory: Path, read) -> dict:
+    """block -> read(path) for each execution/<block>.json (or preflight/) beside plan.json."""
+    return {p.stem: read(p) for p in sorted(directory.glob("*.json")) if is_block_id(p.stem)}
 
 
 def load_records(snapshot_path, diagnosis_path=None, plan_path=None, comparison_path=None) -> Records:
-    """Read the records (validated); preflight/ and execution/ sit next to plan.json."""
+    """Read the records (validated; the diagnosis with its tables); preflight/ and execution/ sit next to plan.json."""
     snapshot = records.read_record(snapshot_path, "snapshot")
     base = Path(plan_path).parent if plan_path is not None else Path(snapshot_path).parent
     return Records(
         snapshot=snapshot,
-        diagnosis=_optional(diagnosis_path, "diagnosis"),
-        plan=_optional(plan_path, "plan"),
-        preflights=_per_block(base / "preflight", "preflight"),
-        executions=_per_block(base / "execution", "execution"),
-        comparison=_optional(comparison_path, "comparison"),
+        diagnosis=_optional(diagnosis_path, load_diagnosis),
+        plan=_optional(plan_path, _reader(Plan)),
+        preflights=_per_block(base / "preflight", _reader("preflight")),
+        executions=_per_block(base / "execution", _reader(Execution)),
+        comparison=_optional(comparison_path, _reader("comparison")),
     )
 
 
@@ -61,6 +72,8 @@ def _tables(snapshot: dict, store_root):
 
 
 def _page(recs: Records, incident, perfetto_href: str | None, raw_events: int) -> str:
+    if recs.diagnosis is not None:  # a record with its steps inline: its tables built once, here
+        recs = dataclasses.replace(recs, diagnosis=as_diagnosis(recs.diagnosis))
     tl = timeline.build(incident, recs.diagnosis, raw_total=raw_events)
     return html.page(model.build(recs, tl, perfetto_href=perfetto_href))
 
@@ -74,18 +87,14 @@ def build_report(recs: Records, store_root: str | os.PathLike, *, perfetto_href:
     return _page(recs, _tables(recs.snapshot, store_root), perfetto_href, raw_events)
 
 
-def summary_text(recs: Records) -> str:
-    """The plain-text summary for terminals (no timeline: it needs no tables)."""
-    return text.render(model.build(recs, None))
-
-
 def write_report_files(snapshot_path, diagnosis_path, plan_path, comparison_path, store_root, out_path,
                        *, perfetto: bool = True) -> Path:
     """Rule entry: read the records, write the page atomically to out_path and (perfetto=True) the
     incident's Perfetto trace next to it as trace.perfetto.json, linked from the page."""
     recs = load_records(snapshot_path, diagnosis_path, plan_path, comparison_path)
-    if recs.diagnosis is not None and recs.diagnosis["incident_id"] != recs.snapshot["incident_id"]:
-        raise StallcaseError(diagnosis_path, f"diagnosis is of incident {recs.diagnosis['incident_id']!r}, "
+    diag_id = recs.diagnosis.record["incident_id"] if recs.diagnosis is not None else None
+    if recs.diagnosis is not None and diag_id != recs.snapshot["incident_id"]:
+        raise StallcaseError(diagnosis_path, f"diagnosis is of incident {diag_id!r}, "
                                              f"the snapshot of {recs.snapshot['incident_id']!r}")
     incident = _tables(recs.snapshot, store_root)
     trace = Path(out_path).parent / PERFETTO_NAME

@@ -4,6 +4,10 @@ Built from the records only. Every number is a `Num(value, unit, src)` (a record
 its JSON pointer), rendered by html.py as a checked `data-src` span and by text.py for the
 terminal; the Snakefile's onsuccess prints `verdict_line`.
 
+The first screen reads the diagnosis record's summary (its slow steps carry their findings);
+the steps table is read only for the slowest step of a record without slow steps, and the
+findings table for the evidence unresolved checks lacked, by a count over its codes.
+
 The delay attribution (`diagnosis.summary.slow_steps`, `steps[i].excess`) and the explained
 change (`comparison.components`, `comparison.sentence`) are read with .get(): records written
 before those fields existed fall back to the best summary they hold, and never headline
@@ -12,11 +16,17 @@ before those fields existed fall back to the best summary they hold, and never h
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..compare.verdict import VERDICT_HEADLINES, VERDICT_WORDS
+from ..diagnose import step_tables
+from ..diagnose.stored import Diagnosis
 from . import fmt
+from ..plan.types import Plan
 
 SLOW_LISTED = 3
 """Slow steps shown on the first screen (the largest excess first); the diagnosis section lists more."""
@@ -104,15 +114,32 @@ def _grew(grew: dict, base: str) -> list[tuple[str, Num]]:
     return sorted(out, key=lambda p: -abs(p[1].value or 0))[:2]
 
 
-def _missing_evidence(steps: list[dict]) -> list[str]:
-    """The evidence the unresolved findings lack, the most often lacking first."""
+def _missing_evidence(diag: Diagnosis, rows=None) -> list[str]:
+    """The evidence the unresolved findings (of step `rows`; None: all) lack, the most often
+    lacking first: a count per distinct `missing` list (the findings table's codes), each list
+    read once, in the order the findings first name them."""
+    f = diag.findings_table
+    verdict, check = step_tables.dict_codes(f["verdict"]), step_tables.dict_codes(f["check"])
+    sel = step_tables.is_value(verdict, "unresolved")
     # A single-rank incident cannot have other ranks' traces: that gap is not actionable here.
-    counts = Counter(m for st in steps for f in st["findings"] if f["verdict"] == "unresolved"
-                     and f["evidence"].get("ranks") != 1 for m in f["missing"])
+    ranks = diag.steps_table["rank"].fill_null(-1).to_numpy()
+    if np.unique(ranks).size <= 1:
+        sel &= ~step_tables.is_value(check, "collective_wait")
+    if rows is not None:
+        sel &= np.isin(f["step_row"].to_numpy(), np.asarray(rows, np.int64))
+    codes, lists = step_tables.dict_codes(f["missing_json"])
+    codes = codes[sel]
+    if codes.size == 0:
+        return []
+    uniq, first, n = np.unique(codes, return_index=True, return_counts=True)
+    counts: Counter = Counter()
+    for k in np.argsort(first, kind="stable"):
+        for m in json.loads(lists[uniq[k]]):
+            counts[m] += int(n[k])
     return [m for m, _ in counts.most_common(MISSING_LISTED)]
 
 
-def excess(diagnosis: dict | None, slow: list[dict]) -> dict:
+def excess(diagnosis: dict | None, slow: list[dict], diag: Diagnosis | None = None) -> dict:
     """Why the slow steps were slow.
 
     With the delay attribution: each slow step's excess over its typical wall, split by cause.
@@ -136,12 +163,12 @@ def excess(diagnosis: dict | None, slow: list[dict]) -> dict:
                          "unexplained": Num(s.get("unexplained_ns", 0), "ns", f"{base}/unexplained_ns"),
                          "excess_ns": s["excess_ns"], "grew": _grew(s.get("grew") or {}, base)})
         return {"kind": "excess", "rows": rows, "count": len(listed), "steps": n_steps,
-                "missing": _missing_evidence(diagnosis["steps"]) if rows and not any(r["causes"] for r in rows) else []}
+                "missing": _missing_evidence(diag) if rows and not any(r["causes"] for r in rows) else []}
     if not slow:
         return {"kind": "no_steps", "steps": n_steps}
     top = slow[0]
     i = top["index"]
-    st = diagnosis["steps"][i]
+    st = diag.step(i)
     attributed = [(fmt.name(f["check"]), Num(f["explains_ns"], "ns", f"diagnosis:/steps/{i}/findings/{j}/explains_ns"))
                   for j, f in enumerate(st["findings"]) if f["verdict"] == "attributed" and f["explains_ns"] > 0]
     attributed.sort(key=lambda p: -p[1].value)
@@ -152,17 +179,17 @@ def excess(diagnosis: dict | None, slow: list[dict]) -> dict:
             "ratio": top["ratio_to_median"], "median_ns": top["median_ns"], "slow": top["slow"],
             "causes": attributed,
             "unexplained": Num(st["unexplained_ns"], "ns", f"diagnosis:/steps/{i}/unexplained_ns") if attributed else None,
-            "missing": [] if attributed else _missing_evidence([st])}
+            "missing": [] if attributed else _missing_evidence(diag, [i])}
 
 
-def next_experiment(diagnosis: dict | None, plan: dict | None) -> dict:
+def next_experiment(diagnosis: dict | None, plan: Plan | None, diag: Diagnosis | None = None) -> dict:
     """The ranked next experiment (the first; the rest are in the diagnosis section)."""
-    tried = fmt.changes(plan["arms"]["candidate"]["changes"]) if plan else None
+    tried = fmt.changes(plan.arms["candidate"]["changes"]) if plan else None
     if diagnosis is None:
         return {"kind": "absent", "tried": tried}
     exps = diagnosis.get("next_experiments") or []
     if not exps:
-        return {"kind": "none", "tried": tried, "missing": _missing_evidence(diagnosis["steps"])}
+        return {"kind": "none", "tried": tried, "missing": _missing_evidence(diag)}
     e = exps[0]
     return {"kind": "ranked", "tried": tried, "check": fmt.name(e["check"]), "change": e["candidate_change"],
             "recovers": Num(e["recoverable_upper_bound_ns"], "ns", "diagnosis:/next_experiments/0/recoverable_upper_bound_ns"),
@@ -185,7 +212,8 @@ def warm_up(diagnosis: dict | None) -> dict | None:
 def build(m: dict) -> dict:
     """The first screen from the view model (model.build)."""
     return {"verdict": verdict(m["comparison"]), "components": components(m["comparison"]),
-            "excess": excess(m["diagnosis"], m["slow_steps"]), "next": next_experiment(m["diagnosis"], m["plan"]),
+            "excess": excess(m["diagnosis"], m["slow_steps"], m["diagnosis_tables"]),
+            "next": next_experiment(m["diagnosis"], m["plan"], m["diagnosis_tables"]),
             "warm_up": warm_up(m["diagnosis"])}
 
 

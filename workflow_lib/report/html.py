@@ -14,6 +14,7 @@ from .fmt import DASH, changes, esc, num, plain, reason, short
 from .fmt import name as fmt_name
 from .model import MEASURES, SLOW_FACTOR, environment_rows
 from .timeline import SOURCE_ALIASES
+from ..diagnose.step_tables import NOT_KEPT
 
 LIST_SHOWN = 6
 """Items of an evidence list (or of what is missing) shown per finding; the record keeps all."""
@@ -133,7 +134,8 @@ def _measure_cells(st: dict, i: int, sources: dict) -> str:
 
 
 def _finding(f: dict, src: str) -> str:
-    ev = ", ".join(f"{esc(fmt_name(k))}: {_value(v, f'{src}/evidence/{_tok(k)}')}" for k, v in f["evidence"].items()) or DASH
+    ev = (", ".join(f"{esc(fmt_name(k))}: {_value(v, f'{src}/evidence/{_tok(k)}')}" for k, v in f["evidence"].items()) or DASH
+          if f["evidence"] is not None else f"<span class='muted'>{esc(NOT_KEPT)}</span>")
     miss = "".join(f"<li>{esc(x)}</li>" for x in f["missing"][:LIST_SHOWN])
     if len(f["missing"]) > LIST_SHOWN:
         miss += f"<li>… {len(f['missing']) - LIST_SHOWN} more in diagnosis.json</li>"
@@ -148,6 +150,8 @@ def diagnosis_section(m: dict) -> str:
     if d is None:
         return '<section id="diagnosis"><h2>Diagnosis</h2>' + _missing("diagnosis.json absent: run the diagnose stage") + "</section>"
     sm = d["summary"]
+    # The listed steps only, read from the tables by row (a long incident's steps stay columns).
+    at = dict(zip((s["index"] for s in m["slow_steps"]), m["diagnosis_tables"].steps([s["index"] for s in m["slow_steps"]])))
     parts = ['<section id="diagnosis"><h2>Diagnosis</h2>',
              _kv_table([("steps", num(sm["steps"], "count", "diagnosis:/summary/steps")),
                         ("wall time (all steps)", num(sm["wall_ns"], "ns", "diagnosis:/summary/wall_ns")),
@@ -159,7 +163,7 @@ def diagnosis_section(m: dict) -> str:
     absent: dict[str, list[str]] = {}
     for s in m["slow_steps"]:
         for key, label, _ in MEASURES:
-            if d["steps"][s["index"]][key] is None and label not in absent.setdefault(_reason(d["sources"], MEASURE_SOURCE[key]), []):
+            if at[s["index"]][key] is None and label not in absent.setdefault(_reason(d["sources"], MEASURE_SOURCE[key]), []):
                 absent[_reason(d["sources"], MEASURE_SOURCE[key])].append(label)
     notes = "".join(f"<p>{esc(', '.join(labels))}: {_missing(reason)}</p>" for reason, labels in absent.items())
     parts.append(f"<h3>Slowest steps</h3><p class='muted'>The four measures side by side; a step is marked slow above "
@@ -167,7 +171,7 @@ def diagnosis_section(m: dict) -> str:
                  f"<table><tr><th>step</th><th>rank</th>{head}<th class='num'>× median</th><th>findings</th></tr>")
     for s in m["slow_steps"]:
         i = s["index"]
-        st = d["steps"][i]
+        st = at[i]
         attributed = [f["check"] for f in st["findings"] if f["verdict"] == "attributed"]
         unresolved = [f["check"] for f in st["findings"] if f["verdict"] == "unresolved"]
         summary = (", ".join(map(fmt_name, attributed)) or "none attributed") + (f"; {len(unresolved)} unresolved" if unresolved else "")
@@ -176,7 +180,7 @@ def diagnosis_section(m: dict) -> str:
                      f"{_measure_cells(st, i, d['sources'])}<td class='num'>{s['ratio_to_median']:.2f}</td><td>{esc(summary)}</td></tr>")
     parts.append("</table>")
     # An unresolved finding lacking the same evidence in every listed step is said once, not per step.
-    listed = [d["steps"][s["index"]] for s in m["slow_steps"]]
+    listed = [at[s["index"]] for s in m["slow_steps"]]
     common = set.intersection(*({(f["check"], tuple(f["missing"])) for f in st["findings"] if f["verdict"] == "unresolved"}
                                 for st in listed)) if listed else set()
     if common:
@@ -184,7 +188,7 @@ def diagnosis_section(m: dict) -> str:
             f"<li>{esc(fmt_name(c))}: {esc('; '.join(miss))}</li>" for c, miss in sorted(common)) + "</ul></div>")
     for s in m["slow_steps"]:
         i = s["index"]
-        st = d["steps"][i]
+        st = at[i]
         body = "".join(_finding(f, f"diagnosis:/steps/{i}/findings/{j}") for j, f in enumerate(st["findings"])
                        if (f["check"], tuple(f["missing"])) not in common or f["verdict"] != "unresolved") or \
             "<p class='muted'>only the unresolved checks said above</p>"
@@ -236,20 +240,20 @@ def plan_section(m: dict) -> str:
     p = m["plan"]
     if p is None:
         return '<section id="plan"><h2>Plan and preflight</h2>' + _missing("plan.json absent: run the plan stage") + "</section>"
-    exp = p["experiment"]
+    exp = p.experiment
     out = ['<section id="plan"><h2>Plan and preflight</h2>',
            _kv_table([("experiment", esc(exp) if exp else "none: trials must run in the incident's own environment"),
-                      ("plan digest", short(m["plan_digest"])), ("snapshot digest", short(p["snapshot_digest"])),
-                      ("workload", f"<code>{esc(' '.join(p['workload']['argv']))}</code>"),
-                      ("working directory", f"<code>{esc(p['workload']['cwd'])}</code>"),
-                      ("baseline changes", esc(changes(p['arms']['baseline']['changes']))),
-                      ("candidate changes", esc(changes(p['arms']['candidate']['changes']))),
-                      ("design", _design(p["design"]))])]
+                      ("plan digest", short(m["plan_digest"])), ("snapshot digest", short(p.snapshot_digest)),
+                      ("workload", f"<code>{esc(' '.join(p.workload['argv']))}</code>"),
+                      ("working directory", f"<code>{esc(p.workload['cwd'])}</code>"),
+                      ("baseline changes", esc(changes(p.arms['baseline']['changes']))),
+                      ("candidate changes", esc(changes(p.arms['candidate']['changes']))),
+                      ("design", _design(p.design))])]
     arts = "".join(f"<tr><td>{esc(a['role'])}</td><td class='mono'>{esc(a['path'])}</td><td>{short(a['digest'])}</td>"
-                   f"<td class='num'>{num(a['size'], 'count', f'plan:/artifacts/{i}/size')}</td></tr>" for i, a in enumerate(p["artifacts"]))
-    out.append(f"<details><summary>{len(p['artifacts'])} artifacts pinned by digest</summary><table><tr><th>role</th><th>path</th>"
+                   f"<td class='num'>{num(a['size'], 'count', f'plan:/artifacts/{i}/size')}</td></tr>" for i, a in enumerate(p.artifacts))
+    out.append(f"<details><summary>{len(p.artifacts)} artifacts pinned by digest</summary><table><tr><th>role</th><th>path</th>"
                f"<th>digest</th><th class='num'>bytes</th></tr>{arts}</table></details>")
-    out.append(f"<details><summary>environment at capture</summary>{_env_table(p['environment'])}</details>")
+    out.append(f"<details><summary>environment at capture</summary>{_env_table(p.environment)}</details>")
     out.append("<h3>Preflight per block</h3>")
     if not m["preflights"]:
         out.append(_missing("no preflight record next to plan.json"))

@@ -15,6 +15,9 @@ import numpy as np
 
 from ..compare.verdict import VERDICT_HEADLINES
 from ..core import records
+from ..plan.types import Plan
+from ..trials.types import Execution
+from ..diagnose.stored import Diagnosis, as_diagnosis
 from . import fmt, glance
 
 SLOW_FACTOR = 1.25
@@ -37,25 +40,26 @@ class Records:
 
     snapshot: dict
     """snapshot.json."""
-    diagnosis: dict | None
-    """diagnosis.json."""
-    plan: dict | None
+    diagnosis: Diagnosis | dict | None
+    """diagnosis.json with its tables (diagnose.load_diagnosis), or a record with its steps inline."""
+    plan: Plan | None
     """plan.json."""
     preflights: dict
     """block -> preflight record."""
-    executions: dict
+    executions: dict[str, Execution]
     """block -> execution record."""
     comparison: dict | None
     """comparison.json."""
 
 
-def slow_steps(diagnosis: dict) -> list[dict]:
-    """The slowest steps (index into diagnosis.steps, ratio to the rank's median wall, slow flag)."""
-    steps = diagnosis.get("steps", [])
-    if not steps:
+def slow_steps(diagnosis: Diagnosis | dict) -> list[dict]:
+    """The slowest steps (row of the steps table, ratio to the rank's median wall, slow flag),
+    from the table's columns."""
+    t = as_diagnosis(diagnosis).steps_table
+    if t.num_rows == 0:
         return []
-    wall = np.array([s["wall_ns"] for s in steps], dtype=np.float64)
-    rank = np.array([-1 if s["rank"] is None else s["rank"] for s in steps])
+    wall = t["wall_ns"].to_numpy().astype(np.float64)
+    rank = t["rank"].fill_null(-1).to_numpy()
     median = np.empty_like(wall)
     for r in np.unique(rank):  # ranks are few
         median[rank == r] = np.median(wall[rank == r])
@@ -92,9 +96,9 @@ def verdict_words(comparison: dict) -> str:
     return " ".join(parts)
 
 
-def trial_runs(plan: dict | None, executions: dict) -> list[dict]:
+def trial_runs(plan: Plan | None, executions: dict[str, Execution]) -> list[dict]:
     """Per block, in block order: every attempt in run order, failed ones included."""
-    blocks = sorted(set(executions) | set((plan or {}).get("schedule", {})))
+    blocks = sorted(set(executions) | set(plan.schedule if plan else ()))
     out = []
     for b in blocks:
         ex = executions.get(b)
@@ -103,8 +107,8 @@ def trial_runs(plan: dict | None, executions: dict) -> list[dict]:
             continue
         runs = [{"pos": i, "index": r["index"], "arm": r["arm"], "attempt": r["attempt"], "status": r["status"],
                  "metric_ns": r["metric_ns"], "src": f"execution/{b}:/runs/{i}/metric_ns"}
-                for i, r in enumerate(ex["runs"])]
-        out.append({"block": b, "status": ex["status"], "node": ex.get("node"), "runs": runs})
+                for i, r in enumerate(ex.runs)]
+        out.append({"block": b, "status": ex.status, "node": ex.node, "runs": runs})
     return out
 
 
@@ -118,21 +122,23 @@ def environment_rows(env: dict) -> tuple[list[tuple[str, object]], list[tuple[st
 def build(recs: Records, timeline: dict | None, *, perfetto_href: str | None = None) -> dict:
     """The view model: record sections plus the timeline tracks (drawing-only data)."""
     snap = recs.snapshot
+    diag = as_diagnosis(recs.diagnosis) if recs.diagnosis is not None else None
     model = {
         "incident_id": snap["incident_id"],
         "snapshot": snap,
         "snapshot_digest": records.digest_of(snap),
-        "diagnosis": recs.diagnosis,
-        "slow_steps": slow_steps(recs.diagnosis) if recs.diagnosis else [],
+        "diagnosis": diag.record if diag is not None else None,
+        "diagnosis_tables": diag,
+        "slow_steps": slow_steps(diag) if diag is not None else [],
         "plan": recs.plan,
-        "plan_digest": records.digest_of(recs.plan) if recs.plan else None,
+        "plan_digest": recs.plan.digest() if recs.plan else None,
         "preflights": {b: recs.preflights[b] for b in sorted(recs.preflights)},
         "preflight_digests": {b: records.digest_of(p) for b, p in sorted(recs.preflights.items())},
         "executions": {b: recs.executions[b] for b in sorted(recs.executions)},
         "trials": trial_runs(recs.plan, recs.executions),
         "comparison": recs.comparison,
         "verdict_words": verdict_words(recs.comparison) if recs.comparison else None,
-        "tried": fmt.changes(recs.plan["arms"]["candidate"]["changes"]) if recs.plan else None,
+        "tried": fmt.changes(recs.plan.arms["candidate"]["changes"]) if recs.plan else None,
         "timeline": timeline,
         "perfetto_href": perfetto_href,
     }

@@ -20,6 +20,8 @@ import pyarrow.compute as pc
 
 from . import atomic
 from ..core.incident import Incident
+from ..diagnose import step_tables
+from ..diagnose.stored import Diagnosis, as_diagnosis
 
 _HOST, _GPU, _DIAG = 0, 100, 999  # pid offsets inside a rank's block of 1000
 
@@ -67,29 +69,34 @@ def _metadata(inc: Incident) -> list[dict]:
     return out
 
 
-def _findings(diagnosis: dict, origin_ns: int) -> list[dict]:
+def _findings(diagnosis: Diagnosis, origin_ns: int) -> list[dict]:
+    """Each finding that applies as a slice over its step, from the tables' columns (one event
+    per finding is the output; the step's columns are read once, not per finding)."""
     out = []
-    checks = diagnosis.get("checks", [])
-    for st in diagnosis.get("steps", []):
-        pid = (st["rank"] or 0) * 1000 + _DIAG
-        for f in st["findings"]:
-            if f["verdict"] == "not_applicable":
-                continue
-            tid = checks.index(f["check"]) + 1 if f["check"] in checks else 0
-            label = f"{f['check']}: {f['verdict']}" + (f" {f['explains_ns'] / 1e6:.3f} ms" if f["explains_ns"] else "")
-            out.append({"ph": "X", "cat": "finding", "name": label, "pid": pid, "tid": tid,
-                        "ts": round((st["start_ns"] - origin_ns) / 1000.0, 3), "dur": round(st["wall_ns"] / 1000.0, 3),
-                        "args": {"step_id": st["step_id"], "explains_ns": f["explains_ns"], "missing": f["missing"],
-                                 "evidence": f["evidence"]}})
-    ranks = {(st["rank"] or 0) for st in diagnosis.get("steps", [])}
-    for r in ranks:
+    checks = diagnosis.record.get("checks", [])
+    st, f = diagnosis.steps_table, diagnosis.findings_table
+    verdict = step_tables.dict_codes(f["verdict"])
+    rows = np.flatnonzero(~step_tables.is_value(verdict, "not_applicable"))
+    f = f.take(pa.array(rows, pa.int64()))
+    rank = st["rank"].fill_null(0).to_numpy()
+    start, wall, step_id = st["start_ns"].to_numpy(), st["wall_ns"].to_numpy(), st["step_id"].to_pylist()
+    cols = {name: f[name].cast(pa.string()).to_pylist() if pa.types.is_dictionary(f[name].type) else f[name].to_pylist()
+            for name in ("step_row", "check", "verdict", "explains_ns", "missing_json", "evidence_json")}
+    for i, check, verdict, explains, missing, evidence in zip(*cols.values()):
+        tid = checks.index(check) + 1 if check in checks else 0
+        label = f"{check}: {verdict}" + (f" {explains / 1e6:.3f} ms" if explains else "")
+        out.append({"ph": "X", "cat": "finding", "name": label, "pid": int(rank[i]) * 1000 + _DIAG, "tid": tid,
+                    "ts": round((int(start[i]) - origin_ns) / 1000.0, 3), "dur": round(int(wall[i]) / 1000.0, 3),
+                    "args": {"step_id": step_id[i], "explains_ns": explains, "missing": json.loads(missing),
+                             "evidence": json.loads(evidence) if evidence is not None else step_tables.NOT_KEPT}})
+    for r in sorted(set(rank.tolist())):
         out.append({"ph": "M", "name": "process_name", "pid": r * 1000 + _DIAG, "tid": 0, "args": {"name": f"rank {r} diagnosis"}})
         for i, c in enumerate(checks, 1):
             out.append({"ph": "M", "name": "thread_name", "pid": r * 1000 + _DIAG, "tid": i, "args": {"name": c}})
     return out
 
 
-def export_perfetto(incident: Incident, diagnosis: dict | None, out_path: str | os.PathLike) -> str:
+def export_perfetto(incident: Incident, diagnosis: Diagnosis | dict | None, out_path: str | os.PathLike) -> str:
     """Write the incident (and the diagnosis's findings, if given) as Chrome trace JSON."""
     steps = incident.table("steps")
     starts = [pc.min(t["start_ns"]).as_py() for n, t in incident.tables.items() if "start_ns" in t.column_names and t.num_rows]
@@ -112,7 +119,7 @@ def export_perfetto(incident: Incident, diagnosis: dict | None, out_path: str | 
                          pid=_rank_of(t) * 1000 + _GPU + (t["device"].to_numpy() if t.num_rows else 0),
                          tid=t["stream"].to_numpy() if t.num_rows else []))
     parts.append(_counters(incident.table("nvml"), origin))
-    small = _metadata(incident) + (_findings(diagnosis, origin) if diagnosis else [])
+    small = _metadata(incident) + (_findings(as_diagnosis(diagnosis), origin) if diagnosis is not None else [])
     parts.extend(json.dumps(e, separators=(",", ":")) for e in small)
     body = ",\n".join(p for p in parts if p)
     meta = {"displayTimeUnit": "ns", "otherData": {"incident_id": incident.manifest.get("incident_id"),

@@ -1,4 +1,5 @@
-"""Plain-text summary of the view model for terminals (`stallcase show INCIDENT`)."""
+"""Plain-text lines for terminals: the summary of the view model (`stallcase show INCIDENT`) and
+every line a CLI command prints (workflow_lib/commands/ build none of their own)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def _diagnosis(m: dict) -> list[str]:
         f", explained {ns(sm['explained_ns'])}, unexplained {ns(sm['unexplained_ns'])}" if sm["explained_ns"] else
         ", no time attributed to a cause"), ""]
     out.append(f"slowest steps (* = over {SLOW_FACTOR}x the rank's median):")
-    listed = [d["steps"][s["index"]] for s in m["slow_steps"][:STEPS_SHOWN]]
+    listed = m["diagnosis_tables"].steps([s["index"] for s in m["slow_steps"][:STEPS_SHOWN]])  # rows of the steps table
 
     def unresolved(st):
         return {(f["check"], "; ".join(f["missing"])) for f in st["findings"] if f["verdict"] == "unresolved"}
@@ -74,8 +75,8 @@ def _plan(m: dict) -> list[str]:
     p = m["plan"]
     if p is None:
         return ["plan: not made yet (plan.json absent)"]
-    out = [f"plan {m['plan_digest'][:16]}: experiment {p['experiment'] or 'none (the incident environment)'}; "
-           f"candidate changes: {changes(p['arms']['candidate']['changes'])}"]
+    out = [f"plan {m['plan_digest'][:16]}: experiment {p.experiment or 'none (the incident environment)'}; "
+           f"candidate changes: {changes(p.arms['candidate']['changes'])}"]
     counts: dict[str, int] = {}
     for pf in m["preflights"].values():
         counts[pf["status"]] = counts.get(pf["status"], 0) + 1
@@ -267,3 +268,81 @@ def collectives_summary_lines(record: dict, all_ops: bool = False) -> list[str]:
     t = record["transport"]
     lines.append(f"transport: {t['transport']}" + (f" ({t['reason']})" if t["reason"] else ""))
     return lines
+
+
+# The rest of what the CLI prints (workflow_lib/commands/ print these lines and build none).
+
+
+def summary_text(recs) -> str:
+    """`stallcase show INCIDENT`: the plain-text summary of report.Records (no timeline: it needs no tables)."""
+    from .model import build
+
+    return render(build(recs, None))
+
+
+def page_line(path) -> str:
+    """`stallcase show --html`: the page's path alone, so a script can open what it prints."""
+    return str(path)
+
+
+def wrote_line(path, detail: str | None = None) -> str:
+    return f"wrote {path}" + (f": {detail}" if detail else "")
+
+
+def diagnosis_lines(rec: dict, out) -> list[str]:
+    """`stallcase diagnose`: where the record went, what it explains, the slow steps, the first
+    experiments and the warm-up (once, apart from the ranked experiments: a once-per-process
+    cost is not a per-step fix). A dump-only incident: the collectives verdict is the diagnosis."""
+    if "collectives" in rec:
+        return [wrote_line(out, "no steps; collectives only"), *collectives_verdict_lines(rec["collectives"])]
+    s = rec["summary"]
+    lines = [wrote_line(out, f"{s['steps']} steps, {s['explained_ns'] / 1e6:.3f} of {s['wall_ns'] / 1e6:.3f} ms explained"),
+             *slow_step_lines(rec)]
+    for e in rec["next_experiments"][:3]:
+        lines.append(f"  {e['rank']}. {e['check']}: up to {e['recoverable_upper_bound_ns'] / 1e6:.3f} ms ({e['risk']} risk) - {e['candidate_change']}")
+    w = s.get("warm_up")
+    if w:
+        lines.append(f"warm-up: {w['wall_ns'] / 1e9:.3f} s, once per process ({w['steps']} cold first step(s); not ranked)")
+    return lines
+
+
+def snapshot_line(out, rec: dict) -> str:
+    """`stallcase ingest`: the snapshot record written."""
+    return wrote_line(out, f"{len(rec['tables'])} tables, {len(rec['artifacts'])} artifacts")
+
+
+def workload_line(workload: dict) -> str:
+    """`stallcase import --workload`: the command the trials will run."""
+    return f"workload: {' '.join(workload['argv'])} (in {workload['cwd']})"
+
+
+def verify_lines(report, removing: bool) -> list[str]:
+    """`stallcase verify`: every corrupt, removed and leftover path, then the counts
+    (report: snapshot/verify.py's Report; removing: --clean-temp or --repair was given)."""
+    verb = "removed" if removing else "leftover"
+    lines = [f"corrupt  {path}: {problem}" for path, problem in report.corrupt]
+    lines += [f"removed  {path}: {problem}" for path, problem in report.unreferenced]
+    lines += [f"{verb:8} {path}: {problem}" for path, problem in report.leftovers]
+    lines.append(f"checked {report.objects} store objects, {report.records} records, {report.manifests} incident manifests: "
+                 f"{len(report.corrupt)} corrupt, {len(report.leftovers)} leftovers" + (f" ({report.removed} removed)" if report.removed else ""))
+    return lines
+
+
+def config_keys_lines(schema_path, described: list[str]) -> list[str]:
+    """`stallcase doctor` without arguments: every configuration key (config_errors.describe)."""
+    return [f"configuration keys ({schema_path}):", *(f"  {line}" for line in described),
+            "", "check a configuration: stallcase doctor config/config.yaml [--config KEY=VALUE ...]"]
+
+
+def config_ok_lines(checked: list[str], schema_name: str, incident: str | None = None, manifest=None,
+                    built_in: bool = False) -> list[str]:
+    """`stallcase doctor CONFIG...`: the configuration matches its schema, and where its incident is."""
+    lines = [f"ok: {' + '.join(checked) or 'the overrides'} match {schema_name}"]
+    if incident is not None:
+        lines.append(f"ok: incident {incident!r}: {manifest}" + (" (built in: the workflow records it)" if built_in else ""))
+    return lines
+
+
+def config_file_ok_line(path) -> str:
+    """`stallcase check-config FILE`: one file passed."""
+    return f"ok {path}"

@@ -15,13 +15,16 @@ reason, never an empty (zero) track.
 from __future__ import annotations
 
 import base64
+import json
 from typing import Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..diagnose import measures
+from ..diagnose import measures, step_tables
+from ..diagnose.stored import Diagnosis, as_diagnosis
+from ..core.errors import StallcaseError
 from ..core.incident import Incident
 from ..core.vocabulary import TABLE_SOURCES, rank_key
 from . import fmt, palette
@@ -198,7 +201,7 @@ def _extent(incident: Incident) -> tuple[int, int]:
     return int(min(lows)), int(max(highs))
 
 
-def build(incident: Incident, diagnosis: dict | None, *, raw_total: int = RAW_TOTAL_BUDGET) -> dict:
+def build(incident: Incident, diagnosis: Diagnosis | dict | None, *, raw_total: int = RAW_TOTAL_BUDGET) -> dict:
     """All tracks of the incident, in drawing order, with the window they span."""
     steps = incident.table("steps")
     lo_abs, hi_abs = _extent(incident)
@@ -214,7 +217,7 @@ def build(incident: Incident, diagnosis: dict | None, *, raw_total: int = RAW_TO
 
     _step_tracks(incident, diagnosis, origin, lo, hi, add)
     if diagnosis is not None:
-        _finding_tracks(incident, diagnosis, origin, lo, hi, add)
+        _finding_tracks(incident, as_diagnosis(diagnosis), origin, lo, hi, add)
     _host_tracks(incident, origin, lo, hi, add)
     _gpu_tracks(incident, origin, lo, hi, add)
     _nvml_tracks(incident, origin, lo, hi, add)
@@ -259,6 +262,9 @@ class _Locator:
     names, the synchronizing calls of a sync stall. Per rank, sorted by start, so each step is
     two binary searches."""
 
+    PLACES = ("input_starvation", "sync_stall")
+    """The checks whose findings place() can put where they were."""
+
     def __init__(self, incident: Incident, origin: int):
         self.by_rank: dict[tuple[str, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         for table, want in (("spans", None), ("runtime_api", "is_sync")):
@@ -283,10 +289,15 @@ class _Locator:
         a, b = np.searchsorted(s, lo, side="left"), np.searchsorted(s, hi, side="left")
         return np.clip(s[a:b], lo, hi), np.clip(e[a:b], lo, hi), n[a:b]
 
+    def places_on(self, rank: int) -> bool:
+        """Whether this rank has any table a finding could be placed on."""
+        return any((t, rank) in self.by_rank for t in ("spans", "runtime_api"))
+
     def place(self, finding: dict, rank: int, lo: int, hi: int) -> list[tuple[int, int]]:
-        """The finding's intervals inside [lo, hi) (relative ns), or [] when its evidence has no place."""
+        """The finding's intervals inside [lo, hi) (relative ns), or [] when its evidence has no place
+        (or was not kept: a wait span's name is in the evidence)."""
         if finding["check"] == "input_starvation":
-            names = set((finding["evidence"].get("wait_spans") or {}).keys())
+            names = set(((finding["evidence"] or {}).get("wait_spans") or {}).keys())
             got = self._within("spans", rank, lo, hi)
             if got is None or not names:
                 return []
@@ -304,62 +315,107 @@ class _Locator:
         return list(zip(us.tolist(), ue.tolist()))
 
 
-def _finding_tracks(incident: Incident, diagnosis: dict, origin: int, lo: int, hi: int, add) -> None:
+def _finding_tracks(incident: Incident, diagnosis: Diagnosis, origin: int, lo: int, hi: int, add) -> None:
     """Per step, each attributed finding where it was, when its evidence says where: an
     input-starvation finding on the wait spans it names, a sync stall on the synchronizing
     calls. Other findings' records say how much time they explain, not where: they are drawn
     as a share of their step from its start (`placed` 0, said so in the tooltip). The longest
     GPU idle gaps, whose positions the diagnosis records, are drawn where they were.
+
+    Read from the tables' columns: the shares are a cumulative sum per step, and only the
+    findings whose evidence can place them (on a rank whose incident has the table to place
+    them on) are looked at one by one.
     """
     where = _Locator(incident, origin)
-    by_rank: dict[int, list[dict]] = {}
-    for st in diagnosis.get("steps", []):
-        by_rank.setdefault(-1 if st["rank"] is None else st["rank"], []).append(st)
-    for r, sts in sorted(by_rank.items()):
-        seg_s, seg_e, seg_check, seg_step, seg_placed = [], [], [], [], []
-        gap_s, gap_e = [], []
-        for st in sts:  # steps, not events
-            t0, t1 = st["start_ns"] - origin, st["end_ns"] - origin
-            t = t0
-            wall = max(st["wall_ns"], 1)
-            for f in st["findings"]:
-                if f["verdict"] == "attributed" and f["explains_ns"] > 0:
-                    placed = where.place(f, r, t0, t1)
-                    if not placed:  # no position in the record: its share of the step
-                        w = int(round(f["explains_ns"] * (t1 - t0) / wall))
-                        placed, t = [(t, t + w)], t + w
-                        flag = 0
-                    else:
-                        flag = 1
-                    for a, b in placed:
-                        seg_s.append(a)
-                        seg_e.append(b)
-                        seg_check.append(f["check"])
-                        seg_step.append(st["step_id"])
-                        seg_placed.append(flag)
-            for g in st["gaps"]["longest"]:
-                gap_s.append(g["start_ns"] - origin)
-                gap_e.append(g["end_ns"] - origin)
+    st, f = diagnosis.steps_table, diagnosis.findings_table
+    s_rank = st["rank"].fill_null(-1).to_numpy()
+    s_t0, s_t1 = st["start_ns"].to_numpy() - origin, st["end_ns"].to_numpy() - origin
+    s_wall, s_id = st["wall_ns"].to_numpy(), st["step_id"].to_numpy()
+    row = f["step_row"].to_numpy()
+    explains = f["explains_ns"].to_numpy()
+    check_codes, check_names = step_tables.dict_codes(f["check"])
+    keep = step_tables.is_value(step_tables.dict_codes(f["verdict"]), "attributed") & (explains > 0)
+    k_row, k_explains, k_check = row[keep], explains[keep], check_codes[keep]
+    k_pos = np.flatnonzero(keep)  # findings-table rows: the order the segments are listed in
+    k_rank = s_rank[k_row]
+    placeable = {i for i, n in enumerate(check_names) if n in _Locator.PLACES}
+    for r in np.unique(s_rank):  # ranks are few
+        mine = k_rank == r
+        rows_r, expl_r, chk_r, pos_r = k_row[mine], k_explains[mine], k_check[mine], k_pos[mine]
+        placed_at: dict[int, list[tuple[int, int]]] = {}
+        for j in np.flatnonzero(np.isin(chk_r, list(placeable))) if where.places_on(int(r)) else ():
+            fi = int(pos_r[j])
+            ev = f["evidence_json"][fi].as_py()
+            finding = {"check": check_names[chk_r[j]], "evidence": json.loads(ev) if ev is not None else None}
+            got = where.place(finding, int(r), int(s_t0[rows_r[j]]), int(s_t1[rows_r[j]]))
+            if got:
+                placed_at[j] = got
+        shared = np.ones(rows_r.size, bool)
+        shared[list(placed_at)] = False
+        # A share of its step from the step's start, after the step's earlier shares.
+        w = np.where(shared & (s_wall[rows_r] > 0), expl_r, 0)
+        before = np.cumsum(w) - w
+        first = np.searchsorted(rows_r, rows_r, side="left")  # rows_r is in step order
+        t = s_t0[rows_r] + before - before[first]
+        parts = [(np.flatnonzero(shared), t[shared], t[shared] + w[shared], np.zeros(int(shared.sum()), np.int64))]
+        for j, got in placed_at.items():
+            a, b = np.array(got, np.int64).T
+            parts.append((np.full(a.size, j), a, b, np.ones(a.size, np.int64)))
+        at = np.concatenate([p[0] for p in parts])
+        sub = np.concatenate([np.arange(p[0].size) for p in parts])
+        order = np.lexsort((sub, at))
+        seg_s = np.concatenate([p[1] for p in parts])[order].astype(np.int64)
+        seg_e = np.concatenate([p[2] for p in parts])[order].astype(np.int64)
+        seg_placed = np.concatenate([p[3] for p in parts])[order]
+        seg_j = at[order]
+        seg_check = np.array(check_names, object)[chk_r[seg_j]] if seg_j.size else np.zeros(0, object)
+        seg_step = s_id[rows_r[seg_j]] if seg_j.size else np.zeros(0, np.int64)
+        gap_s, gap_e = _gaps_of(st, np.flatnonzero(s_rank == r), origin)
 
         def make(raw, seg_s=seg_s, seg_e=seg_e, seg_check=seg_check, seg_step=seg_step, seg_placed=seg_placed, r=r):
-            tr = _interval_track(f"findings:{r}", "findings", f"{_rank_label(r)}findings",
-                                 np.array(seg_s, np.int64), np.array(seg_e, np.int64), np.array(seg_check, object),
-                                 {"step_id": np.array(seg_step, np.int64), "placed": np.array(seg_placed, np.int64)},
-                                 lo, hi, raw, kind="findings")
+            tr = _interval_track(f"findings:{r}", "findings", f"{_rank_label(r)}findings", seg_s, seg_e, seg_check,
+                                 {"step_id": seg_step, "placed": seg_placed}, lo, hi, raw, kind="findings")
             # placed findings on the first row, shares of a step on the second: they would overlap
             tr["rows"] = 2 if (0 in seg_placed and 1 in seg_placed) else 1
             return tr
 
         # Findings are at most checks x steps, but a long incident has many steps: they take
         # their share of the raw budget like any track. None attributed: said, not an empty row.
-        if seg_s:
-            add(len(seg_s), make)
+        if seg_s.size:
+            add(int(seg_s.size), make)
         else:
             add(0, lambda raw, r=r: _empty(f"findings:{r}", "findings", f"{_rank_label(r)}findings", "attributed finding"))
-        if gap_s:
-            add(len(gap_s), lambda raw, gs=gap_s, ge=gap_e, r=r: _interval_track(
-                f"gaps:{r}", "findings", f"{_rank_label(r)}longest GPU idle gaps", np.array(gs, np.int64),
-                np.array(ge, np.int64), None, None, lo, hi, raw, kind="gaps"))
+        if gap_s.size:
+            add(int(gap_s.size), lambda raw, gs=gap_s, ge=gap_e, r=r: _interval_track(
+                f"gaps:{r}", "findings", f"{_rank_label(r)}longest GPU idle gaps", gs, ge, None, None, lo, hi, raw,
+                kind="gaps"))
+
+
+GAPS_READ = 100_000
+"""Steps whose listed gaps are read at once: bounded memory."""
+_NOT_NUMBER = bytes(c if chr(c) in "0123456789-" else 32 for c in range(256))
+
+
+def _gaps_of(steps: pa.Table, rows: np.ndarray, origin: int) -> tuple[np.ndarray, np.ndarray]:
+    """The listed longest gaps of these step rows (relative ns), in step order.
+
+    gaps_longest_json is canonical JSON (sorted keys: end_ns, length_ns, start_ns; no other
+    digits), so its numbers, read in order at C speed, are the gaps' fields three by three;
+    end - start == length on every gap checks that reading (a million steps' lists parsed as
+    JSON took seconds)."""
+    col = steps["gaps_longest_json"]
+    starts, ends = [], []
+    for a in range(0, rows.size, GAPS_READ):
+        text = "".join(col.take(pa.array(rows[a:a + GAPS_READ], pa.int64())).to_pylist()).encode()
+        nums = np.array(text.translate(_NOT_NUMBER).split(), dtype=np.int64).reshape(-1, 3)
+        end, length, start = nums[:, 0], nums[:, 1], nums[:, 2]
+        if np.any(end - start != length):
+            raise StallcaseError(None, "diagnosis steps table: gaps_longest_json is not canonical (end_ns, length_ns, start_ns)")
+        starts.append(start)
+        ends.append(end)
+    if not starts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(starts) - origin, np.concatenate(ends) - origin
 
 
 def _host_tracks(inc: Incident, origin: int, lo: int, hi: int, add) -> None:

@@ -87,6 +87,36 @@ def resolve_artifacts(artifacts: list[dict], cas: CAS, store_roles=DEFAULT_STORE
     return [dict(a) for a in artifacts]
 
 
+def snapshot_record(incident_path: str | os.PathLike, manifest: dict) -> dict:
+    """The snapshot record of an incident directory whose manifest (as read_incident read it)
+    is `manifest`: what ingest writes, made from the manifest alone (no store, no tables read)."""
+    m = manifest
+    return Snapshot(
+        incident_id=m["incident_id"],
+        manifest_digest=hash_file(Path(incident_path) / MANIFEST),
+        created_unix_ns=m["created_unix_ns"],
+        reason=m["reason"],
+        producer=m.get("producer", "unknown"),
+        clock=m["clock"],
+        window=m.get("window"),
+        ranks=m.get("ranks", []),
+        sources=m["sources"],
+        tables={name: {"digest": entry["digest"], "rows": entry["rows"]} for name, entry in m["tables"].items()},
+        artifacts=[dict(a) for a in m.get("artifacts", [])],
+        provenance=m.get("provenance", {}),
+        workload=m.get("workload"),
+        recorder=m.get("recorder"),
+        job=m.get("job"),
+    ).to_json()
+
+
+def snapshot_digest(incident_path: str | os.PathLike, manifest: dict) -> str:
+    """An incident's `snapshot_digest`: records.digest_of its snapshot record, the one meaning
+    the name has in every record (plan, diagnosis). For an incident directory diagnosed
+    without ingesting it, the digest its snapshot record has once ingested."""
+    return records.digest_of(snapshot_record(incident_path, manifest))
+
+
 def ingest(incident_path: str | os.PathLike, store_root: str | os.PathLike, out_path: str | os.PathLike,
            *, store_roles=DEFAULT_STORE_ROLES, allow_roots=None) -> dict:
     """Ingest `incident_path` into the store at `store_root` and write the snapshot record.
@@ -103,25 +133,8 @@ def ingest(incident_path: str | os.PathLike, store_root: str | os.PathLike, out_
     cas = CAS(store_root)
     # Digests read_incident just verified; the record is validated before anything is
     # stored, so a refused incident leaves neither objects nor a record behind.
-    manifest_digest = hash_file(Path(incident_path) / MANIFEST)
-    tables = {name: {"digest": entry["digest"], "rows": entry["rows"]} for name, entry in m["tables"].items()}
-    record = Snapshot(
-        incident_id=m["incident_id"],
-        manifest_digest=manifest_digest,
-        created_unix_ns=m["created_unix_ns"],
-        reason=m["reason"],
-        producer=m.get("producer", "unknown"),
-        clock=m["clock"],
-        window=m.get("window"),
-        ranks=m.get("ranks", []),
-        sources=m["sources"],
-        tables=tables,
-        artifacts=[dict(a) for a in m.get("artifacts", [])],
-        provenance=m.get("provenance", {}),
-        workload=m.get("workload"),
-        recorder=m.get("recorder"),
-        job=m.get("job"),
-    ).to_json()
+    record = snapshot_record(incident_path, m)
+    manifest_digest = record["manifest_digest"]
     records.validate(record, "snapshot", where=out_path)
     # What could fail after objects are stored is checked before any is: the record's path
     # (not a directory, FIFO or link) and the store's directories (no prefix that is a file).
@@ -145,7 +158,12 @@ def ingest(incident_path: str | os.PathLike, store_root: str | os.PathLike, out_
 
 
 def load_tables(snapshot: dict, store_root: str | os.PathLike):
-    """The snapshot's tables back from the store (digest-verified) as an Incident-like object."""
+    """The snapshot's tables back from the store (digest-verified) as an Incident.
+
+    Its `path` is the snapshot record's place in the results tree that holds the store
+    (layout.snapshot: the store lives at <results>/cas/): the file errors name, and what tells
+    this incident from another in one analysis. Never the store root, which every incident shares."""
+    from ..core import layout
     from ..core import tables as T
     from ..core.incident import Incident
 
@@ -153,4 +171,4 @@ def load_tables(snapshot: dict, store_root: str | os.PathLike):
     loaded = {name: T.read_table(cas.get(e["digest"]), name) for name, e in snapshot["tables"].items()}
     manifest = records.parse_record(cas.get_bytes(snapshot["manifest_digest"]), "incident_manifest",
                                     f"store object {snapshot['manifest_digest']} (manifest)")
-    return Incident(path=Path(store_root), manifest=manifest, tables=loaded)
+    return Incident(path=Path(layout.snapshot(str(store_root), snapshot["incident_id"])), manifest=manifest, tables=loaded)

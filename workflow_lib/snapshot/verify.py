@@ -5,7 +5,8 @@
 Checks, under `root` (a results directory, the store at root/cas/blake3/):
   - every store object: its content hashes to the digest it is named by;
   - every record (*.json under root/<incident>/ whose `kind` names a schema) against
-    its schema, and that a snapshot's tables and manifest are still in the store;
+    its schema, that a snapshot's tables and manifest are still in the store, and that a
+    diagnosis' per-step tables beside it hash to the digests it names;
   - with `incidents_dir`: every incident manifest, its table digests and table contracts.
 Temp files (`.tmp-*`) are what a writer killed mid-write leaves behind; atomic writes
 never rename them into place, so they are leftovers, not corruption, and `clean_temp`
@@ -145,6 +146,16 @@ def _check_record(path: Path, kinds: set[str], sound: set[str], report: Report) 
     except StallcaseError as exc:
         report.corrupt.append((str(path), exc.problem))
         return
+    if kind == "diagnosis" and "step_tables" in rec:  # version 3: its steps are in the tables beside it
+        for name, table in layout.diagnosis_tables(path).items():
+            want = rec["step_tables"][name]["digest"]
+            try:
+                got = hash_file(table)
+            except (OSError, StallcaseError):
+                report.corrupt.append((str(path), f"its {name} table {table} is missing or unreadable"))
+                continue
+            if got != want:
+                report.corrupt.append((str(path), f"its {name} table {table} hashes to {got}, the record says {want}"))
     if kind == "snapshot":
         wanted = [("manifest", rec["manifest_digest"])] + [(f"table {n}", e["digest"]) for n, e in sorted(rec["tables"].items())]
         for what, digest in wanted:

@@ -1,6 +1,7 @@
 """Trials stage: one block of interleaved A / B / A' runs on one GPU.
 
-In: the run's plan.json and the block's preflight record. Out: execution/<block>.json
-(schemas/execution.schema.json). Run by rule `trials` (rules/trials.smk) through
-block.run_block_rule; components.py splits one run's time per component.
+In: the run's plan.json (plan/types.py Plan) and the block's preflight record. Out:
+execution/<block>.json (types.py Execution, schemas/execution.schema.json). Run by rule
+`trials` (rules/trials.smk) through block.run_block_rule; components.py splits one run's time
+per component.
 """

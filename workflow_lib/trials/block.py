@@ -24,12 +24,12 @@ import socket
 import time
 from pathlib import Path
 
-from ..core import environment, records
+from ..core import environment, records, typed
 from ..plan import metric as metric_mod
-from ..plan.build import NODE_ENV, materialize_arm, trial_env  # noqa: F401  (NODE_ENV: read by callers)
+from ..plan.rebuild import NODE_ENV, materialize_arm, trial_env  # noqa: F401  (NODE_ENV: read by callers)
+from ..plan.types import Plan
 from .runner import METRIC_UNREADABLE, STATISTICS, LocalRunner, RetryPolicy, Runner, RunRequest  # noqa: F401
-
-EXECUTION_VERSION = 2
+from .types import Execution
 
 
 def one_run(spec: dict, design: dict, entry: dict, attempt: int, log, capture_dir: Path | None = None,
@@ -51,14 +51,14 @@ def _open_log(log_path):
         raise StallcaseError(log_path, f"cannot open the block's log: {exc.strerror or exc}") from None
 
 
-def run_block(plan: dict, plan_digest: str, preflight_record: dict, preflight_digest: str, block: str,
-              store_root, work_root, *, log_path=None, progress=None, runner: Runner | None = None) -> dict:
+def run_block(plan: Plan, plan_digest: str, preflight_record: dict, preflight_digest: str, block: str,
+              store_root, work_root, *, log_path=None, progress=None, runner: Runner | None = None) -> Execution:
     """Run one block's schedule through `runner` (default: runner.runner_for this node);
     returns the execution record."""
     from .runner import runner_for
 
     runner = runner or runner_for()
-    design = plan["design"]
+    design = plan.design
     policy = RetryPolicy.of(design)
     work_root = Path(work_root)
     specs = {arm: materialize_arm(plan, arm, store_root, work_root / arm) for arm in ("A", "B")}
@@ -68,7 +68,7 @@ def run_block(plan: dict, plan_digest: str, preflight_record: dict, preflight_di
     log = _open_log(log_path) if log_path else None
     stopped = block_source = None
     try:
-        schedule = plan["schedule"][block]
+        schedule = plan.schedule[block]
         ever_ok: set[str] = set()  # arms ("A" for A, A' and warm-up; "B") with a successful run
         for n, entry in enumerate(schedule):
             family = "B" if "B" in (entry["arm"], entry.get("warms")) else "A"  # warm-ups warm their own arm
@@ -116,20 +116,19 @@ def run_block(plan: dict, plan_digest: str, preflight_record: dict, preflight_di
         notes.append(f"{failed} of {len(counted)} runs failed after retries (limit {design['max_failed_fraction']:.0%})")
     if block_source is not None:
         notes.append(f"metric: {metric_mod.describe(dict(design['metric'], source=block_source))}")
-    return {"schema_version": EXECUTION_VERSION, "kind": "execution", "block": block, "plan_digest": plan_digest,
-            "preflight_digest": preflight_digest, "node": socket.gethostname(), "started_unix_ns": started,
-            "ended_unix_ns": time.time_ns(), "status": status, "runs": runs, "notes": notes}
+    return Execution(block=block, plan_digest=plan_digest, preflight_digest=preflight_digest, node=socket.gethostname(),
+                     started_unix_ns=started, ended_unix_ns=time.time_ns(), status=status, runs=runs, notes=notes)
 
 
-def run_block_rule(plan_path, preflight_path, block: str, store_root, work_root, out_path, *, log_path=None) -> dict:
+def run_block_rule(plan_path, preflight_path, block: str, store_root, work_root, out_path, *, log_path=None) -> Execution:
     """Rule entry: read and check inputs, run the block, write execution/<block>.json."""
-    plan = records.read_record(plan_path, "plan")
+    plan = typed.read(plan_path, Plan)
     pre = records.read_record(preflight_path, "preflight")
-    plan_digest = records.digest_of(plan)
+    plan_digest = plan.digest()
     if pre["plan_digest"] != plan_digest:
         from ..core.errors import RecordError
 
         raise RecordError(preflight_path, f"preflight checked plan {pre['plan_digest']}, not this plan {plan_digest}")
     record = run_block(plan, plan_digest, pre, records.digest_of(pre), block, store_root, work_root, log_path=log_path)
-    records.write_record(out_path, record, "execution")
+    records.write_record(out_path, record.to_json(), "execution")
     return record

@@ -31,11 +31,15 @@ A component whose evidence the run did not observe (a null measure, a check that
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..diagnose import step_tables
+from ..diagnose.stored import Diagnosis, as_diagnosis
 from . import job_components
 
 MEASURES = {"wall": "wall_ns", "gpu_busy": "busy_ns", "host_api": "host_api_ns"}
@@ -73,49 +77,72 @@ def label(name: str) -> str:
     return LABELS.get(name, name.replace("_", " "))
 
 
-def _rank_key(st: dict) -> tuple:
-    # rank is null in a single-process capture; the step's thread then tells the loops apart.
-    return (st.get("rank") is None, st.get("rank") or 0, st.get("thread_id") or 0)
+class Measured:
+    """The measured steps of a run's diagnosis: rows of its steps table, in the metric's order
+    (per rank and thread in time order, each one's first `skip_steps` left out)."""
+
+    def __init__(self, d: Diagnosis, rows: np.ndarray):
+        self.d, self.rows = d, np.asarray(rows, np.int64)
+
+    def __len__(self) -> int:
+        return int(self.rows.size)
+
+    def col(self, name: str) -> pa.ChunkedArray:
+        return self.d.steps_table[name].take(pa.array(self.rows, pa.int64()))
+
+    def subset(self, mask: np.ndarray) -> "Measured":
+        return Measured(self.d, self.rows[mask])
+
+    def findings_of(self, check: str) -> np.ndarray:
+        """Findings-table rows of `check` on the measured steps, in measured order (a step's
+        findings in record order)."""
+        f = self.d.findings_table
+        at = np.full(self.d.n_steps, -1, np.int64)
+        at[self.rows] = np.arange(self.rows.size)
+        pos = at[f["step_row"].to_numpy()]
+        sel = np.flatnonzero((pos >= 0) & step_tables.is_value(step_tables.dict_codes(f["check"]), check))
+        return sel[np.lexsort((sel, pos[sel]))]
 
 
-def measured_steps(steps: list[dict], skip_steps: int) -> list[dict]:
-    """The steps the trial metric counts: per rank in time order, the first `skip_steps` left out."""
-    by_rank: dict[tuple, list[dict]] = defaultdict(list)
-    for st in steps:
-        by_rank[_rank_key(st)].append(st)
-    out: list[dict] = []
-    for key in sorted(by_rank):
-        out += sorted(by_rank[key], key=lambda s: (s["start_ns"], s["step_id"]))[skip_steps:]
-    return out
+def measured_rows(d: Diagnosis, skip_steps: int) -> np.ndarray:
+    """The steps the trial metric counts (rows of the steps table): per rank in time order, the
+    first `skip_steps` left out. A null rank (a single-process capture) sorts after the ranks,
+    and the step's thread then tells the loops apart."""
+    t = d.steps_table
+    if t.num_rows == 0:
+        return np.zeros(0, np.int64)
+    null = t["rank"].is_null().to_numpy(zero_copy_only=False)
+    rank, tid = t["rank"].fill_null(0).to_numpy(), t["thread_id"].to_numpy()
+    order = np.lexsort((t["step_id"].to_numpy(), t["start_ns"].to_numpy(), tid, rank, null))
+    key = np.stack([null[order], rank[order], tid[order]], axis=1)
+    new = np.r_[True, np.any(key[1:] != key[:-1], axis=1)]
+    first = np.maximum.accumulate(np.where(new, np.arange(order.size), 0))
+    return order[np.arange(order.size) - first >= skip_steps]
 
 
-def _measure(steps: list[dict], field: str) -> tuple[float | None, str | None]:
-    values = [st.get(field) for st in steps]
-    if any(v is None for v in values):
-        return None, f"{field} not observed in {sum(v is None for v in values)} of {len(values)} measured steps"
-    return sum(values) / len(values), None
+def _measure(steps: Measured, field: str) -> tuple[float | None, str | None]:
+    col = steps.col(field)
+    if col.null_count:
+        return None, f"{field} not observed in {col.null_count} of {len(steps)} measured steps"
+    return int(pc.sum(col).as_py() or 0) / len(steps), None
 
 
-def _check(steps: list[dict], check: str) -> tuple[float | None, str | None]:
-    total = 0
-    for st in steps:
-        for f in st.get("findings", []):
-            if f["check"] != check:
-                continue
-            if f["verdict"] == "unresolved":
-                missing = ", ".join(f.get("missing") or []) or "evidence missing"
-                return None, f"{check} unresolved in step {st['step_id']} (missing: {missing})"
-            total += int(f["explains_ns"])
-    return total / len(steps), None
+def _check(steps: Measured, check: str) -> tuple[float | None, str | None]:
+    part = steps.d.findings_table.take(pa.array(steps.findings_of(check), pa.int64()))
+    unresolved = np.flatnonzero(step_tables.is_value(step_tables.dict_codes(part["verdict"]), "unresolved"))
+    if unresolved.size:
+        k = int(unresolved[0])  # the first in measured order
+        step_id = steps.d.steps_table["step_id"][int(part["step_row"][k].as_py())].as_py()
+        missing = ", ".join(json.loads(part["missing_json"][k].as_py())) or "evidence missing"
+        return None, f"{check} unresolved in step {step_id} (missing: {missing})"
+    return int(pc.sum(part["explains_ns"]).as_py() or 0) / len(steps), None
 
 
-def _excess(steps: list[dict]) -> tuple[dict[str, float], str | None]:
+def _excess(steps: Measured) -> tuple[dict[str, float], str | None]:
     """Mean excess per cause over the measured steps that have a typical reference."""
-    if not any("excess" in st for st in steps):
-        return {}, "the diagnosis has no per-step excess (steps[].excess)"
-    ref = [st["excess"] for st in steps if st.get("excess") is not None]
+    ref = [json.loads(x) for x in steps.col("excess_json").to_pylist() if x is not None]
     if not ref:
-        return {}, "no measured step has a typical reference (steps[].excess is null)"
+        return {}, "no measured step has a typical reference (steps[].excess is null or absent)"
     sums: dict[str, float] = defaultdict(float)
     for ex in ref:
         for cause, ns in (ex.get("by_cause") or {}).items():
@@ -124,7 +151,7 @@ def _excess(steps: list[dict]) -> tuple[dict[str, float], str | None]:
     return {name: total / len(ref) for name, total in sums.items()}, None
 
 
-def _spans(steps: list[dict], spans) -> tuple[dict[str, float], str | None]:
+def _spans(steps: Measured, spans) -> tuple[dict[str, float], str | None]:
     """Mean time per step in top-level spans, by name (see the module docstring)."""
     if spans is None or spans.num_rows == 0:
         return {}, "the run recorded no spans"
@@ -135,10 +162,10 @@ def _spans(steps: list[dict], spans) -> tuple[dict[str, float], str | None]:
     end = top["end_ns"].to_numpy(zero_copy_only=False).astype(np.int64)
     totals: dict[str, float] = defaultdict(float)
     covered_all = 0.0
-    for st in steps:
+    s_lo, s_hi, s_tid = (steps.col(c).to_numpy() for c in ("start_ns", "end_ns", "thread_id"))
+    for lo, hi, tid in zip(s_lo.tolist(), s_hi.tolist(), s_tid.tolist()):
         # Spans carry the recorder's clock, as the steps table does; the step's own thread only.
-        lo, hi = int(st["start_ns"]), int(st["end_ns"])
-        on = (thread == st.get("thread_id")) & (start < hi) & (end > lo)
+        on = (thread == tid) & (start < hi) & (end > lo)
         part = np.minimum(end[on], hi) - np.maximum(start[on], lo)
         for name, ns in zip(names[on], part):
             totals[SPAN_PREFIX + str(name)] += float(ns)
@@ -150,23 +177,25 @@ def _spans(steps: list[dict], spans) -> tuple[dict[str, float], str | None]:
     out = {k: totals[k] / n for k in kept}
     if len(kept) < len(totals):  # a dropped name is unknown in this run, not 0
         out.update({k: None for k in totals if k not in out})
-    out[NO_SPAN] = (sum(int(st["wall_ns"]) for st in steps) - covered_all) / n
+    out[NO_SPAN] = (int(pc.sum(steps.col("wall_ns")).as_py() or 0) - covered_all) / n
     return out, None
 
 
-def _explained_per_step(steps: list[dict], check: str) -> float:
-    total = sum(f["explains_ns"] for st in steps for f in st["findings"]
-                if f["check"] == check and f["verdict"] == "attributed")
-    return total / len(steps)
+def _explained_per_step(steps: Measured, check: str) -> float:
+    # Only an attributed finding explains time (the findings table holds 0 for every other).
+    return int(steps.d.findings_table["explains_ns"].to_numpy()[steps.findings_of(check)].sum()) / len(steps)
 
 
-def run_components(diagnosis: dict, skip_steps: int, spans=None) -> dict:
-    """The execution record's `capture.components` for one run's diagnosis (and, when given,
-    the run's spans table, to split the host thread's step time by span)."""
-    steps = measured_steps(diagnosis["steps"], skip_steps)
+def run_components(diagnosis: Diagnosis | dict, skip_steps: int, spans=None) -> dict:
+    """The execution record's `capture.components` for one run's diagnosis (a Diagnosis, or a
+    record with its steps inline; and, when given, the run's spans table, to split the host
+    thread's step time by span). Read from the diagnosis' steps and findings columns."""
+    d = as_diagnosis(diagnosis)
+    steps = Measured(d, measured_rows(d, skip_steps))
+    diagnosis = d.record
     values: dict[str, float | None] = {}
     unobserved: dict[str, str] = {}
-    if not steps:
+    if not len(steps):
         return {"statistic": "mean", "steps": 0, "values_ns": {}, "unobserved": {"wall": "no measured step in the run's diagnosis"},
                 "excess_available": False, "spans_available": False, "next_experiments": []}
 

@@ -14,6 +14,8 @@ The comparison estimates each with its own A/A floor, as every component (compar
 
 from __future__ import annotations
 
+import numpy as np
+
 ROLE_PREFIX = "role:"
 RANK_PREFIX = "rank:"
 
@@ -28,25 +30,25 @@ def split(name: str) -> tuple[str, str, str]:
     return kind, who, rest
 
 
-def groups(diagnosis: dict, steps: list[dict]) -> dict[str, list[dict]]:
-    """prefix -> the measured steps of that role (or rank)."""
+def groups(diagnosis: dict, steps) -> dict[str, object]:
+    """prefix -> the measured steps of that role (or rank): components.Measured subsets, in
+    the order each group's first measured step comes."""
     job = (diagnosis.get("summary") or {}).get("job")
     if not job:
         return {}
     roles = {int(r): v for r, v in (job.get("roles") or {}).items()}
-    out: dict[str, list[dict]] = {}
-    for st in steps:
-        r = st.get("rank")
-        if r is None:
-            continue
-        key = f"{ROLE_PREFIX}{roles[r]}:" if roles else f"{RANK_PREFIX}{r}:"
-        if roles and r not in roles:
-            continue
-        out.setdefault(key, []).append(st)
+    rank = steps.col("rank")
+    null = rank.is_null().to_numpy(zero_copy_only=False)
+    rank = rank.fill_null(-1).to_numpy()
+    out: dict[str, object] = {}
+    keys = np.array([None if n else (f"{ROLE_PREFIX}{roles[r]}:" if r in roles else None) if roles else f"{RANK_PREFIX}{r}:"
+                     for n, r in zip(null.tolist(), rank.tolist())], dtype=object)
+    for key in dict.fromkeys(k for k in keys.tolist() if k is not None):  # first-seen order
+        out[key] = steps.subset(keys == key)
     return out
 
 
-def components(diagnosis: dict, steps: list[dict], spans, measure, check, span_means) -> dict[str, float | None]:
+def components(diagnosis: dict, steps, spans, measure, check, span_means) -> dict[str, float | None]:
     """The job's per-role (or per-rank) values; `measure`, `check` and `span_means` are
     components.py's own readers, so a part is computed as the whole is."""
     out: dict[str, float | None] = {}

@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 from ..core import environment
-from ..plan.build import trial_env
+from ..plan.rebuild import trial_env
 
 
 class GpuWatch:
@@ -84,7 +84,7 @@ def diagnose_capture(capture_dir: Path, skip_steps: int = 0) -> dict | None:
     """The run's own incident (if the workload snapshotted) and its diagnosis, written beside it,
     with the per-step components the comparison explains the change with (components.py)."""
     from .components import run_components
-    from ..diagnose import diagnose_dir
+    from ..diagnose import as_diagnosis, diagnose_dir, write_diagnosis
     from ..core.errors import StallcaseError
 
     found = sorted(p.parent for p in capture_dir.glob("*/manifest.json"))
@@ -92,10 +92,11 @@ def diagnose_capture(capture_dir: Path, skip_steps: int = 0) -> dict | None:
         return None
     inc = found[-1]
     try:
-        d = diagnose_dir(inc, out_path=inc / "diagnosis.json")
+        d = as_diagnosis(diagnose_dir(inc))  # the steps as tables once: written, then read for the components
+        write_diagnosis(inc / "diagnosis.json", d)
     except StallcaseError as exc:
         return {"incident": str(inc), "diagnosis": None, "error": exc.oneline()}
-    s = d["summary"]
+    s = d.record["summary"]
     return {"incident": str(inc), "diagnosis": str(inc / "diagnosis.json"), "error": None,
             "explained_ns": int(s["explained_ns"]), "unexplained_ns": int(s["unexplained_ns"]),
             "components": run_components(d, skip_steps, spans_of(inc))}

@@ -62,7 +62,7 @@ class RetryPolicy:
 @dataclass(frozen=True)
 class RunRequest:
     spec: dict
-    """the arm's rebuilt {argv, cwd, env} (plan.materialize_arm)"""
+    """the arm's rebuilt {argv, cwd, env} (plan/rebuild.py materialize_arm)"""
     design: dict
     """the plan's design (metric, timeouts)"""
     entry: dict

@@ -1,6 +1,6 @@
 """The built-in demo incident: run examples/demo/workload.py under the recorder.
 
-Called by rules/capture.smk. The workload is started as an argv list with this
+The rule `capture_demo` (rules/capture.smk) runs it. The workload is started as an argv list with this
 interpreter, and snapshots itself into <incidents_dir>/demo at its end.
 """
 
@@ -11,10 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .core.errors import StallcaseError
-from .core.incident import MANIFEST
+from ..core.errors import StallcaseError
+from ..core.incident import MANIFEST
 
-WORKLOAD = Path(__file__).resolve().parent.parent / "examples" / "demo" / "workload.py"
+WORKLOAD = Path(__file__).resolve().parents[2] / "examples" / "demo" / "workload.py"
 
 
 def capture(incidents_dir: str | os.PathLike, args: list[str], log_path: str | os.PathLike | None = None,

@@ -1,0 +1,97 @@
+"""The report of a 1M-step diagnosis in headless Chromium, against a 1k-step report (issue 26).
+
+    .venv/bin/python benchmarks/report_million_steps.py [--steps 1000000] [--reference 1000] [--repeats 3]
+
+Builds both diagnoses the way the vectorized diagnosis writes them (tests/million_steps.py:
+the two step tables made with NumPy, evidence kept for the 20 slow steps), then, for each:
+  load     load_diagnosis: the record, both tables read, digests and every row checked
+  build    the report page (load_records + build_report: first screen from the summary,
+           slowest steps by row, timeline tracks decimated from the tables' columns)
+  paint    first paint and first contentful paint in headless Chromium (the page's own
+           performance 'paint' entries), and the timeline drawn (its render-status renderMs)
+Prints each with the 1M/1k ratio (the same page code, the same browser, the same run) and the
+page's size. Target (issue 26): the 1M-step report opens with first paint < 5 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+PAINT = ("(function(){var o={}; performance.getEntriesByType('paint').forEach(function(e){o[e.name]=e.startTime;});"
+         "o.render=parseFloat(document.getElementById('render-status').dataset.renderMs); return o;})()")
+
+
+def one(n: int, root: Path, browser, repeats: int) -> dict:
+    from million_steps import million_step_case
+    from workflow_lib.diagnose import load_diagnosis
+    from workflow_lib.report import build_report, load_records
+
+    t = time.perf_counter()
+    p = million_step_case(root, n)
+    made = time.perf_counter() - t
+    t = time.perf_counter()
+    load_diagnosis(p["diagnosis"])
+    loaded = time.perf_counter() - t
+    t = time.perf_counter()
+    page = build_report(load_records(p["snapshot"], p["diagnosis"]), p["store"])
+    built = time.perf_counter() - t
+    out = root / "report.html"
+    out.write_text(page, encoding="utf-8")
+    paints = []
+    for _ in range(repeats):
+        pg, _ = browser.open(out, timeout_s=120)
+        try:
+            # The paint entries land once the frame is presented, which can be after the
+            # page's script reports the drawing done: wait for them (never past 60 s).
+            t0 = time.monotonic()
+            while pg.eval("performance.getEntriesByType('paint').length") < 2 and time.monotonic() - t0 < 60:
+                time.sleep(0.05)
+            got = pg.eval(PAINT)
+            if pg.errors:
+                raise SystemExit(f"{n} steps: the page logged errors: {pg.errors[:3]}")
+        finally:
+            browser.close_page(pg)
+        paints.append(got)
+    med = {k: statistics.median(x[k] for x in paints) for k in ("first-paint", "first-contentful-paint", "render")}
+    tables = {f.name: f.stat().st_size for f in p["diagnosis"].parent.glob("diagnosis.*.parquet")}
+    return {"steps": n, "make_s": made, "load_s": loaded, "build_s": built, "page_bytes": out.stat().st_size,
+            "table_bytes": tables, "paint_ms": med, "paints": paints}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=1_000_000)
+    ap.add_argument("--reference", type=int, default=1_000)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    from report_browser import Browser
+
+    with tempfile.TemporaryDirectory() as tmp, Browser() as browser:
+        ref = one(args.reference, Path(tmp) / "ref", browser, args.repeats)
+        big = one(args.steps, Path(tmp) / "big", browser, args.repeats)
+    for r in (ref, big):
+        p = r["paint_ms"]
+        print(f"{r['steps']:>9} steps: load {r['load_s']:6.2f} s, report built {r['build_s']:6.2f} s, page {r['page_bytes'] / 1e6:.2f} MB; "
+              f"first paint {p['first-paint']:7.1f} ms, first contentful paint {p['first-contentful-paint']:7.1f} ms, "
+              f"timeline drawn {p['render']:7.1f} ms (median of {args.repeats})")
+    for key, label in (("first-paint", "first paint"), ("first-contentful-paint", "first contentful paint"), ("render", "timeline drawn")):
+        print(f"{label}: {big['steps']} / {ref['steps']} steps = {big['paint_ms'][key] / ref['paint_ms'][key]:.2f}x "
+              f"({big['paint_ms'][key] / 1000:.2f} s; target < 5 s)")
+    print(f"load: {big['load_s'] / ref['load_s']:.0f}x for {big['steps'] // ref['steps']}x the steps; "
+          f"report built: {big['build_s'] / ref['build_s']:.0f}x")
+    print(json.dumps({"reference": ref, "big": big}, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""Typed record of the plan stage (schemas/plan.schema.json).
+
+Version history (bump SCHEMA_VERSION, and the schema's schema_version, when a field changes meaning):
+  1: first version.
+  2: python_distributions (what preflight compares) and schedule[].warms (the arm a warm-up
+     run warms). A version 1 plan reads as version 2 with python_distributions null (not
+     observed: records.UPGRADES); its warm-ups carry no `warms` and warm the baseline, as they did.
+"""
+
+from __future__ import annotations
+
+from ..core import typed
+from ..core.typed import doc
+
+SCHEMA_VERSION = 2
+
+
+@typed.record("plan", version=SCHEMA_VERSION)
+class Plan:
+    """plan.json: everything a trial needs, pinned by digest (plan/build.py); its digest is the plan's identity."""
+
+    incident_id: str = doc("the incident the plan derives from")
+    experiment: str | None = doc("null: the incident's own environment; a name: an explicitly new experiment")
+    snapshot_digest: str = doc("blake3 digest of the snapshot record planned from")
+    artifacts: list = doc("the incident's artifacts (role, path, relpath, digest, size) the trials must find")
+    workload: dict = doc("the recorded command: argv (never a shell), cwd and the allow-listed env")
+    arms: dict = doc("baseline and candidate: argv, env, changes, sources by digest, same_as_baseline")
+    design: dict = doc("blocks, runs per arm, warm-up and control runs, seed, retries, confidence and the resolved metric")
+    schedule: dict = doc("block id -> its runs in order (index, arm; warms for a warm-up run)")
+    environment: dict = doc("the environment fingerprint the trial node must match (preflight)")
+    python_distributions: dict | None = doc("name -> version of the distributions the workload imported; "
+                                            "null: not observed", optional=True)
+    source_root: str | None = doc("root of the recorded source tree (source artifacts' relpath is relative to it)",
+                                  optional=True)

@@ -1,0 +1,29 @@
+"""Typed record of the trials stage (schemas/execution.schema.json).
+
+Version history (bump SCHEMA_VERSION, and the schema's schema_version, when a field changes meaning):
+  1: first version.
+  2: runs carry metric_source, work (items/tokens per step) and capture.components (all
+     optional: a version 1 record reads as version 2 unchanged, its runs without them).
+"""
+
+from __future__ import annotations
+
+from ..core import typed
+from ..core.typed import doc
+
+SCHEMA_VERSION = 2
+
+
+@typed.record("execution", version=SCHEMA_VERSION)
+class Execution:
+    """execution/<block>.json: one block's runs on one node, every attempt, failed ones included (trials/block.py)."""
+
+    block: str = doc("the block's id (b000, b001, ...)")
+    plan_digest: str = doc("blake3 digest of the plan the block belongs to")
+    preflight_digest: str = doc("blake3 digest of the preflight record that let the block run")
+    node: str = doc("host name of the node that ran the block")
+    status: str = doc("complete, too_many_failures or environment_changed (compare excludes the last two)")
+    runs: list = doc("every attempt in run order, as trials/runner.py RunResult.record() writes it")
+    started_unix_ns: int = doc("when the block's first run started, ns since the Unix epoch", optional=True)
+    ended_unix_ns: int = doc("when the block's last run ended, ns since the Unix epoch", optional=True)
+    notes: list = doc("why the status, and what the block's metric was", optional=True)
