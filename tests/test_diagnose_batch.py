@@ -32,8 +32,9 @@ def _same(inc, monkeypatch, tmp) -> None:
     b = diagnose(inc, incident_id="x", snapshot_digest="0" * 64, batch=True, validate=True)
     assert len(ranks) == len({s["rank"] for s in b["steps"]})  # every rank went through the batched path
     assert_same(a, b)
-    # Written: the tables made straight from the columns (columns.tables) read back as the
-    # in-memory steps, evidence null where not kept.
+    # Written: the tables made straight from the columns (columns.tables, in chunks of 7 steps
+    # here) read back as the in-memory steps, evidence null where not kept.
+    monkeypatch.setattr(columns, "CHUNK_STEPS", 7)
     out = tmp / "d.json"
     with StepSpool(out) as spool:
         rec = diagnose(inc, incident_id="x", snapshot_digest="0" * 64, batch=True, validate=False, spool=spool)

@@ -248,9 +248,9 @@ def test_ops_times_member_ranks_over_the_analysis_cap_is_refused_within_the_memo
     assert peak < MAX_RSS
 
 
-def test_a_million_step_incident_is_refused_by_the_diagnosis_within_the_memory_cap(tmp_path):
+def test_an_incident_over_the_step_cap_is_refused_by_the_diagnosis_within_the_memory_cap(tmp_path):
     inc = CG.good_incident(tmp_path / "inc")
-    n = 1_000_000
+    n = ON.MAX_DIAGNOSED_STEPS + 1
     starts = 1_000_000 + np.arange(n, dtype=np.int64) * 1_000_000
     t = tables.conform("steps", pa.table({"step_id": np.arange(n), "thread_id": np.full(n, 7), "start_ns": starts,
                                           "end_ns": starts + 900_000, "rank": pa.nulls(n, pa.int32())}))
@@ -260,8 +260,8 @@ def test_a_million_step_incident_is_refused_by_the_diagnosis_within_the_memory_c
     m["tables"]["steps"] = {"path": "tables/steps.parquet", "rows": n, "digest": CG.hash_file(f)}
     CG.write_manifest(inc, m)
     rc, err, peak = cli_child(["diagnose", str(inc), "-o", str(tmp_path / "d.json")], tmp_path)
-    assert rc == 2 and err == [f"error: {inc}: 1000000 steps to diagnose, over the cap of {ON.MAX_DIAGNOSED_STEPS} "
-                               f"(48 KiB a step within the 2 GiB memory budget): record a shorter window of the run"], err
+    assert rc == 2 and err == [f"error: {inc}: {n} steps to diagnose, over the cap of {ON.MAX_DIAGNOSED_STEPS} "
+                               f"(1 KiB a step within the 2 GiB memory budget): record a shorter window of the run"], err
     assert peak < MAX_RSS and not (tmp_path / "d.json").exists()
 
 

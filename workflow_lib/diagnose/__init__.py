@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pyarrow as pa
 
 from ..core import records
 from ..core.incident import Incident
@@ -99,6 +100,9 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
         rank_inc = incident.for_rank(int(rk)) if isinstance(incident, RankedIncident) else incident
         ev = evidence_mod.build(rank_inc, int(rk), origin, wait_re)
         del rank_inc
+        # The rank's Arrow tables are in NumPy arrays now; what Arrow's allocator kept of them
+        # would stay in the process (NumPy allocates elsewhere) as the checks run.
+        pa.default_memory_pool().release_unused()
         starts = steps["start_ns"].to_numpy()[sel] - origin
         ends = steps["end_ns"].to_numpy()[sel] - origin
         ids = steps["step_id"].to_numpy()[sel]
@@ -119,10 +123,12 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
             acc.totals = columns.step_totals(cols, acc.totals)
             columns.experiments(cols, acc.experiments)
             acc.job.append(columns.rank_digest(cols))
+            ev = m = None  # the rank's evidence is not needed for its tables: let it go first
             if spool is None:
                 step_records.extend(columns.step_dict(cols, k) for k in range(sel.size))
             else:
-                spool.add_tables(*columns.tables(cols))
+                for pair in columns.tables(cols):
+                    spool.add_tables(*pair)
             del cols
         else:
             rank_recs = [step_record(i) for i in range(sel.size)]  # steps, not events
@@ -136,7 +142,7 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
             else:
                 spool.add(rank_recs)
             del rank_recs
-        del ev, m  # before the next rank's evidence is built
+        ev = m = None  # before the next rank's evidence is built
     record = diagnosis_record(incident, incident_id, snapshot_digest, opts, step_records, windows, slow, coll, spool, acc)
     if validate and spool is None:
         records.validate(record, "diagnosis")
@@ -341,15 +347,9 @@ def diagnose_to_file(incident_dir: str | os.PathLike, out_path: str | os.PathLik
     """diagnose_dir(out_path=...) in memory bounded by one rank: the incident's tables are read
     rank by rank and the steps go to the diagnosis' tables as each rank is done (spool.py).
     The files are the same; returns the record written (its steps are in the tables)."""
-    from .spool import StepSpool, write_spooled
-
     inc = read_incident_by_rank(incident_dir)
-    with StepSpool(out_path) as spool:
-        record = diagnose(inc, incident_id=inc.manifest["incident_id"], snapshot_digest=snapshot_build.snapshot_digest(incident_dir, inc.manifest),
-                          options=options, validate=False, spool=spool)
-        if "steps" in record:  # dump-only: the record was built without the spool
-            return write_diagnosis(out_path, record)
-        return write_spooled(out_path, record, spool)
+    return _written(inc, out_path, incident_id=inc.manifest["incident_id"],
+                    snapshot_digest=snapshot_build.snapshot_digest(incident_dir, inc.manifest), options=options)
 
 
 def diagnose_snapshot_file(snapshot_path: str | os.PathLike, store_root: str | os.PathLike, out_path: str | os.PathLike,
@@ -365,7 +365,17 @@ def diagnose_snapshot_file(snapshot_path: str | os.PathLike, store_root: str | o
     snap = records.read_record(snapshot_path, "snapshot")
     inc = load_tables(snap, store_root)
     coll = records.read_record(collectives_path, "collectives") if collectives_path is not None else None
-    record = diagnose(inc, incident_id=snap["incident_id"], snapshot_digest=records.digest_of(snap), options=options,
-                      collectives=coll, validate=False)
-    write_diagnosis(out_path, record)  # validates it: once
-    return record
+    return _written(inc, out_path, incident_id=snap["incident_id"], snapshot_digest=records.digest_of(snap), options=options,
+                    collectives=coll)
+
+
+def _written(inc, out_path, **kw) -> dict:
+    """diagnose() into its files: each rank's steps to the tables as the rank is done (spool.py),
+    the record last, validated once. Returns the record written."""
+    from .spool import StepSpool, write_spooled
+
+    with StepSpool(out_path) as spool:
+        record = diagnose(inc, **kw, validate=False, spool=spool)
+        if "steps" in record:  # dump-only: the record was built without the spool
+            return write_diagnosis(out_path, record)
+        return write_spooled(out_path, record, spool)

@@ -238,15 +238,31 @@ def top_names_summed(step: np.ndarray, names, rows: np.ndarray, weights: np.ndar
     return out
 
 
+class Resolver:
+    """timeline.resolve for all steps, one finding at a time in check order: each is credited
+    with the part of its claim no earlier finding took (its claim can be dropped after)."""
+
+    def __init__(self, frame: StepFrame):
+        self.frame = frame
+        self.taken = measures.empty()
+
+    def credit(self, claimed: Intervals) -> np.ndarray:
+        """explains_ns per step of the next finding."""
+        if len(claimed) == 0:
+            return np.zeros(self.frame.n, _I64)
+        own = measures.subtract(claimed, self.taken) if len(self.taken) else claimed
+        self.taken = measures.union_many(self.taken, own)
+        return self.frame.per_step(own)
+
+    def explained(self) -> np.ndarray:
+        return self.frame.per_step(self.taken)
+
+
 def resolve(frame: StepFrame, found: list[StepFindings]) -> tuple[np.ndarray, np.ndarray]:
     """(explains_ns per step and finding, n x len(found); explained_ns per step), crediting
     each finding, in the given order, only with time no earlier finding took."""
+    r = Resolver(frame)
     explains = np.zeros((frame.n, len(found)), _I64)
-    taken = measures.empty()
     for j, fnd in enumerate(found):
-        if len(fnd.claimed) == 0:
-            continue
-        own = measures.subtract(fnd.claimed, taken) if len(taken) else fnd.claimed
-        explains[:, j] = frame.per_step(own)
-        taken = measures.union_many(taken, own)
-    return explains, frame.per_step(taken)
+        explains[:, j] = r.credit(fnd.claimed)
+    return explains, r.explained()

@@ -88,17 +88,26 @@ def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, or
     record of step index k (for the steps kept in detail)."""
     base = batch.make_base(frame, ev, opts.min_gap_ns)
     si = batch.StepsInput(frame, base, ev, src, opts, cold)
-    found = []
-    for c in CHECKS:
-        found.append(c.check_steps(si) if hasattr(c, "check_steps") else batch.per_step(c, si, ev.rank))
-    explains, explained = batch.resolve(frame, found)
-    n, nc = frame.n, len(CHECKS)
-    verdict = np.stack([f.verdict for f in found], axis=1) if nc else np.zeros((n, 0), np.int8)
-    missing_code = np.stack([f.missing_code for f in found], axis=1)
-    kinds = dict(found[NAMES.index("transfer_stall")].kinds_ns)
     cnt, tot, longest = _gaps(frame, base, src.kernels, origin, opts.max_gaps_listed)
-    cols = RankColumns(ev.rank, frame, origin, m, src.kernels, cnt, tot, longest, verdict, explains, [f.missing for f in found],
-                       missing_code, explained, kinds_ns=kinds, spans_ns=[f.spans_ns for f in found])
+    n, nc = frame.n, len(CHECKS)
+    verdict = np.zeros((n, nc), np.int8)
+    missing_code = np.zeros((n, nc), np.int32)
+    explains = np.zeros((n, nc), _I64)
+    missing, spans, kinds = [], [], {}
+    credit = batch.Resolver(frame)
+    for j, c in enumerate(CHECKS):  # resolved as they come: one check's claim held at a time
+        f = c.check_steps(si) if hasattr(c, "check_steps") else batch.per_step(c, si, ev.rank)
+        explains[:, j] = credit.credit(f.claimed)
+        verdict[:, j], missing_code[:, j] = f.verdict, f.missing_code
+        missing.append(f.missing)
+        spans.append(f.spans_ns)
+        kinds.update(f.kinds_ns)
+        del f
+    cold_rows = np.flatnonzero(si.is_cold).tolist()
+    del si, base
+    cols = RankColumns(ev.rank, frame, origin, m, src.kernels, cnt, tot, longest, verdict, explains, missing,
+                       missing_code, credit.explained(), kinds_ns=kinds, spans_ns=spans)
+    del credit
     # Steps whose collective wait was matched across ranks: the per-step path credits that
     # wait first (diagnose._collective_claim); they are made there and their rows replaced.
     if coll:
@@ -106,7 +115,7 @@ def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, or
             _take_record(cols, k, step_record(k))
     cols.excess = excess_mod.attach_columns(frame.wall, cols.explains_ns, cols.verdict, opts)
     slow = excess_mod.slow_rows(cols.excess, frame.wall, opts.slow_step_factor, frame.ids)
-    for k in sorted(set(np.flatnonzero(si.is_cold).tolist()) | set(slow.tolist()) - set(cols.detail)):
+    for k in sorted((set(cold_rows) | set(slow.tolist())) - set(cols.detail)):
         _take_record(cols, k, step_record(k))
     for k, rec in cols.detail.items():
         excess_mod.fill_record(rec, cols.excess, k)
@@ -218,57 +227,44 @@ def rank_digest(cols: RankColumns) -> dict | None:
 # (the longest gaps, the excess) are canonical JSON as step_tables.canonical writes them; the
 # evidence is kept for the steps in `detail` only (null elsewhere).
 
-def _longest_json(lg: Longest, n: int) -> list[str]:
+def _longest_json(lg: Longest, lo: int, hi: int) -> list[str]:
+    a, b = int(lg.offsets[lo]), int(lg.offsets[hi])
     one = [f'{{"end_ns":{e},"length_ns":{g},"start_ns":{s}}}'
-           for s, e, g in zip(lg.start_ns.tolist(), lg.end_ns.tolist(), lg.length_ns.tolist())]
-    off = lg.offsets.tolist()
-    return ["[" + ",".join(one[off[k]:off[k + 1]]) + "]" for k in range(n)]
+           for s, e, g in zip(lg.start_ns[a:b].tolist(), lg.end_ns[a:b].tolist(), lg.length_ns[a:b].tolist())]
+    off = (lg.offsets[lo:hi + 1] - a).tolist()
+    return ["[" + ",".join(one[off[k]:off[k + 1]]) + "]" for k in range(hi - lo)]
 
 
-def _excess_json(ex: dict, n: int) -> list:
+def _excess_json(ex: dict, lo: int, hi: int) -> list:
     if not ex:
-        return [None] * n
-    causes = ex["causes"]
-    by, exc, une, inc = ex["by_cause"], ex["excess_ns"].tolist(), ex["unexplained_ns"].tolist(), ex["in_comp"].tolist()
-    nz = by > 0
+        return [None] * (hi - lo)
+    exc, une, inc = ex["excess_ns"][lo:hi].tolist(), ex["unexplained_ns"][lo:hi].tolist(), ex["in_comp"][lo:hi].tolist()
     typical = ex["typical_ns"]
+    keys = [f'"{c}":' for c in ex["causes"]]
     out = []
-    for k in range(n):  # one short string per step
+    for k, row in enumerate(ex["by_cause"][lo:hi].tolist()):  # one short string per step (plain Python: no NumPy call each)
         if not inc[k]:
             out.append(None)
             continue
-        parts = ",".join(f'"{causes[i]}":{int(by[k, i])}' for i in np.flatnonzero(nz[k]).tolist())
+        parts = ",".join(key + str(v) for key, v in zip(keys, row) if v > 0)
         out.append(f'{{"by_cause":{{{parts}}},"excess_ns":{exc[k]},"typical_ns":{typical},"unexplained_ns":{une[k]}}}')
     return out
 
 
+# Steps per pair of tables: a row group each, so the findings' Arrow columns (14 rows a step)
+# are held for this many steps at a time, not for all of a rank's.
+CHUNK_STEPS = 1 << 17
+
+
 def tables(cols: RankColumns):
-    """(steps table, findings table) of step_tables.py for the rank's steps."""
+    """(steps table, findings table) pairs of step_tables.py for the rank's steps, CHUNK_STEPS
+    steps at a time (findings' step_row relative to their chunk)."""
     import pyarrow as pa
 
     from . import step_tables as st
 
-    fr, n, nc = cols.frame, cols.frame.n, len(NAMES)
-    i64, f64 = pa.int64(), pa.float64()
-
-    def ints(v):
-        return pa.nulls(n, i64) if v is None else pa.array(np.asarray(v, _I64), i64)
-
-    m = cols.measures
-    of = pa.nulls(n, f64)
-    if cols.kernels_observed:
-        of = pa.array([measures.overlap_factor(a, b) for a, b in zip(m["kernel_sum_ns"].tolist(), m["busy_ns"].tolist())], f64)
-    data = {
-        "step_id": ints(fr.ids), "rank": pa.nulls(n, i64) if cols.rank is None else pa.array(np.full(n, cols.rank, _I64), i64),
-        "thread_id": ints(fr.tids), "start_ns": ints(fr.starts + cols.origin_ns), "end_ns": ints(fr.ends + cols.origin_ns),
-        "wall_ns": ints(fr.wall), **{k: ints(m[k]) for k in ("kernel_sum_ns", "busy_ns", "idle_ns", "host_api_ns", "host_sync_api_ns")},
-        "overlap_factor": of, "gaps_count": ints(cols.gaps_count), "gaps_total_ns": ints(cols.gaps_total_ns),
-        "gaps_longest_json": pa.array(_longest_json(cols.gaps_longest, n), pa.string()),
-        "explained_ns": ints(cols.explained_ns), "unexplained_ns": ints(cols.unexplained_ns),
-        "excess_json": pa.array(_excess_json(cols.excess, n), pa.string()),
-    }
-    steps_tbl = pa.Table.from_arrays([data[f.name] for f in st.STEPS_SCHEMA], schema=st.STEPS_SCHEMA)
-    # Findings: one row per (step, check), checks in NAMES order.
+    n, nc = cols.frame.n, len(NAMES)
+    # The `missing` texts: one dictionary for the rank, each check's codes mapped into it.
     texts: list[str] = []
     code_of: list[np.ndarray] = []
     for j in range(nc):
@@ -279,22 +275,54 @@ def tables(cols: RankColumns):
                 texts.append(s)
             local.append(texts.index(s))
         code_of.append(np.asarray(local, np.int32))
-    missing = np.stack([code_of[j][cols.missing_code[:, j]] for j in range(nc)], axis=1).ravel() if n else np.zeros(0, np.int32)
-    share = cols.excess["share"].ravel() if cols.excess else np.full(n * nc, np.nan)
+    texts_arr = pa.array(texts, pa.string())
+    for lo in range(0, max(n, 1), CHUNK_STEPS):
+        yield _chunk(cols, lo, min(lo + CHUNK_STEPS, n), code_of, texts_arr)
+
+
+def _chunk(cols: RankColumns, lo: int, hi: int, code_of: list, texts):
+    import pyarrow as pa
+
+    from . import step_tables as st
+
+    fr, n, nc = cols.frame, hi - lo, len(NAMES)
+    i64, f64 = pa.int64(), pa.float64()
+
+    def ints(v):
+        return pa.nulls(n, i64) if v is None else pa.array(np.asarray(v[lo:hi], _I64), i64)
+
+    m = cols.measures
+    of = pa.nulls(n, f64)
+    if cols.kernels_observed:
+        of = pa.array([measures.overlap_factor(a, b) for a, b in zip(m["kernel_sum_ns"][lo:hi].tolist(), m["busy_ns"][lo:hi].tolist())], f64)
+    data = {
+        "step_id": ints(fr.ids), "rank": pa.nulls(n, i64) if cols.rank is None else pa.array(np.full(n, cols.rank, _I64), i64),
+        "thread_id": ints(fr.tids), "start_ns": ints(fr.starts + cols.origin_ns), "end_ns": ints(fr.ends + cols.origin_ns),
+        "wall_ns": ints(fr.wall), **{k: ints(m[k]) for k in ("kernel_sum_ns", "busy_ns", "idle_ns", "host_api_ns", "host_sync_api_ns")},
+        "overlap_factor": of, "gaps_count": ints(cols.gaps_count), "gaps_total_ns": ints(cols.gaps_total_ns),
+        "gaps_longest_json": pa.array(_longest_json(cols.gaps_longest, lo, hi), pa.string()),
+        "explained_ns": ints(cols.explained_ns), "unexplained_ns": ints(cols.unexplained_ns),
+        "excess_json": pa.array(_excess_json(cols.excess, lo, hi), pa.string()),
+    }
+    steps_tbl = pa.Table.from_arrays([data[f.name] for f in st.STEPS_SCHEMA], schema=st.STEPS_SCHEMA)
+    # Findings: one row per (step, check), checks in NAMES order.
+    codes = cols.missing_code[lo:hi]
+    missing = np.stack([code_of[j][codes[:, j]] for j in range(nc)], axis=1).ravel() if n else np.zeros(0, np.int32)
+    share = cols.excess["share"][lo:hi].ravel() if cols.excess else np.full(n * nc, np.nan)
     ev_idx = np.full(n * nc, -1, np.int64)
     ev_text: list[str] = []
-    for k in sorted(cols.detail):
+    for k in sorted(k for k in cols.detail if lo <= k < hi):
         for j, f in enumerate(cols.detail[k]["findings"]):
-            ev_idx[k * nc + j] = len(ev_text)
+            ev_idx[(k - lo) * nc + j] = len(ev_text)
             ev_text.append(st.canonical(f["evidence"]))
     evidence = pa.DictionaryArray.from_arrays(pa.array(ev_idx, i64, mask=ev_idx < 0), pa.array(ev_text, pa.string())).cast(pa.string())
     findings_tbl = pa.Table.from_arrays([
         pa.array(np.repeat(np.arange(n, dtype=_I64), nc), i64),
         pa.DictionaryArray.from_arrays(pa.array(np.tile(np.arange(nc, dtype=np.int8), n), pa.int8()), pa.array(list(NAMES))),
-        pa.DictionaryArray.from_arrays(pa.array(cols.verdict.ravel().astype(np.int8), pa.int8()), pa.array(list(FINDING_VERDICTS))),
-        pa.array(cols.explains_ns.ravel(), i64),
+        pa.DictionaryArray.from_arrays(pa.array(cols.verdict[lo:hi].ravel().astype(np.int8), pa.int8()), pa.array(list(FINDING_VERDICTS))),
+        pa.array(cols.explains_ns[lo:hi].ravel(), i64),
         pa.array(share, f64, mask=np.isnan(share)),
-        pa.DictionaryArray.from_arrays(pa.array(missing.astype(np.int32), pa.int32()), pa.array(texts, pa.string())),
+        pa.DictionaryArray.from_arrays(pa.array(missing.astype(np.int32), pa.int32()), texts),
         evidence,
     ], schema=st.FINDINGS_SCHEMA)
     return steps_tbl, findings_tbl

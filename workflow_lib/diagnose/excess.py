@@ -142,16 +142,16 @@ def attach_columns(wall: np.ndarray, explains: np.ndarray, verdict: np.ndarray, 
     for j in range(len(NAMES)):
         amt[:, of[j]] += explains[:, j]
     typ = np.median(amt[comp], axis=0).astype(np.int64)
-    growth = np.maximum(amt - typ, 0)
+    by = amt  # the growth over the typical amount, in place (a matrix of steps x causes)
+    by -= typ
+    np.maximum(by, 0, out=by)
     in_comp = np.zeros(n, bool)
     in_comp[comp] = True
     ex = (wall - typical).astype(np.int64)
-    g = growth.astype(float)
-    tot = g.sum(axis=1)
+    tot = by.sum(axis=1).astype(float)  # attach(): g.sum() of the float growths (exact below 2**53)
     over = in_comp & (ex > 0) & (tot > ex)
-    g[over] = np.floor(g[over] * (ex[over] / tot[over])[:, None])
-    g[~(in_comp & (ex > 0))] = 0
-    by = g.astype(np.int64)
+    by[over] = np.floor(by[over].astype(float) * (ex[over] / tot[over])[:, None]).astype(np.int64)
+    by[~(in_comp & (ex > 0))] = 0
     unexplained = np.where(ex > 0, np.maximum(ex - by.sum(axis=1), 0), 0)
     share = np.full(explains.shape, np.nan)
     pos = in_comp & (ex > 0)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pyarrow.compute as pc
 
 from ..core.arrow import values
 from ..core.incident import Incident
@@ -40,7 +41,10 @@ def _spans(incident: Incident):
     if t.num_rows == 0 or "rank" not in t.column_names:
         return None
     rank = values(t["rank"], null=-1)
-    return {"name": np.asarray(t["name"].to_pylist(), dtype=object), "rank": rank,
+    # Names as references to their distinct values (a million spans hold a few dozen names).
+    enc = pc.dictionary_encode(t["name"]).combine_chunks()
+    names = np.asarray(enc.dictionary.to_pylist(), dtype=object)[enc.indices.to_numpy(zero_copy_only=False)]
+    return {"name": names, "rank": rank,
             "thread": values(t["thread_id"]), "start": values(t["start_ns"]), "end": values(t["end_ns"])}
 
 
@@ -56,9 +60,12 @@ def roles(incident: Incident) -> dict[int, str]:
 
 def collective_span_findings(incident: Incident, origin_ns: int) -> dict:
     """(rank, step_id) -> a collective_wait finding placed on the rank's collective spans."""
-    sp, st = _spans(incident), _steps(incident)
+    st = _steps(incident)
     ranks = sorted(set(st["rank"].tolist()) - {-1})
-    if sp is None or len(ranks) < 2:
+    if len(ranks) < 2:  # one rank: no span of it is read
+        return {}
+    sp = _spans(incident)
+    if sp is None:
         return {}
     is_coll = np.array([bool(COLLECTIVE_SPAN.search(str(n))) for n in sp["name"]], bool)
     if not is_coll.any():
