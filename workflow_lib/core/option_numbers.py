@@ -38,11 +38,11 @@ MAX_BLOCKS = (MEMORY_BUDGET_BYTES // 4) // BYTES_PER_BLOCK
 # 2026-12-01), so ops x member ranks is capped at three quarters of the budget at 600 B a cell.
 BYTES_PER_MATCH_CELL = 600
 MAX_MATCH_CELLS = (MEMORY_BUDGET_BYTES * 3 // 4) // BYTES_PER_MATCH_CELL
-# Above 20,000 steps the diagnosis runs over all steps of a rank at once as columns and writes
+# Above 2,000 steps the diagnosis runs over all steps of a rank at once as columns and writes
 # them to its tables rank by rank (diagnose/columns.py): measured 0.96 KiB a step with its
 # evidence (host-only synthetic steps, 1M steps peaked at 1,119 MiB and 2M at 2,106 MiB; with
 # kernels 1M steps 1,686 MiB; 2026-12-02), so the steps one diagnosis takes are capped at seven
-# eighths of the budget at 1 KiB a step. (Step by step, below 20,000, a step held 44.5 KiB.)
+# eighths of the budget at 1 KiB a step. (Step by step, up to 2,000, a step held 44.5 KiB.)
 BYTES_PER_DIAGNOSED_STEP = 1 << 10
 MAX_DIAGNOSED_STEPS = (MEMORY_BUDGET_BYTES * 7 // 8) // BYTES_PER_DIAGNOSED_STEP
 # The latency trigger preallocates its window (int64 per step plus a sorted list: ~40 B).

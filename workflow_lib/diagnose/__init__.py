@@ -37,9 +37,10 @@ __all__ = ["diagnose", "diagnose_dir", "diagnose_to_file", "DiagnoseOptions", "N
            "as_diagnosis", "write_diagnosis", "table_paths"]
 
 # Above this many steps in an incident the checks run over all steps of a rank at once
-# (columns.py): per step, ~15 checks of ~10 NumPy calls each cost ~2 ms a step
-# (docs/benchmarks.md, issue 26). Below it the per-step path keeps every step's evidence.
-BATCH_ABOVE = 20_000
+# (columns.py): per step, ~15 checks of ~10 NumPy calls each cost 0.4-0.6 ms a step, 1.2 s at
+# 2,000 steps (docs/benchmarks.md, issue 26). Up to it the per-step path keeps every step's
+# evidence; above it the evidence is kept for the steps a reader opens first (warm-up, slow).
+BATCH_ABOVE = 2_000
 
 
 def _step_measures(ev, starts, ends, src) -> dict[str, np.ndarray]:
