@@ -17,7 +17,7 @@ import numpy as np
 
 from . import batch, excess as excess_mod, measures
 from .checks import CHECKS, NAMES
-from .types import FINDING_VERDICTS, StepWindow
+from .types import FINDING_VERDICTS
 
 _I64 = np.int64
 

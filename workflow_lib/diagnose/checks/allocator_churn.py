@@ -16,10 +16,8 @@ cold step cannot explain 1.5 s of context creation.
 
 from __future__ import annotations
 
-import numpy as np
-
 from .. import measures
-from ..batch import StepsInput, StepFindings, answer
+from ..batch import StepFindings, StepsInput
 from ..types import Finding
 from . import base_steps
 from .base import CheckInput, attributed, call_windows, calls_in_step, needs_calls_and_kernels, not_applicable, top_names
@@ -53,11 +51,4 @@ def check(ci: CheckInput) -> Finding:
 
 def check_steps(si: StepsInput) -> StepFindings:
     """check() for every step of a rank at once (diagnose/batch.py)."""
-    gate = base_steps.needs_calls_and_kernels(si, NAME)
-    if gate is not None:
-        return gate
-    fr, ev = si.frame, si.ev
-    pr, pk = base_steps.calls_of(si, ev.rt_alloc)
-    _, windows = base_steps.call_windows(si, np.unique(pr), pr, pk)
-    claimed = measures.intersect(si.base.idle, windows)
-    return answer(NAME, fr, base_steps.has_any(fr, pk) & (fr.per_step(claimed) >= si.opts.min_gap_ns), claimed)
+    return base_steps.call_cause(si, NAME, si.ev.rt_alloc)

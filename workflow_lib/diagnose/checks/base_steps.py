@@ -42,6 +42,25 @@ def call_windows(si: StepsInput, rows: np.ndarray, pair_rows: np.ndarray, pair_s
     return lane_call_windows(si, lanes, pair_rows, np.searchsorted(lanes.step, pair_steps))
 
 
+def call_cause(si: StepsInput, check: str, kind: np.ndarray, less_allocator: bool = False):
+    """The batched form of a call-shaped cause (allocator_churn, sync_stall): GPU idle in the
+    call windows (call_windows) of the calls where `kind` holds, attributed where a step has
+    such a call and at least min_gap_ns of it; `less_allocator`: allocator time outside these
+    calls is not theirs (sync_stall's rule)."""
+    from ..batch import answer
+
+    gate = needs_calls_and_kernels(si, check)
+    if gate is not None:
+        return gate
+    fr, ev = si.frame, si.ev
+    pr, pk = calls_of(si, kind)
+    blocked, windows = call_windows(si, np.unique(pr), pr, pk)
+    if less_allocator and len(ev.alloc_union):
+        windows = measures.subtract(windows, measures.subtract(fr.pieces(ev.alloc_union), blocked))
+    claimed = measures.intersect(si.base.idle, windows)
+    return answer(check, fr, has_any(fr, pk) & (fr.per_step(claimed) >= si.opts.min_gap_ns), claimed)
+
+
 def needs_calls_and_kernels(si: StepsInput, check: str):
     """checks/base.needs_calls_and_kernels for all steps (a source is absent for the rank)."""
     missing = []

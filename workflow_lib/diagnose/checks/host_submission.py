@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import measures
 from ..batch import ATTRIBUTED, NOT_APPLICABLE, UNRESOLVED, StepsInput, StepFindings, uniform
 from ..evidence import RankEvidence, launch_rows, step_sched
 from ..types import Finding, Intervals

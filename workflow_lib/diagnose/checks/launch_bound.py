@@ -24,12 +24,18 @@ NAME = "launch_bound"
 HOST_GAP_LAUNCHES = 10
 
 
-def check(ci: CheckInput) -> Finding:
+def _missing(src) -> list[str]:
+    """What the check needs and the rank lacks (both paths)."""
     missing = []
-    if not ci.src.kernels:
+    if not src.kernels:
         missing.append("GPU kernels (kernels not observed)")
-    if not ci.src.runtime_api:
+    if not src.runtime_api:
         missing.append("host launch calls (runtime_api not observed)")
+    return missing
+
+
+def check(ci: CheckInput) -> Finding:
+    missing = _missing(ci.src)
     if missing:
         return unresolved(NAME, missing)
     ev, step, opts = ci.ev, ci.step, ci.opts
@@ -100,11 +106,7 @@ def _running_max_by_group(g: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 def check_steps(si: StepsInput) -> StepFindings:
     """check() for every step of a rank at once (diagnose/batch.py)."""
-    missing = []
-    if not si.src.kernels:
-        missing.append("GPU kernels (kernels not observed)")
-    if not si.src.runtime_api:
-        missing.append("host launch calls (runtime_api not observed)")
+    missing = _missing(si.src)
     fr, ev, opts = si.frame, si.ev, si.opts
     n = fr.n
     if missing:

@@ -11,10 +11,8 @@ Declared waits and allocator calls after the return are their own causes.
 
 from __future__ import annotations
 
-import numpy as np
-
 from .. import measures
-from ..batch import StepFindings, StepsInput, answer
+from ..batch import StepFindings, StepsInput
 from ..types import Finding
 from . import base_steps
 from .base import (CheckInput, attributed, call_windows, calls_in_step, needs_calls_and_kernels, next_gpu_start,
@@ -55,14 +53,4 @@ def check(ci: CheckInput) -> Finding:
 
 def check_steps(si: StepsInput) -> StepFindings:
     """check() for every step of a rank at once (diagnose/batch.py)."""
-    gate = base_steps.needs_calls_and_kernels(si, NAME)
-    if gate is not None:
-        return gate
-    fr, ev = si.frame, si.ev
-    pr, pk = base_steps.calls_of(si, ev.rt_sync)
-    rows = np.unique(pr)
-    blocked, windows = base_steps.call_windows(si, rows, pr, pk)
-    if len(ev.alloc_union):
-        windows = measures.subtract(windows, measures.subtract(fr.pieces(ev.alloc_union), blocked))
-    claimed = measures.intersect(si.base.idle, windows)
-    return answer(NAME, fr, base_steps.has_any(fr, pk) & (fr.per_step(claimed) >= si.opts.min_gap_ns), claimed)
+    return base_steps.call_cause(si, NAME, si.ev.rt_sync, less_allocator=True)
