@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import hardening as H
+from workflow_lib.core.option_numbers import MAX_DIAGNOSED_STEPS
 
 G = None  # the generate module
 
@@ -163,9 +164,10 @@ def amplification() -> None:
     big_group = {"0": {"name": "0", "desc": "default_pg", "ranks": list(range(5000))}}
     H._file_entry(cat, "fr-group-ranks-x-entries", "nccl_trace_rank_0.pkl",
                   pickle.dumps(H._dump([e] * 9000, pg_config=big_group), protocol=4), "import_torch_fr", "bytes of text, over the limit")
-    # 1M steps (delta-encoded: a few KB): the diagnosis refuses it within the memory cap.
+    # Steps past the cap (delta-encoded: a few KB; 1M when the cap was 38,229, 1,835,009 since
+    # the batched diagnosis, issue 26): the diagnosis refuses it within the memory cap.
     inc = G.good_incident(G.OUT / cat / "steps-1m-diagnose" / "inc")
-    n = 1_000_000
+    n = MAX_DIAGNOSED_STEPS + 1
     starts = 1_000_000 + np.arange(n, dtype=np.int64) * 1_000_000
     t = G.T.conform("steps", pa.table({"step_id": np.arange(n, dtype=np.int64), "thread_id": np.full(n, 7, np.int64),
                                        "start_ns": starts, "end_ns": starts + 900_000, "rank": pa.nulls(n, pa.int32())}))
