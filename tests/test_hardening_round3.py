@@ -11,7 +11,6 @@ import json
 import math
 import os
 import pickle
-import resource
 import subprocess
 import sys
 import textwrap
@@ -52,15 +51,33 @@ def _trials(**kw) -> dict:
     return cfg
 
 
+# The CLI's main in a child that writes its own high-water mark (VmHWM) to the file named first:
+# RUSAGE_CHILDREN would be the largest of every child the session waited for, and a child
+# started by fork or vfork starts from the session's own size.
+_CLI_HWM = """
+import sys
+out = sys.argv.pop(1)
+from workflow_lib.cli import main
+try:
+    rc = main(sys.argv[1:])
+finally:
+    with open("/proc/self/status") as fh:
+        hwm = [line for line in fh if line.startswith("VmHWM:")][0].split()[1]
+    with open(out, "w") as fh:
+        fh.write(hwm)
+sys.exit(rc)
+"""
+
+
 def cli_child(argv: list[str], cwd: Path) -> tuple[int, list[str], int]:
-    """`python -m workflow_lib.cli ARGV` in a child: (status, stderr lines, the child's peak RSS in bytes).
-    One child at a time per test, so RUSAGE_CHILDREN's maximum is this child's."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    p = subprocess.run([sys.executable, "-m", "workflow_lib.cli", *argv], cwd=cwd, capture_output=True, text=True,
+    """The CLI with ARGV in a child: (status, stderr lines, the child's own peak RSS in bytes)."""
+    hwm = Path(cwd) / ".cli-hwm"
+    p = subprocess.run([sys.executable, "-c", _CLI_HWM, str(hwm), *argv], cwd=cwd, capture_output=True, text=True,
                        timeout=300, env=ENV)
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    assert peak >= before
-    return p.returncode, p.stderr.splitlines(), peak * 1024
+    peak = int(hwm.read_text()) * 1024
+    hwm.unlink()
+    assert peak > 0
+    return p.returncode, p.stderr.splitlines(), peak
 
 
 # ---------------------------------------------------------------- numbers that are not numbers

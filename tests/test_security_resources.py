@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import resource
 import subprocess
 import sys
 import time
@@ -149,7 +148,10 @@ def test_re2_errors_are_one_line_and_silent(capfd):
 
 
 def test_peak_rss_of_the_worst_amplifiers_stays_under_2_gib(tmp_path):
-    """Each family's worst amplifier in one child process; RUSAGE_CHILDREN's peak is the largest of them."""
+    """Each family's worst amplifier in one child process; its own high-water mark (VmHWM, read
+    by the child at its end) is the largest of them. Not RUSAGE_CHILDREN: that is the largest of
+    every child the test session waited for, and a child started by fork or vfork starts from the
+    session's own size (a million-step report test leaves pytest at ~2.7 GB)."""
     (tmp_path / "laughs.yaml").write_text(laughs("dict"))
     rle_parquet(tmp_path / "steps.parquet", 30_000_000)
     with open(tmp_path / "dump_rank0.pkl", "wb") as fh:  # sparse, over the 64 MiB dump cap
@@ -170,12 +172,13 @@ try:
     raise SystemExit("accepted")
 except InputError:
     pass
-print("ok")
+hwm = [line for line in open("/proc/self/status") if line.startswith("VmHWM:")][0].split()[1]
+print("ok", hwm)
 """
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout + proc.stderr
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    assert peak >= before * 1024
+    last = proc.stdout.strip().splitlines()[-1].split() if proc.stdout.strip() else []
+    assert proc.returncode == 0 and last[:1] == ["ok"], proc.stdout + proc.stderr
+    peak = int(last[1]) * 1024  # kB
+    assert peak > 0
     assert peak < MAX_RSS, f"peak RSS {peak >> 20} MiB"
