@@ -9,7 +9,7 @@ per-step set of step k is exactly the pieces whose step is k. An operation on su
 (measures.covered_between), per-piece facts are one `searchsorted` to their step.
 
 A check answers for all steps with `StepFindings`: a verdict per step, its claimed pieces
-(inside the steps it attributed), and the missing evidence per step. `resolve` then does
+(inside the steps it attributed), and the missing evidence per step. `Resolver` then does
 what timeline.resolve does step by step: in check order, each check is credited with the
 part of its claim no earlier check took.
 
@@ -256,13 +256,3 @@ class Resolver:
 
     def explained(self) -> np.ndarray:
         return self.frame.per_step(self.taken)
-
-
-def resolve(frame: StepFrame, found: list[StepFindings]) -> tuple[np.ndarray, np.ndarray]:
-    """(explains_ns per step and finding, n x len(found); explained_ns per step), crediting
-    each finding, in the given order, only with time no earlier finding took."""
-    r = Resolver(frame)
-    explains = np.zeros((frame.n, len(found)), _I64)
-    for j, fnd in enumerate(found):
-        explains[:, j] = r.credit(fnd.claimed)
-    return explains, r.explained()

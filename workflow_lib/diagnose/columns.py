@@ -113,7 +113,7 @@ def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, or
     if coll:
         for k in np.flatnonzero([(ev.rank, int(i)) in coll for i in frame.ids]).tolist():
             _take_record(cols, k, step_record(k))
-    cols.excess = excess_mod.attach_columns(frame.wall, cols.explains_ns, cols.verdict, opts)
+    cols.excess = excess_mod.attach_columns(frame.wall, cols.explains_ns, opts)
     slow = excess_mod.slow_rows(cols.excess, frame.wall, opts.slow_step_factor, frame.ids)
     for k in sorted((set(cold_rows) | set(slow.tolist())) - set(cols.detail)):
         _take_record(cols, k, step_record(k))

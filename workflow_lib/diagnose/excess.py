@@ -124,7 +124,7 @@ def grew(starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, names, ev_star
 
 
 
-def attach_columns(wall: np.ndarray, explains: np.ndarray, verdict: np.ndarray, opts) -> dict:
+def attach_columns(wall: np.ndarray, explains: np.ndarray, opts) -> dict:
     """attach() for one rank's steps held as columns (diagnose/columns.py): explains is
     (steps, checks) in checks.NAMES order. Returns {} without a reference, else the typical
     step, the comparable rows, the causes, each step's excess and by-cause split (an int
