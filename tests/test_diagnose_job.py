@@ -5,6 +5,7 @@ experiment names the lever on the other side."""
 
 from __future__ import annotations
 
+import pytest
 from builders import make_incident, span, step
 
 from workflow_lib.diagnose import DiagnoseOptions, diagnose
@@ -12,14 +13,14 @@ from workflow_lib.diagnose import DiagnoseOptions, diagnose
 MS = 1_000_000
 
 
-def _sync_job(slow=2, extra=40 * MS, steps=6):
+def _sync_job(slow=2, extra=40 * MS, steps=6, tail=lambda s: MS):
     """3 ranks; per step each does 5 ms forward, rank `slow` 40 ms more augment, then all_reduce
-    until the last arrival + 1 ms."""
+    until the last arrival + `tail(step)` (1 ms)."""
     st, sp = [], []
     t = 0
     for s in range(steps):
         arrive = {r: t + 5 * MS + (extra if r == slow else 0) for r in range(3)}
-        end = max(arrive.values()) + MS
+        end = max(arrive.values()) + tail(s)
         for r in range(3):
             st.append(step(s, t, end, rank=r))
             sp.append(span("forward", t, t + 5 * MS, rank=r))
@@ -47,6 +48,35 @@ def test_the_late_rank_is_named_with_its_own_cause_and_the_others_wait_in_the_co
             assert by["collective_wait"]["explains_ns"] == 0
     top = d["next_experiments"][0]
     assert top["check"] == "host_work" and "on rank 2" in top["candidate_change"] and "augment" in top["candidate_change"]
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_a_rank_slow_on_every_step_is_read_against_its_peers_not_its_own_typical_step(batch):
+    # Rank 2's augment is 40 ms every step, so its steps are no slower than its own typical step;
+    # what varies from step to step is the all-reduce's tail (1 or 9 ms, every rank). Read
+    # against itself, rank 2's excess lies in all_reduce (as a CI run of the torchrun test
+    # found); read against ranks 0 and 1, it spends 40 ms a step more in augment.
+    d = diagnose(_sync_job(steps=12, tail=lambda s: 9 * MS if s % 3 == 2 else MS), incident_id="sync",
+                 snapshot_digest="0" * 64, batch=batch)
+    cause = d["summary"]["job"]["slowest_rank_cause"]
+    assert d["summary"]["job"]["slowest_rank"] == 2
+    assert cause["spans"] == ["augment"], cause
+    assert cause["span_ns_per_step_over_peers"] == {"augment": 40 * MS}
+
+
+def test_peers_are_the_ranks_of_the_slowest_ranks_role():
+    st, sp = [], []
+    for s in range(6):  # a consumer (rank 0) and two producers; producer 2 packs 10 ms more, its steps are longest
+        t = s * 40 * MS
+        st += [step(s, t, t + 30 * MS, rank=0), step(s, t, t + 30 * MS, rank=1), step(s, t, t + 35 * MS, rank=2)]
+        sp += [span("queue_get", t, t + 25 * MS, rank=0), span("forward", t + 25 * MS, t + 30 * MS, rank=0),
+               span("pack", t, t + 15 * MS, rank=1), span("pack", t, t + 25 * MS, rank=2)]
+    inc = make_incident(steps=st, spans=sp)
+    inc.manifest["job"] = {"id": "x", "id_from": "derived", "roles": {"0": "consumer", "1": "producer", "2": "producer"}}
+    job = diagnose(inc, incident_id="pc", snapshot_digest="0" * 64)["summary"]["job"]
+    assert job["slowest_rank"] == 2
+    # Read against producer 1 only: the consumer's forward and queue_get are no producer's work.
+    assert job["slowest_rank_cause"]["span_ns_per_step_over_peers"] == {"pack": 10 * MS}
 
 
 def test_no_slow_rank_no_collective_wait():

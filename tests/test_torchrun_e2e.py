@@ -1,8 +1,10 @@
-"""A torchrun job (torch on CPU, gloo, 3 ranks, an all-reduce each step) through the README's
+"""A torchrun job (torch on CPU, gloo, 2 ranks, an all-reduce each step) through the README's
 pipeline as one job.
 
 The user's own program (tests/ddp_job.py) is recorded under `torchrun --standalone
---nproc_per_node 3`; one rank does 40 ms of extra augmentation per step. The incident must
+--nproc_per_node 2`; one rank does 40 ms of extra augmentation per step. Two ranks, one per
+core of the CI machine: with three on two cores the fixed job's 1 ms steps measured the
+scheduler's time slices (2-24 ms), and one CI run's A/A floor swallowed a 60% speed-up. The incident must
 hold the three ranks of one run and the launcher's command as the workload; the diagnosis
 must name the slow rank and its cause and credit the others with collective wait; the plan
 must rebuild the job under torchrun with the slowest rank's step as the metric; the trials
@@ -52,7 +54,7 @@ def world(tmp_path_factory):
     repo = make_project(root)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STALLCASE_", "TORCHELASTIC_", "SLURM_"))}
     env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    _sh([str(TORCHRUN), "--standalone", "--nproc_per_node", "3", "train.py"], repo, env)
+    _sh([str(TORCHRUN), "--standalone", "--nproc_per_node", "2", "train.py"], repo, env)
     (checkout / "my.yaml").write_text(textwrap.dedent(f"""
         incidents_dir: {repo / 'incidents'}
         allow_roots: [{repo}]
@@ -73,9 +75,9 @@ def world(tmp_path_factory):
 @pytest.mark.slow
 def test_one_incident_of_one_run_with_the_launcher_as_workload(world):
     inc = read_incident(world["repo"] / "incidents" / "ddp-0412")
-    assert inc.manifest["ranks"] == [0, 1, 2]
+    assert inc.manifest["ranks"] == [0, 1]
     run = inc.manifest["job"]
-    assert run["launcher"]["kind"] == "torchrun" and run["launcher"]["nproc_per_node"] == 3
+    assert run["launcher"]["kind"] == "torchrun" and run["launcher"]["nproc_per_node"] == 2
     argv = inc.manifest["workload"]["argv"]
     assert any(Path(a).name == "torchrun" for a in argv) and argv[-1] == "train.py" and "--nproc_per_node" in argv
 
@@ -83,13 +85,15 @@ def test_one_incident_of_one_run_with_the_launcher_as_workload(world):
 @pytest.mark.slow
 def test_the_diagnosis_names_the_slow_rank_and_the_others_wait_in_the_collective(world):
     job = world["diagnosis"]["summary"]["job"]
-    assert job["slowest_rank"] == 2, job
-    assert job["slowest_rank_cause"]["check"] == "host_work" and job["slowest_rank_cause"]["spans"][0] == "augment"
-    assert job["waited_for_slowest"] == [0, 1]
-    steps = job["common_steps"]
-    for r in ("0", "1"):  # about 40 ms per step each, waited inside the all-reduce
-        assert job["collective_wait_ns_by_rank"][r] >= 0.6 * steps * 40e6, job
-    assert "on rank 2" in world["diagnosis"]["next_experiments"][0]["candidate_change"]
+    assert job["slowest_rank"] == 1, job
+    cause = job["slowest_rank_cause"]
+    assert cause["check"] == "host_work" and cause["spans"][0] == "augment", cause
+    # Read against rank 0: about 40 ms a step more in augment (a sleep of 40 ms).
+    assert 35e6 <= cause["span_ns_per_step_over_peers"]["augment"] <= 60e6, cause
+    assert job["waited_for_slowest"] == [0]
+    steps = job["common_steps"]  # about 40 ms per step, waited inside the all-reduce
+    assert job["collective_wait_ns_by_rank"]["0"] >= 0.6 * steps * 40e6, job
+    assert "on rank 1" in world["diagnosis"]["next_experiments"][0]["candidate_change"]
 
 
 @pytest.mark.slow
@@ -100,12 +104,12 @@ def test_the_plan_rebuilds_the_job_under_torchrun_and_the_fix_is_faster(world):
     assert plan["arms"]["candidate"]["argv"][-2:] == ["--extra-ms", "0"]
     assert set(MODULES) <= {s["relpath"] for s in plan["arms"]["baseline"]["sources"]}
     m = plan["design"]["metric"]
-    assert (m["job"], m["expect_ranks"], m["ranks"]) == ("slowest_rank", [0, 1, 2], None)
+    assert (m["job"], m["expect_ranks"], m["ranks"]) == ("slowest_rank", [0, 1], None)
     failed = [(r["index"], r["arm"], r["error"]) for r in world["runs"] if r["status"] != "ok"]
     assert not failed, failed[:3]
     # The metric is the slowest rank's step: never below any rank's own median.
     for r in world["runs"]:
-        assert [x["rank"] for x in r["ranks"]] == [0, 1, 2]
+        assert [x["rank"] for x in r["ranks"]] == [0, 1]
         assert r["metric_ns"] >= 0.95 * max(x["median_ns"] for x in r["ranks"])
     c = world["comparison"]
     assert c["verdict"] == "faster", c["reasons"]

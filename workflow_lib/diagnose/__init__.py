@@ -123,7 +123,7 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
             slow.extend(_with_findings(_growth(rows, pos, cols.excess, ev, starts, ends), cols.detail, pos))
             acc.totals = columns.step_totals(cols, acc.totals)
             columns.experiments(cols, acc.experiments)
-            acc.job.append(columns.rank_digest(cols))
+            acc.job.append(_profiled(columns.rank_digest(cols), ev, tids, starts, ends))
             ev = m = None  # the rank's evidence is not needed for its tables: let it go first
             if spool is None:
                 step_records.extend(columns.step_dict(cols, k) for k in range(sel.size))
@@ -138,6 +138,7 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
             pos = {r["step_id"]: i for i, r in enumerate(rank_recs)}
             slow.extend(_with_findings(_growth(rows, pos, ref, ev, starts, ends), dict(enumerate(rank_recs)), pos))
             acc.add(rank_recs)
+            acc.job[-1] = _profiled(acc.job[-1], ev, tids, starts, ends)
             if spool is None:
                 step_records.extend(rank_recs)
             else:
@@ -150,6 +151,11 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
     elif validate:
         spool.validate(record)  # its steps were checked row by row as they went to the tables
     return record
+
+
+def _profiled(digest: dict | None, ev, tids, starts, ends) -> dict | None:
+    """A rank's job digest with its span profile (job.span_profile), read while its evidence is held."""
+    return None if digest is None else dict(digest, span_profile=job_mod.span_profile(ev, tids, starts, ends))
 
 
 class Sums:

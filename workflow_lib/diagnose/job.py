@@ -34,6 +34,7 @@ COLLECTIVE_SPAN = re.compile(
     re.IGNORECASE)
 MIN_WAIT_NS = 100_000  # a wait under 0.1 ms is arrival jitter, not a peer to wait for
 MAX_LINKED_SPANS = 5
+MIN_OVER_PEERS_NS = 100_000  # a span under 0.1 ms a step longer than on the peers is jitter, not a cause
 
 
 def _spans(incident: Incident):
@@ -99,6 +100,61 @@ def collective_span_findings(incident: Incident, origin_ns: int) -> dict:
                 f["evidence"].append({"span": str(sp["name"][i]), "collective": k, "waited_for_rank": late,
                                       "wait_ns": wait, "basis": "host spans matched across ranks by step and order"})
     return out
+
+
+def span_profile(ev, tids: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict:
+    """What one rank's steps spend in each span name, for reading the rank against its peers.
+
+    A rank that is slow on every step (more host work than its peers, each step) is no slower
+    than its own typical step, so its own excess says nothing about what it does that the
+    others do not: summary_of compares these medians across ranks instead. Returns
+    {"median_ns": name -> median over the rank's steps of the time its step thread spent in
+    spans of that name (0 in a step without one), "collective": names that are collectives or
+    hold one (their time is waiting for peers, not own work)}. Names in fewer than half the
+    steps have a median of 0 and are left out."""
+    n = starts.size
+    if n == 0 or ev.span_start.size == 0:
+        return {"median_ns": {}, "collective": []}
+    order = np.argsort(starts, kind="stable")
+    s_st, s_en, s_tid = starts[order], ends[order], tids[order]
+    k = np.searchsorted(s_st, ev.span_start, "right") - 1
+    kk = np.clip(k, 0, None)
+    inside = (k >= 0) & (ev.span_end <= s_en[kk]) & (ev.span_thread == s_tid[kk])
+    codes, step = ev.span_name.codes[inside], kk[inside]
+    length = (ev.span_end - ev.span_start)[inside]
+    names = ev.span_name.dictionary
+    is_coll_name = np.array([bool(COLLECTIVE_SPAN.search(str(x))) for x in names], bool)
+    # A span holding a collective span of its own thread waits inside it as well.
+    holds = np.zeros(names.size, bool)
+    coll_rows = np.flatnonzero(is_coll_name[ev.span_name.codes]) if names.size else np.zeros(0, np.int64)
+    for t in np.unique(ev.span_thread[coll_rows]).tolist():
+        cs = np.sort(ev.span_start[coll_rows[ev.span_thread[coll_rows] == t]])
+        mine = np.flatnonzero((ev.span_thread == t) & ~is_coll_name[ev.span_name.codes])
+        hit = np.searchsorted(cs, ev.span_end[mine], "left") > np.searchsorted(cs, ev.span_start[mine], "left")
+        holds[np.unique(ev.span_name.codes[mine[hit]])] = True
+    out = {}
+    pairs = np.unique(codes.astype(np.int64) * n + step)
+    steps_with = np.bincount((pairs // n).astype(np.int64), minlength=names.size)
+    for c in np.flatnonzero(steps_with * 2 >= n).tolist():  # a median above 0 needs half the steps
+        sel = codes == c
+        per_step = np.bincount(step[sel], weights=length[sel], minlength=n)
+        out[str(names[c])] = int(np.median(per_step))
+    return {"median_ns": out, "collective": sorted(str(x) for x in names[is_coll_name | holds])}
+
+
+def _peer_spans(slowest: int, ranks: list[int], dig: dict, role: dict[int, str]) -> dict | None:
+    """The spans in which the slowest rank spends more per step than its peers (the other ranks
+    of its role): name -> its median minus the peers' median of theirs, largest first; None
+    without a profile for every rank or with no such span."""
+    peers = [r for r in ranks if r != slowest and role.get(r) == role.get(slowest)]
+    if not peers or any(dig[r].get("span_profile") is None for r in [slowest, *peers]):
+        return None
+    waiting = {n for r in [slowest, *peers] for n in dig[r]["span_profile"]["collective"]}
+    mine = dig[slowest]["span_profile"]["median_ns"]
+    diff = {name: ns - int(np.median([dig[p]["span_profile"]["median_ns"].get(name, 0) for p in peers]))
+            for name, ns in mine.items() if name not in waiting}
+    more = sorted(((n, d) for n, d in diff.items() if d >= MIN_OVER_PEERS_NS), key=lambda kv: (-kv[1], kv[0]))
+    return dict(more[:MAX_LINKED_SPANS]) or None
 
 
 def _overlap_by_name(lo: np.ndarray, hi: np.ndarray, sp, mask) -> dict[str, int]:
@@ -179,7 +235,12 @@ def summary_of(incident: Incident, digests: list[dict | None], wait_regex, coll:
     waits = {r: dig[r]["wait_ns"] for r in ranks}
     slowest = max(ranks, key=lambda r: (slowest_count[r], -r)) if common else None
     if slowest is not None:
-        cause[slowest]["spans"] = list(dig[slowest]["spans"])
+        # What the slowest rank does more of than its peers, each step; without profiles (or
+        # with no such span), the spans behind its own top cause.
+        more = _peer_spans(slowest, ranks, dig, role)
+        cause[slowest]["spans"] = list(more) if more else list(dig[slowest]["spans"])
+        if more:
+            cause[slowest]["span_ns_per_step_over_peers"] = more
     waited = sorted(r for r in ranks if r != slowest and waits[r] > 0)
     return {"ranks": ranks, "roles": {str(r): v for r, v in sorted(role.items())},
             "common_steps": len(common), "slowest_rank_steps": {str(r): n for r, n in slowest_count.items()},
