@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from ..core import atomic, layout, records, safe_io
 from ..core.errors import DigestMismatch, InputError, RecordError
 from . import step_tables as st_mod
-from .types import DIAGNOSIS_VERSION
+from .types import DIAGNOSIS_VERSION, DiagnosisRecord
 
 TABLE_NAMES = layout.DIAGNOSIS_TABLES
 INLINE_STEPS_VERSIONS = (1, 2)
@@ -180,10 +180,10 @@ def _rank_runs(steps: list[dict]):
 
 
 def record_of(body: dict, entries: dict) -> dict:
-    """The version-3 record: the body (no steps) naming its tables."""
-    out = {k: v for k, v in body.items() if k != "steps"}
-    out.update(schema_version=DIAGNOSIS_VERSION, step_tables=entries)
-    return out
+    """The version-3 record: the body (no steps) naming its tables, through its class (a field
+    the class does not hold is refused here, before anything is renamed into place)."""
+    fields = {k: v for k, v in body.items() if k not in ("steps", "schema_version", "kind")}
+    return DiagnosisRecord(**dict(fields, step_tables=entries)).to_json()
 
 
 def write_diagnosis(path: str | os.PathLike, diagnosis) -> dict:
@@ -236,6 +236,7 @@ def load_diagnosis(path: str | os.PathLike) -> Diagnosis:
     for name in TABLE_NAMES:
         if not paths[name].is_file():
             raise InputError(paths[name], f"table of {Path(path).name} not found (written beside it by the diagnose stage)")
+    DiagnosisRecord.from_json(rec, path)  # the fields its class holds, no other
     steps = st_mod.check_steps(_read_table(paths["steps"], "steps", rec["step_tables"]["steps"], path), paths["steps"])
     findings = st_mod.check_findings(_read_table(paths["findings"], "findings", rec["step_tables"]["findings"], path),
                                      steps.num_rows, paths["findings"], explained_ns=steps["explained_ns"].to_numpy())

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..core import typed
+
 # Version history of the diagnosis record (schemas/diagnosis.schema.json): 1 first version;
 # 2 excess attribution (optional fields: readers treat them absent as not available);
 # 3 per-step results as two Parquet tables beside the record (`step_tables`; issue 26,
@@ -16,6 +18,25 @@ DIAGNOSIS_VERSION = 3
 # diagnose() builds the record with its steps inline, step by step: the version-2 shape, which
 # every writer stores as version 3 (stored.write_diagnosis) and every reader reads as one shape.
 INLINE_STEPS_VERSION = 2
+
+@typed.record("diagnosis", version=DIAGNOSIS_VERSION)
+class DiagnosisRecord:
+    """diagnosis.json: the summary of a diagnosis and the per-step tables it names (stored.py writes
+    it last, after the tables; load_diagnosis reads it with them into a Diagnosis)."""
+
+    incident_id: str = typed.doc("the incident diagnosed")
+    snapshot_digest: str = typed.doc("blake3 digest of the incident's snapshot record")
+    options: dict = typed.doc("the DiagnoseOptions used (thresholds, patterns)")
+    sources: dict = typed.doc("which evidence the incident observed, and why not where it did not")
+    checks: list = typed.doc("the checks run, in timeline-priority order")
+    summary: dict = typed.doc("slow steps with their findings, totals by check, warm-up, the job (summary.job)")
+    next_experiments: list = typed.doc("candidate changes ranked by what each could recover, bounded on the timeline")
+    step_tables: dict = typed.doc("name -> {file, digest, rows} of the two Parquet tables beside the record")
+    collectives: dict = typed.doc("the collectives analysis, for an incident of flight-recorder dumps alone",
+                                  optional=True)
+    steps: list = typed.doc("versions 1 and 2 only: the steps inline (version 3 keeps them in step_tables)",
+                            optional=True)
+
 
 # A finding's verdict (schemas/diagnosis.schema.json); compare/verdict.py's VERDICTS are the comparison's.
 FINDING_VERDICTS = ("attributed", "unresolved", "not_applicable")
