@@ -74,6 +74,22 @@ def demo_pipeline(tmp_path_factory):
                            output=proc.stdout + proc.stderr)
 
 
+# The tests that run one after another on one worker (pyproject's `-n 2 --dist loadgroup`): the
+# end-to-end runs (real Snakemake runs, torchrun jobs, SLURM, a browser, a fresh venv) each use
+# both cores and several time their own trials, so two at once would measure each other; and
+# every user of the session's demo run, which each worker would otherwise make again.
+SERIAL_GROUP = "end_to_end"
+SERIAL_MARKS = ("slow", "slurm")
+SERIAL_FIXTURES = ("demo_pipeline", "browser")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the group marks into the node ids
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if any(item.get_closest_marker(m) for m in SERIAL_MARKS) or set(SERIAL_FIXTURES) & set(item.fixturenames):
+            item.add_marker(pytest.mark.xdist_group(SERIAL_GROUP))
+
+
 def _untracked_in_checkout() -> set[str] | None:
     """Files in this checkout that git neither tracks nor ignores (None outside a git checkout)."""
     try:
@@ -86,8 +102,13 @@ def _untracked_in_checkout() -> set[str] | None:
     return {line[3:] for line in out.stdout.splitlines() if line.startswith("?? ")}
 
 
+def _is_xdist_worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
 def pytest_sessionstart(session):
-    session.config._stallcase_untracked = _untracked_in_checkout()
+    if not _is_xdist_worker(session.config):  # the controller checks the whole run once
+        session.config._stallcase_untracked = _untracked_in_checkout()
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -38,9 +38,11 @@ def test_steps_are_bracketed_by_samples_of_their_thread(tmp_path):
         assert len(before) and len(after)
         span = after.ts_ns.iloc[0] - before.ts_ns.iloc[-1]
         assert span <= 2 * (s.end_ns - s.start_ns)
-        # the thread spun: its CPU time over the bracket is most of the bracket
+        # the thread spun: over the bracket it was on a CPU or waiting in the run queue for one
+        # (a busy neighbour on the 2-core machine takes CPU time, never the thread's runnability)
         dcpu = after.cpu_time_ns.iloc[0] - before.cpu_time_ns.iloc[-1]
-        assert dcpu > 0.5 * span
+        drq = after.runqueue_wait_ns.iloc[0] - before.runqueue_wait_ns.iloc[-1]
+        assert dcpu > 0.1 * span and dcpu + drq > 0.8 * span
 
 
 def test_a_step_after_a_gap_takes_its_own_start_mark_and_every_boundary_has_a_near_sample(tmp_path):
