@@ -10,6 +10,7 @@ suite pays for one real workflow run instead of three.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -74,20 +75,43 @@ def demo_pipeline(tmp_path_factory):
                            output=proc.stdout + proc.stderr)
 
 
-# The tests that run one after another on one worker (pyproject's `-n 2 --dist loadgroup`): the
-# end-to-end runs (real Snakemake runs, torchrun jobs, SLURM, a browser, a fresh venv) each use
-# both cores and several time their own trials, so two at once would measure each other; and
-# every user of the session's demo run, which each worker would otherwise make again.
-SERIAL_GROUP = "end_to_end"
-SERIAL_MARKS = ("slow", "slurm")
-SERIAL_FIXTURES = ("demo_pipeline", "browser")
+# The tests that run one after another on one worker (pyproject's `-n 2`): the end-to-end runs
+# (real Snakemake runs, torchrun jobs, SLURM, a browser, a fresh venv) each use both cores and
+# several time their own trials, so two at once would measure each other; and every user of the
+# session's demo run, which each worker would otherwise make again. By module: a test module with
+# one such test sends all of its tests to that worker (its module fixtures are made once).
+# (xdist's own `xdist_group` marks do not reach its scheduler under pytest 9: it renames node ids
+# through an attribute pytest 9 no longer reads.)
+SERIAL_SCOPE = "end_to_end"
+SERIAL_MODULE = re.compile(r"pytest\.mark\.(slow|slurm)\b|\bdemo_pipeline\b|\bdef browser\(")
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the group marks into the node ids
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if any(item.get_closest_marker(m) for m in SERIAL_MARKS) or set(SERIAL_FIXTURES) & set(item.fixturenames):
-            item.add_marker(pytest.mark.xdist_group(SERIAL_GROUP))
+def serial_modules(tests_dir: Path = Path(__file__).resolve().parent) -> frozenset[str]:
+    """File names of the test modules whose tests share the serial worker."""
+    return frozenset(p.name for p in tests_dir.glob("test_*.py") if SERIAL_MODULE.search(p.read_text(encoding="utf-8")))
+
+
+def scope_of(nodeid: str, serial: frozenset[str]) -> str:
+    """The xdist work unit of a test: the serial one, or the test alone."""
+    return SERIAL_SCOPE if nodeid.split("::", 1)[0].rsplit("/", 1)[-1] in serial else nodeid
+
+
+try:
+    from xdist.scheduler import LoadScopeScheduling
+except ImportError:  # pytest-xdist is in the test extra; without it the suite runs in one process
+    LoadScopeScheduling = None
+else:
+    def pytest_xdist_make_scheduler(config, log):
+        serial = serial_modules()
+
+        class SerialEndToEnd(LoadScopeScheduling):
+            """xdist's scope scheduling with the end-to-end modules as one scope (the largest, so
+            it starts first) and every other test a scope of its own."""
+
+            def _split_scope(self, nodeid: str) -> str:
+                return scope_of(nodeid, serial)
+
+        return SerialEndToEnd(config, log)
 
 
 def _untracked_in_checkout() -> set[str] | None:
