@@ -95,6 +95,7 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
     # Collective waits: the flight recorder's matched ops when there are any, else the
     # collectives' host spans matched across ranks (job.py).
     coll = _collective_findings(incident, collectives) or job_mod.collective_span_findings(incident, origin)
+    job_ranks = np.unique(rank_keys).size > 1  # only a job's ranks are read against each other (job.py)
     for rk in np.unique(rank_keys):  # ranks are few
         sel = np.flatnonzero(rank_keys == rk)
         # A RankedIncident reads one rank's rows here and lets them go after the rank is done.
@@ -123,7 +124,7 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
             slow.extend(_with_findings(_growth(rows, pos, cols.excess, ev, starts, ends), cols.detail, pos))
             acc.totals = columns.step_totals(cols, acc.totals)
             columns.experiments(cols, acc.experiments)
-            acc.job.append(_profiled(columns.rank_digest(cols), ev, tids, starts, ends))
+            acc.job.append(_profiled(columns.rank_digest(cols), ev, tids, starts, ends) if job_ranks else columns.rank_digest(cols))
             ev = m = None  # the rank's evidence is not needed for its tables: let it go first
             if spool is None:
                 step_records.extend(columns.step_dict(cols, k) for k in range(sel.size))
@@ -138,7 +139,8 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
             pos = {r["step_id"]: i for i, r in enumerate(rank_recs)}
             slow.extend(_with_findings(_growth(rows, pos, ref, ev, starts, ends), dict(enumerate(rank_recs)), pos))
             acc.add(rank_recs)
-            acc.job[-1] = _profiled(acc.job[-1], ev, tids, starts, ends)
+            if job_ranks:
+                acc.job[-1] = _profiled(acc.job[-1], ev, tids, starts, ends)
             if spool is None:
                 step_records.extend(rank_recs)
             else:
