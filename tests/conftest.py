@@ -99,7 +99,7 @@ def scope_of(nodeid: str, serial: frozenset[str]) -> str:
 try:
     from xdist.scheduler import LoadScopeScheduling
 except ImportError:  # pytest-xdist is in the test extra; without it the suite runs in one process
-    LoadScopeScheduling = None
+    pass
 else:
     def pytest_xdist_make_scheduler(config, log):
         serial = serial_modules()

@@ -110,6 +110,8 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
         ids = steps["step_id"].to_numpy()[sel]
         tids = steps["thread_id"].to_numpy()[sel]
         m = _step_measures(ev, starts, ends, src)
+        # A job's ranks are read against each other by what their steps spend in each span (job.py).
+        profile = job_mod.span_profile(ev, tids, starts, ends) if job_ranks else None
         cold = warmup.cold_steps(ends - starts, opts)
         windows.append(_window_record(ev, int(starts.min()), int(ends.max()), src, origin, opts))
 
@@ -124,7 +126,7 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
             slow.extend(_with_findings(_growth(rows, pos, cols.excess, ev, starts, ends), cols.detail, pos))
             acc.totals = columns.step_totals(cols, acc.totals)
             columns.experiments(cols, acc.experiments)
-            acc.job.append(_profiled(columns.rank_digest(cols), ev, tids, starts, ends) if job_ranks else columns.rank_digest(cols))
+            acc.job.append(columns.rank_digest(cols))
             ev = m = None  # the rank's evidence is not needed for its tables: let it go first
             if spool is None:
                 step_records.extend(columns.step_dict(cols, k) for k in range(sel.size))
@@ -139,13 +141,13 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
             pos = {r["step_id"]: i for i, r in enumerate(rank_recs)}
             slow.extend(_with_findings(_growth(rows, pos, ref, ev, starts, ends), dict(enumerate(rank_recs)), pos))
             acc.add(rank_recs)
-            if job_ranks:
-                acc.job[-1] = _profiled(acc.job[-1], ev, tids, starts, ends)
             if spool is None:
                 step_records.extend(rank_recs)
             else:
                 spool.add(rank_recs)
             del rank_recs
+        if profile is not None and acc.job[-1] is not None:
+            acc.job[-1]["span_profile"] = profile
         ev = m = None  # before the next rank's evidence is built
     record = diagnosis_record(incident, incident_id, snapshot_digest, opts, step_records, windows, slow, coll, spool, acc)
     if validate and spool is None:
@@ -153,11 +155,6 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
     elif validate:
         spool.validate(record)  # its steps were checked row by row as they went to the tables
     return record
-
-
-def _profiled(digest: dict | None, ev, tids, starts, ends) -> dict | None:
-    """A rank's job digest with its span profile (job.span_profile), read while its evidence is held."""
-    return None if digest is None else dict(digest, span_profile=job_mod.span_profile(ev, tids, starts, ends))
 
 
 class Sums:

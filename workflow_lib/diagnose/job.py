@@ -123,15 +123,14 @@ def span_profile(ev, tids: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> 
     codes, step = ev.span_name.codes[inside], kk[inside]
     length = (ev.span_end - ev.span_start)[inside]
     names = ev.span_name.dictionary
-    is_coll_name = np.array([bool(COLLECTIVE_SPAN.search(str(x))) for x in names], bool)
-    # A span holding a collective span of its own thread waits inside it as well.
-    holds = np.zeros(names.size, bool)
-    coll_rows = np.flatnonzero(is_coll_name[ev.span_name.codes]) if names.size else np.zeros(0, np.int64)
-    for t in np.unique(ev.span_thread[coll_rows]).tolist():
-        cs = np.sort(ev.span_start[coll_rows[ev.span_thread[coll_rows] == t]])
-        mine = np.flatnonzero((ev.span_thread == t) & ~is_coll_name[ev.span_name.codes])
+    is_coll = ev.span_name.matches(COLLECTIVE_SPAN)  # per span row
+    waiting = np.zeros(names.size, bool)  # per name: a collective, or a span holding one of its thread's
+    waiting[np.unique(ev.span_name.codes[is_coll])] = True
+    for t in np.unique(ev.span_thread[is_coll]).tolist():
+        cs = np.sort(ev.span_start[is_coll & (ev.span_thread == t)])
+        mine = np.flatnonzero((ev.span_thread == t) & ~is_coll)
         hit = np.searchsorted(cs, ev.span_end[mine], "left") > np.searchsorted(cs, ev.span_start[mine], "left")
-        holds[np.unique(ev.span_name.codes[mine[hit]])] = True
+        waiting[np.unique(ev.span_name.codes[mine[hit]])] = True
     out = {}
     pairs = np.unique(codes.astype(np.int64) * n + step)
     steps_with = np.bincount((pairs // n).astype(np.int64), minlength=names.size)
@@ -139,7 +138,7 @@ def span_profile(ev, tids: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> 
         sel = codes == c
         per_step = np.bincount(step[sel], weights=length[sel], minlength=n)
         out[str(names[c])] = int(np.median(per_step))
-    return {"median_ns": out, "collective": sorted(str(x) for x in names[is_coll_name | holds])}
+    return {"median_ns": out, "collective": sorted(str(x) for x in names[waiting])}
 
 
 def _peer_spans(slowest: int, ranks: list[int], dig: dict, role: dict[int, str]) -> dict | None:

@@ -236,7 +236,6 @@ def load_diagnosis(path: str | os.PathLike) -> Diagnosis:
     for name in TABLE_NAMES:
         if not paths[name].is_file():
             raise InputError(paths[name], f"table of {Path(path).name} not found (written beside it by the diagnose stage)")
-    DiagnosisRecord.from_json(rec, path)  # the fields its class holds, no other
     steps = st_mod.check_steps(_read_table(paths["steps"], "steps", rec["step_tables"]["steps"], path), paths["steps"])
     findings = st_mod.check_findings(_read_table(paths["findings"], "findings", rec["step_tables"]["findings"], path),
                                      steps.num_rows, paths["findings"], explained_ns=steps["explained_ns"].to_numpy())
