@@ -84,6 +84,16 @@ SOURCE_ALIASES = {
     "spans": ("cpu_op", "operator", "user_annotation", "gpu_user_annotation_host", "python_function"),
 }
 
+# CUPTI's CUpti_ActivityMemcpyKind by value (cupti_activity.h): the recorder's CUPTI parser names
+# copies with it, and Nsight Systems exports keep the same values in copyKind (their
+# ENUM_CUDA_MEMCPY_OPER table, where present, lists them: CUDA_MEMCPY_KIND_HTOD = 1, ...).
+CUPTI_MEMCPY_KINDS = {0: "unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
+                      8: "DtoD", 9: "HtoH", 10: "PtoP"}
+
+# Environment variables that name a process's rank, in the order they are trusted: torchrun's,
+# then Open MPI's, MPICH/Cray PMI's, PMIx's, MVAPICH's, and SLURM's task id (one task per rank).
+RANK_ENV_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID")
+
 # Which manifest source names stand for each table: the recorder names its sources by
 # mechanism (host, cupti, nvml), importers and builders by table.
 TABLE_SOURCES = {

@@ -21,21 +21,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-import blake3
-
-from ..core import bounds, vocabulary
+from ..core import bounds
 from ..core.errors import InputError, StallcaseError
-from ..core.patterns import compile_pattern
 from ..core.incident import MANIFEST, incident_dir, source
 from ..core.incident_stream import IncidentWriter
-from . import origin
+from . import derived, origin
 from . import kineto_events as ke
 from .json_stream import read_trace
 
-DEFAULT_STEP_PATTERN = r"ProfilerStep#(\d+)"
-# Without ProfilerStep#N (profiled without schedule/step()): annotations people write
-# around their loop body (record_function("train_step_12"), "iteration 3", "step#4").
-FALLBACK_STEP_PATTERN = r"(?i)(?<![A-Za-z0-9])(?:train_step|training_step|step|iteration|iter)[ _#:-]?(\d+)(?![A-Za-z0-9])"
+# The step patterns, kept importable from here (tests and the CLI read them from kineto).
+DEFAULT_STEP_PATTERN = derived.DEFAULT_STEP_PATTERN
+FALLBACK_STEP_PATTERN = derived.FALLBACK_STEP_PATTERN
 
 # Calls that block the calling host thread until the GPU catches up: one definition for every
 # stage (workflow_lib/core/vocabulary.py: CUDA runtime, driver and HIP; .item() shows up as
@@ -56,34 +52,6 @@ def _sides(name: str) -> tuple[str | None, str | None]:
     return None, None
 
 
-def _is_async(m: pa.Table, r: pa.Table) -> pa.Array:
-    """Per copy: was its issuing call asynchronous (cudaMemcpyAsync) or not (cudaMemcpy)?
-    Joined by correlation id; null where no call matched."""
-    out = np.full(m.num_rows, -1, np.int8)
-    if m.num_rows and r.num_rows:
-        enc = pc.dictionary_encode(r["name"]).combine_chunks()
-        flags = np.array([1 if "async" in n.lower() else (0 if re.search(r"mem(cpy|set)", n, re.I) else -1)
-                          for n in enc.dictionary.to_pylist()], np.int8)  # distinct names only
-        per_call = flags[enc.indices.to_numpy(zero_copy_only=False)]
-        r_corr = pc.fill_null(r["correlation_id"], -1).to_numpy().astype(np.int64)
-        order = np.argsort(r_corr, kind="stable")
-        m_corr = pc.fill_null(m["correlation_id"], -1).to_numpy().astype(np.int64)
-        pos = np.minimum(np.searchsorted(r_corr[order], m_corr), order.size - 1)
-        ok = (m_corr >= 0) & (r_corr[order][pos] == m_corr)
-        out[ok] = per_call[order][pos][ok]
-    return pa.array([None if v < 0 else bool(v) for v in out.tolist()], pa.bool_())
-
-
-def _hash_streaming(path: Path) -> str:
-    """blake3 of the input read in 1 MiB blocks (cas.hash_file mmaps large files, which
-    would count the whole trace in the importer's resident memory)."""
-    h = blake3.blake3()
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _read_one(path: Path) -> tuple[dict[str, list[pa.Table]], dict]:
     """Stream one trace: each piece is split into per-table columns at once, so only the
     final columns of earlier pieces stay in memory (times still in Kineto us)."""
@@ -100,21 +68,6 @@ def _read_one(path: Path) -> tuple[dict[str, list[pa.Table]], dict]:
 
     meta = read_trace(path, on_piece, parse=ke.parse_piece)
     return parts, meta
-
-
-def _depths(tid: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Nesting depth of host spans per thread. For properly nested spans sorted by (start,
-    -end), depth = spans earlier in that order that have not ended by this span's start."""
-    depth = np.zeros(start.size, np.int64)
-    order = np.lexsort((-end, start, tid))
-    t_sorted = tid[order]
-    bounds = np.flatnonzero(np.diff(t_sorted)) + 1
-    for lo, hi in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [order.size]])):  # threads are few
-        idx = order[lo:hi]
-        s, e = start[idx], end[idx]
-        ended = np.searchsorted(np.sort(e), s, side="right")
-        depth[idx] = np.maximum(np.arange(idx.size) - ended, 0)
-    return depth
 
 
 def _rank_of(meta: dict, position: int, path: Path) -> int:
@@ -215,105 +168,9 @@ def _finish(parts: dict[str, list[pa.Table]], rank: int, base_ns: int, shift_us:
     else:
         kind = src = dst = pa.array([], pa.string())
     out["memcpy"] = (m.drop_columns(["name", "is_set"]).append_column("kind", kind).append_column("src_kind", src)
-                     .append_column("dst_kind", dst).append_column("is_async", _is_async(m, out["runtime_api"])))
-    r = out["runtime_api"]
-    out["runtime_api"] = r.append_column("is_sync", pa.array(vocabulary.per_name(r["name"], vocabulary.is_sync_call)))
-    sp = out["spans"]
-    tid = sp["thread_id"].to_numpy()
-    depth = _depths(tid, sp["start_ns"].to_numpy(), sp["end_ns"].to_numpy()) if sp.num_rows else np.zeros(0, np.int64)
-    out["spans"] = sp.append_column("depth", pa.array(depth.astype(np.int32)))
-    steps, basis = _steps(out["spans"], step_rx, where), "pattern"
-    if steps.num_rows == 0 and step_rx.pattern == DEFAULT_STEP_PATTERN:
-        _refuse_malformed_profiler_steps(out["spans"], where)
-    if steps.num_rows == 0 and step_rx.pattern == DEFAULT_STEP_PATTERN:
-        steps, basis = _steps(out["spans"], re.compile(FALLBACK_STEP_PATTERN), where), "annotation"
-    if steps.num_rows == 0 and step_rx.pattern == DEFAULT_STEP_PATTERN:
-        steps, basis = _window_step(out, rank), "window"
-    out["steps"] = _with_launched_gpu_work(steps, out)
-    out["_basis"] = basis
+                     .append_column("dst_kind", dst).append_column("is_async", derived.is_async(m, out["runtime_api"])))
+    out["_basis"] = derived.derive(out, rank, step_rx, where)
     return out
-
-
-def _refuse_malformed_profiler_steps(spans: pa.Table, where) -> None:
-    """A `ProfilerStep#` span whose id is not an ASCII decimal (e.g. `ProfilerStep#²`) is a
-    damaged step annotation, not a trace without steps: refuse it rather than fall back."""
-    if not spans.num_rows:
-        return
-    bad = pc.filter(spans["name"], pc.starts_with(spans["name"], "ProfilerStep#"))
-    if len(bad):
-        raise InputError(where, f"no step spans match {DEFAULT_STEP_PATTERN!r}: {str(bad[0].as_py())[:80]!r} names a step "
-                                "whose id is not an ASCII decimal number")
-
-
-def _window_step(out: dict[str, pa.Table], rank: int) -> pa.Table:
-    """No step annotations at all: one step over the trace window (every event), owned by the
-    thread with the most runtime calls (else the most host spans)."""
-    starts = [int(pc.min(t["start_ns"]).as_py()) for t in out.values() if t.num_rows]
-    ends = [int(pc.max(t["end_ns"]).as_py()) for t in out.values() if t.num_rows]
-    if not starts:
-        return _steps(out["spans"], re.compile(DEFAULT_STEP_PATTERN))
-    src = out["runtime_api"] if out["runtime_api"].num_rows else out["spans"]
-    if src.num_rows:
-        tids, counts = np.unique(src["thread_id"].to_numpy(), return_counts=True)
-        tid = int(tids[np.argmax(counts)])
-    else:
-        tid = 0
-    return pa.table({"step_id": pa.array([0], pa.int64()), "thread_id": pa.array([tid], pa.int64()),
-                     "start_ns": pa.array([min(starts)], pa.int64()), "end_ns": pa.array([max(ends)], pa.int64()),
-                     "rank": pa.array([rank], pa.int32())})
-
-
-def _with_launched_gpu_work(steps: pa.Table, out: dict[str, pa.Table]) -> pa.Table:
-    """GPU work launched inside a step that runs after the step's host end counts toward the
-    step that launched it: each step's end moves to the end of that work, up to the next
-    step's start (the last step: to the end of its work)."""
-    r = out["runtime_api"]
-    if steps.num_rows == 0 or r.num_rows == 0:
-        return steps
-    g_corr = np.concatenate([pc.fill_null(out[n]["correlation_id"], -1).to_numpy() for n in ("kernels", "memcpy")]).astype(np.int64)
-    g_end = np.concatenate([out[n]["end_ns"].to_numpy() for n in ("kernels", "memcpy")]).astype(np.int64)
-    if g_corr.size == 0:
-        return steps
-    r_corr = pc.fill_null(r["correlation_id"], -1).to_numpy().astype(np.int64)
-    r_start = r["start_ns"].to_numpy().astype(np.int64)
-    order = np.argsort(r_corr, kind="stable")
-    pos = np.minimum(np.searchsorted(r_corr[order], g_corr), order.size - 1)
-    ok = (g_corr >= 0) & (r_corr[order][pos] == g_corr)
-    launch_t, work_end = r_start[order][pos][ok], g_end[ok]
-    st = steps.sort_by([("start_ns", "ascending")])
-    s0 = st["start_ns"].to_numpy().astype(np.int64)
-    e0 = st["end_ns"].to_numpy().astype(np.int64)
-    k = np.searchsorted(s0, launch_t, side="right") - 1
-    inside = (k >= 0) & (launch_t < e0[np.maximum(k, 0)])
-    last = e0.copy()
-    np.maximum.at(last, k[inside], work_end[inside])
-    nxt = np.append(s0[1:], np.iinfo(np.int64).max)
-    new_end = np.maximum(e0, np.minimum(last, nxt))
-    return st.set_column(st.schema.get_field_index("end_ns"), "end_ns", pa.array(new_end, pa.int64()))
-
-
-def _steps(spans: pa.Table, rx: re.Pattern, where=None) -> pa.Table:
-    names = spans["name"]
-    if spans.num_rows:
-        enc = pc.dictionary_encode(names).combine_chunks()
-        ids = []
-        for n in enc.dictionary.to_pylist():  # distinct names only
-            mm = rx.search(n)
-            g = mm.group(1) if mm else None  # ASCII digits only ('²' is not a step id); beyond int64 refused
-            ids.append(bounds.decimal_id(g, "step id", where) if g and g.isascii() and g.isdigit() else -1)
-        sid = np.asarray(ids, np.int64)[enc.indices.to_numpy(zero_copy_only=False)]
-    else:
-        sid = np.zeros(0, np.int64)
-    keep = sid >= 0
-    t = spans.filter(pa.array(keep)).append_column("step_id", pa.array(sid[keep]))
-    # Keep the outermost, earliest span per step id (a step name can repeat on nested spans).
-    t = t.sort_by([("step_id", "ascending"), ("depth", "ascending"), ("start_ns", "ascending")])
-    s = t["step_id"].to_numpy()
-    first = np.ones(s.size, bool)
-    first[1:] = s[1:] != s[:-1]
-    t = t.filter(pa.array(first))
-    return pa.table({"step_id": t["step_id"], "thread_id": t["thread_id"], "start_ns": t["start_ns"],
-                     "end_ns": t["end_ns"], "rank": t["rank"]})
 
 
 def _base(meta: dict, parts: dict[str, list[pa.Table]], path: Path) -> tuple[int, float, bool]:
@@ -338,9 +195,7 @@ def import_kineto(files, *, incident_id: str, incidents_dir: str | os.PathLike =
     out_dir = incident_dir(incidents_dir, incident_id)
     if (out_dir / MANIFEST).exists():
         raise StallcaseError(out_dir, "incident already exists: choose another --incident or remove it")
-    step_rx = compile_pattern(step_pattern or DEFAULT_STEP_PATTERN, "--step-pattern")
-    if step_rx.groups != 1:
-        raise InputError("--step-pattern", "the regex needs exactly one group capturing the step id")
+    step_rx = derived.step_regex(step_pattern)
     ranks, unix_known, artifacts, bases = [], True, [], set()
     # Rank by rank: each rank's tables go to disk as it finishes, so memory holds one rank's
     # columns whatever the number of ranks (incident_stream.IncidentWriter).
@@ -361,7 +216,7 @@ def import_kineto(files, *, incident_id: str, incidents_dir: str | os.PathLike =
             del done
             pa.default_memory_pool().release_unused()  # hand this rank's parse buffers back before the next
             artifacts.append({"role": "input", "path": str(path.resolve()), "relpath": None,
-                              "digest": _hash_streaming(path), "size": path.stat().st_size})
+                              "digest": derived.hash_streaming(path), "size": path.stat().st_size})
         if w.rows["steps"] == 0:
             raise InputError(files[0], f"no step spans match {step_rx.pattern!r}: profile with schedule/step() or pass --step-pattern")
         w.finish(_manifest(incident_id, w.rows, w.window(), ranks, unix_known, artifacts, step_rx.pattern, sorted(bases)))
@@ -370,11 +225,6 @@ def import_kineto(files, *, incident_id: str, incidents_dir: str | os.PathLike =
 
 # The tables a Kineto import writes, in the order write_incident wrote them.
 _TABLES = ("kernels", "memcpy", "runtime_api", "spans", "steps")
-
-
-_BASIS = {"pattern": "step spans matched by the step pattern",
-          "annotation": f"no ProfilerStep#N: steps from loop annotations ({FALLBACK_STEP_PATTERN})",
-          "window": "no step annotations: one step over each rank's trace window"}
 
 
 def _manifest(incident_id: str, rows: dict[str, int], window: dict | None, ranks: list[int], unix_known: bool,
@@ -393,7 +243,7 @@ def _manifest(incident_id: str, rows: dict[str, int], window: dict | None, ranks
             "memcpy": source("observed") if gpu else source("not_observed", "trace has no GPU activity"),
             "runtime_api": source("observed") if rows["runtime_api"] else source("not_observed", "trace has no cuda_runtime/cuda_driver events"),
             "spans": source("observed") if rows["spans"] else source("not_observed", "trace has no cpu_op/user_annotation events"),
-            "steps": source("observed", None, pattern=pattern, basis="; ".join(_BASIS[b] for b in bases)),
+            "steps": source("observed", None, pattern=pattern, basis="; ".join(derived.BASIS[b] for b in bases)),
             "sched": source("not_observed", not_in_kineto.format("scheduler samples")),
             "nvml": source("not_observed", not_in_kineto.format("NVML samples")),
             "clock_sync": source("not_observed", "Kineto maps GPU times onto the host clock itself (CUPTI); no calibration rows"),

@@ -27,9 +27,9 @@ import struct
 
 import numpy as np
 
-# CUPTI's CUpti_ActivityMemcpyKind, by value (both parsers name copies with it).
-MEMCPY_KINDS = {0: "unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
-                8: "DtoD", 9: "HtoH", 10: "PtoP"}
+# CUPTI's CUpti_ActivityMemcpyKind, by value (both parsers name copies with it; defined once in
+# core/vocabulary.py, which the nsys import reads too).
+from ...core.vocabulary import CUPTI_MEMCPY_KINDS as MEMCPY_KINDS
 
 
 def _lookup_into(out: np.ndarray, keys: np.ndarray, table_keys: np.ndarray, table_vals: np.ndarray) -> None:
