@@ -71,10 +71,11 @@ class _Strings:
         return self.ids.setdefault(s, len(self.ids) + 1)
 
 
-def create(path: Path, version: str = "2024.5") -> sqlite3.Connection:
+def create(path: Path, version: str = "2024.5", page_size: int = 4096) -> sqlite3.Connection:
     """An empty export of `version`'s layout."""
     new = version != "2022.2"
     db = sqlite3.connect(path)
+    db.execute(f"PRAGMA page_size = {int(page_size)}")
     db.executescript(_SCHEMA.format(green="greenContextId INTEGER, " if new else "", rt_name="" if new else ", name TEXT",
                                     meta="META_DATA_EXPORT" if new else "EXPORT_META_DATA"))
     meta = "META_DATA_EXPORT" if new else "EXPORT_META_DATA"

@@ -34,6 +34,7 @@ MAX_RSS_BYTES = 2 << 30  # docs/security.md: peak RSS <= 2 GiB whatever the inpu
 
 CONSUMER_MODULE = {
     "import_kineto": "workflow_lib.importers.kineto",
+    "import_nsys": "workflow_lib.importers.nsys",
     "import_torch_fr": "workflow_lib.importers.torch_fr",
     "diagnose": "workflow_lib.commands.diagnose",
 }
@@ -60,7 +61,7 @@ def argv_for(entry: dict, inp: Path, out: Path) -> list[str]:
     if c == "argv":  # the command as the entry spells it, {w} = the entry's work directory
         work = out.parent
         return [a.replace("{w}", str(work)) for a in entry["argv"]]
-    fmt = {"import_kineto": "kineto", "import_torch_fr": "torch-fr"}[c]
+    fmt = {"import_kineto": "kineto", "import_nsys": "nsys", "import_torch_fr": "torch-fr"}[c]
     incident = [] if any(a.startswith("--incident") and not a.startswith("--incidents-dir") for a in extra) else ["--incident", "corpus"]
     return ["import", fmt, str(inp), *incident, *extra, "--incidents-dir", str(out / "incidents")]
 

@@ -195,6 +195,16 @@ def test_a_view_named_like_the_kernel_table_is_not_read(tmp_path, capsys):
     _refused(tmp_path, capsys, f, "no CUPTI_ACTIVITY_KIND_KERNEL table")
 
 
+def test_a_view_named_like_an_optional_table_is_not_read(tmp_path, blocking_sync):
+    f = write_export(tmp_path / "x.sqlite", blocking_sync.tables, "2024.5")
+    with sqlite3.connect(f) as db:  # rows without end, if it were read
+        db.executescript("DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME; CREATE VIEW CUPTI_ACTIVITY_KIND_RUNTIME AS WITH RECURSIVE "
+                         "c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x AS start, x AS end FROM c;")
+    inc = _import(tmp_path, f)
+    assert inc.tables["runtime_api"].filter(pc.invert(pc.starts_with(inc.tables["runtime_api"]["name"], "cuda_sync:"))).num_rows == 0
+    assert inc.tables["kernels"].num_rows == blocking_sync.tables["kernels"].num_rows
+
+
 def test_a_file_that_is_not_sqlite_is_refused(tmp_path, capsys):
     f = tmp_path / "x.sqlite"
     f.write_bytes(b"not a database" * 100)
@@ -202,7 +212,8 @@ def test_a_file_that_is_not_sqlite_is_refused(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("update,words", [
-    ("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'soon' WHERE rowid = 3", "CUPTI_ACTIVITY_KIND_KERNEL.start: value 'soon' is not an integer"),
+    ("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'soon' WHERE rowid = 3", "CUPTI_ACTIVITY_KIND_KERNEL.start: 1 value(s) that are not an integer, e.g. 'soon'"),
+    ("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = end + 0.5 WHERE rowid = 3", "CUPTI_ACTIVITY_KIND_KERNEL.end: 1 value(s) that are not an integer"),
     ("UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET end = start - 5 WHERE rowid = 2", "CUPTI_ACTIVITY_KIND_MEMCPY.end: 1 row(s) end before they start"),
     ("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET start = -1 WHERE rowid = 1", "CUPTI_ACTIVITY_KIND_RUNTIME.start: a time outside"),
     ("DELETE FROM StringIds WHERE id = (SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1)",

@@ -7,7 +7,7 @@ version). Writes OUT_DIR/<category>/<entry>/... and OUT_DIR/expected.json, one o
 per entry:
     id        "<category>/<entry>"
     consumer  which CLI entry point reads it: ingest, diagnose, verify, verify_incidents,
-              import_kineto, import_torch_fr (tests/test_corpus.py builds the argv)
+              import_kineto, import_nsys, import_torch_fr (tests/test_corpus.py builds the argv)
     input     path of the input, relative to OUT_DIR
     names     the file (relative to OUT_DIR) or flag the error line must name
     fragment  a piece of the expected problem text
@@ -778,6 +778,9 @@ def main(argv: list[str]) -> int:
     import round3  # issue 29's families (tests/corpus/round3.py)
 
     round3.generate(sys.modules[__name__])
+    import nsys_hostile  # issue 36's hostile Nsight Systems exports (tests/corpus/nsys_hostile.py)
+
+    nsys_hostile.generate(sys.modules[__name__])
     # `stallcase diagnose` reads incident directories with the same reader: every ingest
     # entry except those only ingest checks (the directory name, artifacts by digest).
     for e in list(ENTRIES):

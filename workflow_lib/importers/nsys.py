@@ -75,6 +75,7 @@ class _Reader:
         if not self.ex.has(table):
             return {c: pa.array([], t or pa.int64()) for c, (_, t) in select.items()}
         names = list(select)
+        self._check_types(table, select, where, params)
         sql = f'SELECT {", ".join(e for e, _ in select.values())} FROM "{table}" WHERE {where}'
         cur = self.ex.query(table, sql, params)
         parts: dict[str, list[pa.Array]] = {n: [] for n in names}
@@ -93,6 +94,20 @@ class _Reader:
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                 raise InputError(self.ex.path, f"{table}.{_label(select[n][0])}: holds both numbers and text") from None
         return out
+
+    def _check_types(self, table: str, select: dict, where: str, params) -> None:
+        """SQLite columns hold any type: count, in one scan in SQLite, the values that are not
+        what each column must hold (Arrow would truncate 1.5 to 1 in an integer column)."""
+        want = {n: ("'integer'" if t == pa.int64() else "'text'" if t == pa.string() else "'integer', 'text'")
+                for n, (_, t) in select.items()}
+        exprs = [f"sum(typeof({e}) NOT IN ({want[n]}, 'null'))" for n, (e, _) in select.items()]
+        counts = self.ex.fetch(table, self.ex.query(table, f'SELECT {", ".join(exprs)} FROM "{table}" WHERE {where}', params), 1)[0]
+        for (n, (e, _)), bad in zip(select.items(), counts):
+            if bad:
+                cur = self.ex.query(table, f'SELECT {e} FROM "{table}" WHERE {where} AND typeof({e}) NOT IN ({want[n]}, \'null\') LIMIT 1', params)
+                v = self.ex.fetch(table, cur, 1)[0][0]
+                what = {"'integer'": "an integer", "'text'": "text"}.get(want[n], "a StringIds id or text")
+                raise InputError(self.ex.path, f"{table}.{_label(e)}: {bad} value(s) that are not {what}, e.g. {bounds.show(v)[:80]}")
 
     def _array(self, table: str, spec: tuple[str, pa.DataType | None], col: tuple) -> pa.Array:
         expr, typ = spec
