@@ -70,68 +70,63 @@ class _Reader:
         self.kept = 0
 
     def stream(self, table: str, select: dict[str, tuple[str, pa.DataType | None]], where: str, params=()) -> dict[str, pa.Array]:
-        """SELECT the expressions of `select` ({column: (sql, type)}; type None: integer ids or
-        text) FROM table WHERE where, CHUNK rows at a time."""
+        """SELECT the expressions of `select` ({column: (sql, type)}) FROM table WHERE where,
+        CHUNK rows at a time, each chunk converted by Arrow in one pass over its tuples. Type
+        None is a name: a StringIds id or the text itself, returned as `column` (the ids) and
+        `column#text` (the text) for `names`."""
+        fields, exprs = [], []
+        for n, (e, t) in select.items():
+            if t is None:
+                fields += [(n, pa.int64()), (n + "#text", pa.string())]
+                exprs += [f"CASE WHEN typeof({e}) = 'integer' THEN {e} END", f"CASE WHEN typeof({e}) = 'text' THEN {e} END"]
+            else:
+                fields.append((n, t))
+                exprs.append(e)
         if not self.ex.has(table):
-            return {c: pa.array([], t or pa.int64()) for c, (_, t) in select.items()}
-        names = list(select)
-        self._check_types(table, select, where, params)
-        sql = f'SELECT {", ".join(e for e, _ in select.values())} FROM "{table}" WHERE {where}'
-        cur = self.ex.query(table, sql, params)
-        parts: dict[str, list[pa.Array]] = {n: [] for n in names}
+            return {n: pa.array([], t) for n, t in fields}
+        # SQLite columns hold any type, and Arrow would truncate 1.5 to 1 in an integer column:
+        # each row also carries how many of its values are not what their column must hold,
+        # counted by SQLite in the same scan; a chunk with any is explained by _bad_type.
+        checks = " + ".join(f"(typeof({e}) NOT IN ({_WANT[t]}, 'null'))" for e, t in select.values())
+        cur = self.ex.query(table, f'SELECT {", ".join(exprs)}, {checks} FROM "{table}" WHERE {where}', params)
+        parts = []
+        row_type = pa.struct(fields + [("#bad", pa.int64())])
         while rows := self.ex.fetch(table, cur, CHUNK):
             self.kept += len(rows)
             if self.kept > bounds.MAX_TRACE_EVENTS:
                 raise InputError(self.ex.path, f"{table}: the export holds more than {bounds.MAX_TRACE_EVENTS} events (the limit for one trace)")
-            for n, col in zip(names, zip(*rows)):
-                parts[n].append(self._array(table, select[n], col))
-        out = {}
-        for n in names:
-            p = [a for a in parts[n] if a.type != pa.null()] or parts[n]
-            typ = select[n][1]
             try:
-                out[n] = (pa.concat_arrays([a.cast(p[0].type) for a in parts[n]]) if p else pa.array([], typ or pa.int64()))
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                raise InputError(self.ex.path, f"{table}.{_label(select[n][0])}: holds both numbers and text") from None
-        return out
+                chunk = pa.array(rows, row_type)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+                chunk = None  # a value Arrow refuses outright: explained below like any other
+            if chunk is None or pc.max(chunk.field(len(fields))).as_py():
+                self._bad_type(table, select, where, params)
+            parts.append(chunk)
+        whole = pa.concat_arrays(parts) if parts else pa.array([], row_type)
+        return {n: whole.field(i) for i, (n, _) in enumerate(fields)}
 
-    def _check_types(self, table: str, select: dict, where: str, params) -> None:
-        """SQLite columns hold any type: count, in one scan in SQLite, the values that are not
-        what each column must hold (Arrow would truncate 1.5 to 1 in an integer column)."""
-        want = {n: ("'integer'" if t == pa.int64() else "'text'" if t == pa.string() else "'integer', 'text'")
-                for n, (_, t) in select.items()}
-        exprs = [f"sum(typeof({e}) NOT IN ({want[n]}, 'null'))" for n, (e, _) in select.items()]
-        counts = self.ex.fetch(table, self.ex.query(table, f'SELECT {", ".join(exprs)} FROM "{table}" WHERE {where}', params), 1)[0]
-        for (n, (e, _)), bad in zip(select.items(), counts):
+    def _bad_type(self, table: str, select: dict, where: str, params) -> None:
+        """Name the first column holding a value of the wrong type, with how many and one of them."""
+        for e, t in select.values():
+            cur = self.ex.query(table, f'SELECT count(*), max(CASE WHEN typeof({e}) NOT IN ({_WANT[t]}, \'null\') THEN {e} END) '
+                                       f'FROM "{table}" WHERE {where} AND typeof({e}) NOT IN ({_WANT[t]}, \'null\')', params)
+            bad, v = self.ex.fetch(table, cur, 1)[0]
             if bad:
-                cur = self.ex.query(table, f'SELECT {e} FROM "{table}" WHERE {where} AND typeof({e}) NOT IN ({want[n]}, \'null\') LIMIT 1', params)
-                v = self.ex.fetch(table, cur, 1)[0][0]
-                what = {"'integer'": "an integer", "'text'": "text"}.get(want[n], "a StringIds id or text")
+                what = {pa.int64(): "an integer", pa.string(): "text"}.get(t, "a StringIds id or text")
                 raise InputError(self.ex.path, f"{table}.{_label(e)}: {bad} value(s) that are not {what}, e.g. {bounds.show(v)[:80]}")
+        raise InputError(self.ex.path, f"{table}: a row whose values do not fit their columns")
 
-    def _array(self, table: str, spec: tuple[str, pa.DataType | None], col: tuple) -> pa.Array:
-        expr, typ = spec
-        try:
-            if typ is None:  # a name: a StringIds id, or the text itself
-                try:
-                    return pa.array(col, pa.int64())
-                except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
-                    return pa.array(col, pa.string())
-            return pa.array(col, typ)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError, ValueError):
-            bad = next((v for v in col if v is not None and not isinstance(v, int if typ != pa.string() else str)), None)
-            want = "text" if typ == pa.string() else "an integer"
-            raise InputError(self.ex.path, f"{table}.{_label(expr)}: value {bounds.show(bad)} is not {want}") from None
-
-    def names(self, ref: pa.Array, table: str, column: str) -> pa.Array:
-        """A name column: text as it is, integer ids through StringIds (distinct ids only)."""
-        if pa.types.is_string(ref.type) or len(ref) == 0:
-            return ref.cast(pa.string())
+    def names(self, c: dict[str, pa.Array], key: str, table: str, column: str) -> pa.Array:
+        """A name column read by `stream` (type None): its text, else its id's StringIds value
+        (looked up for the distinct ids only)."""
+        ref, text = c.pop(key), c.pop(key + "#text")
+        if len(ref) == 0 or ref.null_count == len(ref):
+            return text
         uniq = pc.unique(ref.drop_null())
         lut = self.ex.strings(sorted(uniq.to_pylist()), table, column)
         ids = pa.array(list(lut), pa.int64())
         vals = pa.array(list(lut.values()), pa.string())
-        return pc.take(vals, pc.index_in(ref, value_set=ids))
+        return pc.coalesce(text, pc.take(vals, pc.index_in(ref, value_set=ids)))
 
     def times(self, table: str, start: pa.Array, end: pa.Array | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(start_ns, end_ns) on the incident's timeline; refuses missing, negative, reversed or
@@ -148,6 +143,10 @@ class _Reader:
         if bad:
             raise InputError(self.ex.path, f"{table}.end: {bad} row(s) end before they start")
         return s + self.base_ns, e + self.base_ns
+
+
+# The SQLite storage classes each column type accepts (NULL aside).
+_WANT = {pa.int64(): "'integer'", pa.string(): "'text'", None: "'integer', 'text'"}
 
 
 def _label(expr: str) -> str:
@@ -173,7 +172,7 @@ def _kernels(rd: _Reader, gpid: int) -> pa.Table:
         **{f"{d}_{a}": (ex.col(t, f"{d}{a.upper()}"), pa.int64()) for d in ("grid", "block") for a in "xyz"},
     }, *_where(ex, t, gpid))
     start, end = rd.times(t, c.pop("start"), c.pop("end"))
-    names = rd.names(c.pop("name"), t, "demangledName")
+    names = rd.names(c, "name", t, "demangledName")
     if names.null_count:
         raise InputError(ex.path, f"{t}.demangledName: {names.null_count} kernel(s) without a name in StringIds")
     return pa.table({"name": names, **c, "start_ns": start, "end_ns": end})
@@ -224,7 +223,7 @@ def _api(rd: _Reader, gpid: int, classes: list[int], sync_types: dict[int, str])
                       "tid": (ex.col(t, "globalTid", "0"), pa.int64()), "correlation_id": (ex.col(t, "correlationId"), pa.int64()),
                       "name": (f'coalesce({ex.col(t, "nameId")}, {ex.col(t, "name")})', None)}, where, params)
     start, end = rd.times(t, c["start"], c["end"])
-    names = rd.names(c["name"], t, "nameId")
+    names = rd.names(c, "name", t, "nameId")
     if names.null_count:
         raise InputError(ex.path, f"{t}.nameId: {names.null_count} call(s) without a name in StringIds")
     enc = pc.dictionary_encode(names)  # fold suffixes once per distinct name
@@ -264,9 +263,9 @@ def _spans(rd: _Reader, gpid: int) -> pa.Table:
             where += f' AND "eventType" IN ({",".join(map(str, ns.NVTX_RANGE_TYPES))})'
         c = rd.stream(t, {"start": ('"start"', pa.int64()), "end": ('"end"', pa.int64()),
                           "tid": (ex.col(t, "globalTid", "0"), pa.int64()),
-                          "text": (ex.col(t, "text"), pa.string()), "text_id": (ex.col(t, "textId"), pa.int64())}, where, params)
+                          "text": (ex.col(t, "text"), pa.string()), "text_id": (ex.col(t, "textId"), None)}, where, params)
         start, end = rd.times(t, c["start"], c["end"])
-        name = pc.coalesce(c["text"], rd.names(c["text_id"], t, "textId"))
+        name = pc.coalesce(c["text"], rd.names(c, "text_id", t, "textId"))
         keep = pc.is_valid(name)  # a range with no name (neither column) names nothing to read
         parts.append(pa.table({"name": name, "thread_id": c["tid"], "start_ns": start, "end_ns": end}).filter(keep))
     t = ns.OSRT
@@ -274,7 +273,7 @@ def _spans(rd: _Reader, gpid: int) -> pa.Table:
         c = rd.stream(t, {"start": ('"start"', pa.int64()), "end": (ex.col(t, "end"), pa.int64()),
                           "tid": (ex.col(t, "globalTid", "0"), pa.int64()), "name": (ex.col(t, "nameId"), None)}, *_where(ex, t, gpid))
         start, end = rd.times(t, c["start"], c["end"])
-        name = pc.binary_join_element_wise("osrt:", rd.names(c["name"], t, "nameId"), "")
+        name = pc.binary_join_element_wise("osrt:", rd.names(c, "name", t, "nameId"), "")
         parts.append(pa.table({"name": name, "thread_id": c["tid"], "start_ns": start, "end_ns": end}).filter(pc.is_valid(name)))
     if not parts:
         return pa.table({"name": pa.array([], pa.string()), "thread_id": pa.array([], pa.int64()),
