@@ -47,6 +47,8 @@ _PID_SPAN = 1 << 24  # globalTid = globalPid + tid (tid in the low 24 bits)
 _MAX_TIME = 1 << 62  # ns since the session start; beyond this an int64 timeline overflows
 _MPI_RANK = re.compile(r"^MPI Rank (\d{1,9})$")
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+# Processes read as ranks from one export: each is one pass over every event table.
+MAX_PROCESSES = 4096
 
 _TABLES = ("kernels", "memcpy", "runtime_api", "spans", "steps", "sched")
 
@@ -305,8 +307,9 @@ def _sched(rd: _Reader, gpid: int, thread_names: dict[int, str]) -> pa.Table:
     inc = np.where(~is_in & prev_in, ts - np.roll(ts, 1), 0)
     cum = np.cumsum(inc)
     cpu = cum - np.maximum.accumulate(np.where(first, cum - inc, 0))  # cumsum restarted per thread
-    states = np.array([ns.THREAD_STATES.get(int(s), "off_cpu") for s in range(max(int(state_code.max(initial=0)) + 1, 1))], object)
-    state = np.where(is_in, "R", states[np.clip(state_code, 0, states.size - 1)])
+    codes, which = np.unique(state_code, return_inverse=True)  # a few distinct states
+    words = np.array([ns.THREAD_STATES.get(int(k), "off_cpu") for k in codes.tolist()] or ["off_cpu"], object)
+    state = np.where(is_in, "R", words[which] if ts.size else np.zeros(0, object))
     tid = np.bitwise_and(gtid, _PID_SPAN - 1)
     tname = pa.array([thread_names.get(int(g)) for g in np.unique(gtid)], pa.string())
     tname = pc.take(tname, pa.array(np.searchsorted(np.unique(gtid), gtid))) if ts.size else pa.array([], pa.string())
@@ -328,10 +331,12 @@ def _processes(ex: ns.Export) -> list[int]:
                 sql = f'SELECT DISTINCT ("globalTid" >> 24) << 24 FROM "{t}"'
             else:
                 continue
-            for (g,) in ex.fetch(t, ex.query(t, sql), 1 << 20):
+            for (g,) in ex.fetch(t, ex.query(t, sql), MAX_PROCESSES + 1):
                 if not isinstance(g, int) or g < 0:
                     raise InputError(ex.path, f"{t}.globalPid: {bounds.show(g)} is not a process id")
                 found.add(g)
+            if len(found) > MAX_PROCESSES:
+                raise InputError(ex.path, f"{t}: more than {MAX_PROCESSES} processes (the limit for one export; each is read on its own)")
         if found:
             return sorted(found, key=lambda g: ((g >> 24) & 0xFFFFFF, g))
     raise InputError(ex.path, f"{ns.KERNEL}: the export holds no CUDA kernels, copies, calls or NVTX ranges")

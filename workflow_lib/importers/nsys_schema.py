@@ -66,6 +66,8 @@ THREAD_STATES = {1: "R", 2: "S", 3: "D", 4: "T", 5: "X", 7: "S"}
 # Names read from StringIds for one import, in bytes: kernel names are long templates, but a
 # file that asks for more than this is not a profile.
 MAX_NAME_BYTES = 256 << 20
+# Rows of a small table (ENUM_*, ThreadNames, TARGET_INFO_*, the metadata) read whole.
+MAX_SMALL_ROWS = 100_000
 
 
 class Export:
@@ -147,7 +149,7 @@ class Export:
         table, prefix, fallback = spec
         if table not in self.tables:
             return dict(fallback)
-        rows = self.fetch(table, self.query(table, f'SELECT id, name FROM "{table}"'), 10_000)
+        rows = self.text_rows(table, f'SELECT id, name FROM "{table}"')
         return {int(i): str(n).removeprefix(prefix) for i, n in rows if isinstance(i, int) and n is not None}
 
     def text_rows(self, table: str, sql: str) -> list[tuple]:
@@ -155,7 +157,9 @@ class Export:
         in some of them, e.g. TARGET_INFO_SYSTEM_ENV)."""
         if table not in self.tables:
             return []
-        rows = self.fetch(table, self.query(table, sql), 10_000)
+        rows = self.fetch(table, self.query(table, sql), MAX_SMALL_ROWS + 1)
+        if len(rows) > MAX_SMALL_ROWS:
+            raise InputError(self.path, f"{table}: more than {MAX_SMALL_ROWS} rows (the limit for this table)")
         return [tuple(v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in r) for r in rows]
 
     def metadata(self) -> dict[str, str]:
