@@ -117,12 +117,20 @@ def write_export(path: Path, tables: dict[str, pa.Table], version: str = "2024.5
                    "value, bytes, memKind) VALUES (?,?,?,1,?,?,?,0,?,?)",
                    [(r["start_ns"] - t0, r["end_ns"] - t0, r["device"], r["stream"], r["correlation_id"], GPID, r["bytes"] or 0,
                      _MEM.get(r["dst_kind"], 7)) for r in m if r["kind"] == "memset"])
+    big: dict[int, int] = {}
+
+    def tid(t: int) -> int:
+        """nsys keeps a thread id in globalTid's low 24 bits (Linux TIDs fit); a larger one (Kineto
+        names some threads by a hash) gets a free id from the top of that range, the same one
+        everywhere in the export."""
+        return t if t < (1 << 24) else big.setdefault(t, (1 << 24) - 1 - len(big))
+
     calls, syncs = [], []
     for r in tables["runtime_api"].to_pylist():
         if r["name"].startswith("cuda_sync:"):
             syncs.append((r["start_ns"] - t0, r["end_ns"] - t0, 0, 1, 0, r["correlation_id"], GPID, _SYNC[r["name"].split(":", 1)[1]], 0))
             continue
-        row = (r["start_ns"] - t0, r["end_ns"] - t0, 0, GPID + r["thread_id"], r["correlation_id"], sid(r["name"]), 0, None)
+        row = (r["start_ns"] - t0, r["end_ns"] - t0, 0, GPID + tid(r["thread_id"]), r["correlation_id"], sid(r["name"]), 0, None)
         calls.append(row if new else row + (None,))
         if not new:  # 2022.2 repeats each call as a CUDA backtrace row (eventClass 67), unversioned
             calls.append((row[0] - 1, row[1] + 1, 67, row[3], row[4], sid(r["name"].split("_v")[0]), 0, None, r["name"].split("_v")[0]))
@@ -130,9 +138,11 @@ def write_export(path: Path, tables: dict[str, pa.Table], version: str = "2024.5
     db.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_SYNCHRONIZATION (start, end, deviceId, contextId, streamId, correlationId, "
                    "globalPid, syncType, eventId) VALUES (?,?,?,?,?,?,?,?,?)", syncs)
     ranges = [(r["start_ns"] - t0, r["end_ns"] - t0, r["name"], r["thread_id"]) for r in tables["spans"].to_pylist()]
-    ranges += [(r["start_ns"] - t0, r["end_ns"] - t0, f"ProfilerStep#{r['step_id']}", r["thread_id"]) for r in tables["steps"].to_pylist()]
+    named = {n for _, _, n, _ in ranges}  # a Kineto import keeps its ProfilerStep#N spans: not twice
+    ranges += [(r["start_ns"] - t0, r["end_ns"] - t0, f"ProfilerStep#{r['step_id']}", r["thread_id"]) for r in tables["steps"].to_pylist()
+               if f"ProfilerStep#{r['step_id']}" not in named]
     db.executemany("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, textId) VALUES (?,?,59,?,?,?)",
-                   [(s, e, None if new else n, GPID + tid, sid(n) if new else None) for s, e, n, tid in ranges])
+                   [(s, e, None if new else n, GPID + tid(t), sid(n) if new else None) for s, e, n, t in ranges])
     db.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, s) for s, i in sid.ids.items()])
     db.commit()
     db.close()

@@ -25,7 +25,9 @@ from benchmarks.nsys_export import write_export
 from workflow_lib import cli
 from workflow_lib.core.incident import read_incident, write_incident
 from workflow_lib.diagnose import diagnose_dir
+from workflow_lib.importers.kineto import import_kineto
 from workflow_lib.importers.nsys import import_nsys
+from workflow_lib.importers.torch_fr import import_torch_fr
 
 FIX = Path(__file__).parent / "fixtures"
 SAXPY = FIX / "nsys" / "saxpy-mpi-cuda_nsys.sqlite"
@@ -159,14 +161,35 @@ def test_the_same_incident_from_nsys_and_from_the_recorder_diagnoses_the_same(tm
     inc = read_incident(CAPTURE / name)
     nsys = diagnose_dir(_import(tmp_path, write_export(tmp_path / "x.sqlite", inc.tables, version)).path)
     # The recorder's form without what an nsys export cannot hold (NVML, /proc scheduler
-    # samples, clock calibration), so both forms carry the same evidence.
+    # samples), so both forms carry the same evidence. Its clock calibration stays: nsys puts
+    # GPU times on the CPU's timebase itself, the recorder measures the mapping.
     man = {k: v for k, v in inc.manifest.items() if k != "tables"}
-    gone = ("sched", "nvml", "clock_sync")
+    gone = ("sched", "nvml")
     man["sources"] = {**man["sources"], **{s: {"status": "not_observed", "reason": "not in an nsys export", "detail": {}} for s in gone}}
     write_incident(tmp_path / "rec", man, {k: v for k, v in inc.tables.items() if k not in gone})
     rec = diagnose_dir(tmp_path / "rec")
     assert [s["step_id"] for s in nsys["steps"]] == [s["step_id"] for s in rec["steps"]]
     assert _attributed(nsys) == _attributed(rec) and len(_attributed(rec)) > 100
+
+
+def test_a_two_rank_nccl_job_from_nsys_and_from_kineto_diagnoses_the_same(tmp_path):
+    """The 2xH200 job with injected late arrivals (tests/fixtures/h200x2_collectives): its Kineto
+    traces imported, each rank's tables written as that rank's nsys export, both forms given the
+    job's NCCL flight-recorder dumps: the same collective waits, and the same everything else."""
+    x2 = FIX / "h200x2_collectives"
+    kin = read_incident(import_kineto(sorted(x2.glob("kineto_rank_*.json.gz")), incident_id="k", incidents_dir=tmp_path))
+    files = [write_export(tmp_path / f"r{r}.sqlite", {n: t.filter(pc.equal(t["rank"], r)) for n, t in kin.tables.items()
+                                                      if "rank" in t.column_names}, v) for r, v in ((0, "2022.2"), (1, "2024.5"))]
+    import_nsys(files, incident_id="n", incidents_dir=tmp_path)
+    for inc in ("k", "n"):
+        import_torch_fr(sorted(x2.glob("nccl_trace_rank_*")), incident_id=inc, incidents_dir=tmp_path)
+    dk, dn = diagnose_dir(tmp_path / "k"), diagnose_dir(tmp_path / "n")
+
+    def attributed(d):
+        return {(s["rank"], s["step_id"], f["check"], f["explains_ns"]) for s in d["steps"] for f in s["findings"] if f["verdict"] == "attributed"}
+
+    assert attributed(dn) == attributed(dk)
+    assert any(c == "collective_wait" for _, _, c, _ in attributed(dn))
 
 
 # ---- bad input: one line naming the file and the table/column, nothing written --------------

@@ -94,6 +94,11 @@ CUPTI_MEMCPY_KINDS = {0: "unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 
 # then Open MPI's, MPICH/Cray PMI's, PMIx's, MVAPICH's, and SLURM's task id (one task per rank).
 RANK_ENV_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID")
 
+# Incident producers whose GPU and host times come from one corrected clock: Kineto (CUPTI's
+# timebase) and Nsight Systems (which puts GPU times on the CPU's timebase itself), so no
+# clock_sync rows exist and none are needed (diagnose/evidence.py: Sources.shared_timebase).
+SHARED_TIMEBASE_PRODUCERS = ("kineto-import", "nsys-import")
+
 # Which manifest source names stand for each table: the recorder names its sources by
 # mechanism (host, cupti, nvml), importers and builders by table.
 TABLE_SOURCES = {

@@ -204,7 +204,7 @@ def sources_of(inc: Incident) -> Sources:
 
     return Sources(
         kernels=seen("kernels"), runtime_api=seen("runtime_api"), spans=seen("spans"), sched=seen("sched"),
-        nvml=seen("nvml"), clock_sync=seen("clock_sync"), shared_timebase=producer.startswith("kineto"),
+        nvml=seen("nvml"), clock_sync=seen("clock_sync"), shared_timebase=producer in vocabulary.SHARED_TIMEBASE_PRODUCERS,
         ranks=len(steps_ranks | k_ranks) or 1,
     )
 
