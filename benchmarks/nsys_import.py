@@ -9,7 +9,8 @@ Generates (in a child process) an nsys-schema export (benchmarks/nsys_export.py'
 per step. Then, each in its own child process (times are the work inside the child, imports
 excluded; peak memory is the child's VmHWM from /proc/self/status, imports included):
   sqlite3    the floor: a bare stdlib read of the rows the import reads (the same SELECTs with
-             fetchmany, nothing converted), i.e. what any reader of the file pays
+             fetchmany, nothing converted, the garbage collector off as in the import), i.e.
+             what any reader of the file pays
   import     import_nsys (rows to Arrow columns, derivations, checks, Parquet)
   diagnose   import_nsys + diagnose_to_file (every check, rank by rank)
 Prints each as the median [min, max] over --repeats back-to-back rounds, and the import's and
@@ -108,6 +109,9 @@ def child(mode: str, export: str, work: str) -> None:
     t0 = time.perf_counter()
     rows = 0
     if mode == "sqlite3":
+        import gc
+
+        gc.disable()  # as the import does while rows stream: the floor gets the same help
         db = sqlite3.connect(Path(export).resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
         for sql in FLOOR:
             cur = db.execute(sql, (GPID,) * sql.count("?"))

@@ -26,6 +26,8 @@ rank's tables go to disk before the next is read (IncidentWriter: nothing half-w
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import re
 import tempfile
@@ -93,6 +95,12 @@ class _Reader:
         cur = self.ex.query(table, f'SELECT {", ".join(exprs)}, {checks} FROM "{table}" WHERE {where}', params)
         parts = []
         row_type = pa.struct(fields + [("#bad", pa.int64())])
+        with _no_gc():
+            self._fetch_all(table, select, where, params, cur, row_type, len(fields), parts)
+        whole = pa.concat_arrays(parts) if parts else pa.array([], row_type)
+        return {n: whole.field(i) for i, (n, _) in enumerate(fields)}
+
+    def _fetch_all(self, table, select, where, params, cur, row_type, nfields, parts) -> None:
         while rows := self.ex.fetch(table, cur, CHUNK):
             self.kept += len(rows)
             if self.kept > bounds.MAX_TRACE_EVENTS:
@@ -101,11 +109,9 @@ class _Reader:
                 chunk = pa.array(rows, row_type)
             except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
                 chunk = None  # a value Arrow refuses outright: explained below like any other
-            if chunk is None or pc.max(chunk.field(len(fields))).as_py():
+            if chunk is None or pc.max(chunk.field(nfields)).as_py():
                 self._bad_type(table, select, where, params)
             parts.append(chunk)
-        whole = pa.concat_arrays(parts) if parts else pa.array([], row_type)
-        return {n: whole.field(i) for i, (n, _) in enumerate(fields)}
 
     def _bad_type(self, table: str, select: dict, where: str, params) -> None:
         """Name the first column holding a value of the wrong type, with how many and one of them."""
@@ -149,6 +155,20 @@ class _Reader:
 
 # The SQLite storage classes each column type accepts (NULL aside).
 _WANT = {pa.int64(): "'integer'", pa.string(): "'text'", None: "'integer', 'text'"}
+
+
+@contextlib.contextmanager
+def _no_gc():
+    """The cyclic garbage collector off while rows stream: each chunk is 65,536 tuples of ints and
+    strings (no cycles), freed with the chunk, but their allocation alone triggers collections
+    that walk every live object (measured: 30-50% of a 1M-row read)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _label(expr: str) -> str:
