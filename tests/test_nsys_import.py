@@ -279,6 +279,14 @@ def test_the_import_takes_the_workload_command(tmp_path, capsys):
     assert read_incident(tmp_path / "inc" / "w").manifest["workload"]["argv"][1:] == ["-c", "pass"]
 
 
+def test_without_incident_the_export_s_name_is_the_id(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["import", "nsys", str(CLOVER)]) == 0
+    assert read_incident(tmp_path / "incidents" / "cloverleaf-cuda_nsys2024.5_trimmed").manifest["producer"] == "nsys-import"
+    assert cli.main(["import", "kineto", str(CLOVER)]) == 2  # the other formats still need one
+    assert "--incident: required for kineto" in capsys.readouterr().err
+
+
 def test_two_exports_one_per_rank_become_two_ranks(tmp_path, blocking_sync):
     a = write_export(tmp_path / "a.sqlite", blocking_sync.tables, "2024.5")
     b = write_export(tmp_path / "b.sqlite", blocking_sync.tables, "2022.2")

@@ -1,5 +1,6 @@
 """`stallcase import FORMAT FILE... --incident ID [--workload -- CMD ARGS...]`: traces users already
-have -> an incident directory; with --workload, also the command the trials run (last option)."""
+have -> an incident directory; with --workload, also the command the trials run (last option).
+For nsys, --incident may be left out: the export's file name is the id."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(nsys export --type sqlite; a .nsys-rep is exported when nsys is on the PATH), one or one per rank; "
                         "torch-fr: PyTorch NCCL flight-recorder dumps")
     p.add_argument("files", nargs="+", help="trace or dump files")
-    p.add_argument("--incident", required=True, help="incident id (directory name under --incidents-dir)")
+    p.add_argument("--incident", default=None, help="incident id (directory name under --incidents-dir); "
+                   "required except for nsys, whose default is the first export's file name")
     p.add_argument("--incidents-dir", default="incidents", help="where incidents live (default: incidents/, as snakemake reads)")
     p.add_argument("--step-pattern", default=None, help="kineto, nsys: regex naming step annotations or NVTX ranges, one group capturing the step number (default ProfilerStep#N)")
     p.add_argument("--hostname", default=None, help="torch-fr: the host that wrote these dumps (they name none); "
@@ -47,6 +49,14 @@ def _workload_last(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..report.text import workload_line, wrote_line
 
+    if args.incident is None:
+        if args.format != "nsys":
+            from ..core.errors import InputError
+
+            raise InputError("--incident", f"required for {args.format}: name the incident to write")
+        from ..importers.nsys import default_incident_id
+
+        args.incident = default_incident_id(args.files[0])
     if args.format == "kineto":
         from ..importers.kineto import import_kineto
 

@@ -471,6 +471,16 @@ def _enums(ex: ns.Export) -> dict:
     return {"kinds": kinds, "mem": mem, "classes": classes, "sync": ex.enum(ns.SYNC_ENUM)}
 
 
+def default_incident_id(path: str | os.PathLike) -> str:
+    """The incident id `stallcase import nsys` uses without --incident: the file name without its
+    suffix, in the characters an id allows (run.nsys-rep -> run, rank 0.sqlite -> rank-0)."""
+    name = Path(path).name
+    for suffix in (".sqlite", ".db", *REPORT_SUFFIXES):
+        name = name.removesuffix(suffix)
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", name).lstrip("._-")[: bounds.MAX_ID_LEN]
+    return stem.replace("..", "-") or "nsys-import"
+
+
 def import_nsys(files, *, incident_id: str, incidents_dir: str | os.PathLike = "incidents",
                 step_pattern: str | None = None) -> Path:
     """Import Nsight Systems SQLite exports (one or more: a report per rank, or one report of
