@@ -359,8 +359,8 @@ def _recompare_with_mean(rdir: Path) -> dict:
         plan_digest = next(iter(ex.values()))["plan_digest"]  # the plan itself is unchanged
         c = compare.compare(typed.of_json(Plan, plan), {b: typed.of_json(Execution, e) for b, e in ex.items()},
                             dig, plan_digest)
-        return {"overhead": _overhead_from_ratio(c["estimate"]), "aa_floor_pct": c["noise_floor"]["pct"],
-                "verdict": c["verdict"]}
+        return {"overhead": _overhead_from_ratio(c.estimate.to_json()), "aa_floor_pct": c.noise_floor.pct,
+                "verdict": c.verdict}
     except Exception as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
 

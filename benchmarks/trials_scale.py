@@ -54,9 +54,9 @@ def stages(runs: int, kind: str, tmp: Path) -> dict[str, float]:
     for e in ex.values():
         records.validate(e, "execution")
     out["validate"] = time.perf_counter() - t
-    typed_pl, typed_ex = cb.typed_records(pl, ex)  # as write_comparison reads them, before the clock
+    typed_pl, typed_ex = cb.typed_records(pl, ex)  # as compare/rule.py reads them, before the clock
     t = time.perf_counter()
-    rec = compare.compare(typed_pl, typed_ex, digests, pd)
+    rec = compare.compare(typed_pl, typed_ex, digests, pd).to_json()
     out["compare"] = time.perf_counter() - t
     t = time.perf_counter()
     records.write_record(tmp / f"comparison-{runs}.json", rec, "comparison")

@@ -39,13 +39,14 @@ def fix_for(message: str) -> str:
 
 def success_lines(results_dir, incident: str) -> list[str]:
     """The verdict line and where the report is, from the run's own records."""
-    from ..core import records
+    from ..compare.types import Comparison
+    from ..core import typed
     from .glance import verdict_line
 
     base = Path(results_dir) / incident
     comparison = base / "comparison.json"
     report = base / "report.html"
-    comp = records.read_record(comparison, "comparison") if comparison.is_file() else None
+    comp = typed.read(comparison, Comparison) if comparison.is_file() else None
     lines = [f"stallcase: {verdict_line(comp, incident)}"]
     if report.is_file():
         lines.append(f"stallcase: report: {report.resolve()}  (or: stallcase show {incident})")
