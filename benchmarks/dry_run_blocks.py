@@ -36,7 +36,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--blocks", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--smoke", action="store_true", help="CI's smoke size (.ci/bench_smoke): seconds; it runs, its numbers mean nothing")
     args = ap.parse_args()
+    if args.smoke:
+        args.blocks, args.rounds = 4, 1
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         one, many = [], []

@@ -134,7 +134,14 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=150)
     p.add_argument("--seed", type=int, default=20261130)
     p.add_argument("--cpu", action="store_true", help="numpy stand-in workload (plumbing check without a GPU)")
+    p.add_argument("--smoke", action="store_true", help="CI's smoke size (.ci/bench_smoke): --cpu, "
+                   "two blocks, small matrices, into a temp dir; it runs, its numbers mean nothing")
     args = p.parse_args()
+    if args.smoke:
+        import tempfile
+
+        args.cpu, args.blocks, args.runs_per_arm, args.n, args.candidate_n, args.steps = True, 2, 1, 64, 96, 15
+        os.environ.setdefault("OUT", tempfile.mkdtemp(prefix="aa-probe-"))
     args.workload = WORKLOAD_CPU if args.cpu else WORKLOAD
     out = Path(os.environ.get("OUT", "probe_out"))
     summary = {}

@@ -45,7 +45,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--n", type=int, default=2000)
+    ap.add_argument("--smoke", action="store_true", help="CI's smoke size (.ci/bench_smoke): seconds; it runs, its numbers mean nothing")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.rounds, args.n = 2, 200
     tmp = tempfile.mkdtemp(prefix="step-cost-")
     recs = {}
     for name, cfg in CONFIGS.items():

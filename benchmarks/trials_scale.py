@@ -71,7 +71,10 @@ def main() -> int:
     ap.add_argument("--runs", type=int, nargs="+", default=[1000, 10000])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--design", choices=sorted(DESIGNS), default="narrow")
+    ap.add_argument("--smoke", action="store_true", help="CI's smoke size (.ci/bench_smoke): seconds; it runs, its numbers mean nothing")
     args = ap.parse_args()
+    if args.smoke:
+        args.runs, args.repeats = [60], 1
     sizes = sorted(args.runs)
     got: dict[int, list[dict]] = {n: [] for n in sizes}
     with tempfile.TemporaryDirectory() as tmp:

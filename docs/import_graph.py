@@ -46,7 +46,7 @@ ORDER = {"foundation": 0, "capture": 1, "importers": 1, "snapshot": 2, "collecti
 # The map, by package: workflow_lib/<stage>/ is its stage, workflow_lib/core/ the foundation, and
 # these top-level modules and packages are the entry code that wires stages together.
 PACKAGES = {**{stage: stage for stage in ORDER if stage not in ("foundation", "entry")}, "core": "foundation"}
-ENTRY = {"cli", "commands", "config_check", "missing_incident"}
+ENTRY = {"cli", "commands", "config_check", "missing_incident", "public"}
 
 
 class Unmapped(Exception):
