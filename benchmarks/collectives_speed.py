@@ -46,7 +46,7 @@ def main() -> int:
     ap.add_argument("--smoke", action="store_true", help="CI's smoke size (.ci/bench_smoke): seconds; it runs, its numbers mean nothing")
     args = ap.parse_args()
     if args.smoke:
-        args.ranks, args.steps, args.repeats = 8, 20, 1
+        args.ranks, args.steps, args.repeats = 4, 10, 1
 
     from tests.fr_builders import hang_job, write_dumps
     from workflow_lib.core import records

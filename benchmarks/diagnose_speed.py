@@ -318,7 +318,9 @@ def main() -> int:
                     "mean nothing (no HTA)")
     args = ap.parse_args()
     if args.smoke:
-        args.events, args.steps, args.repeats, args.hta_repeats, args.scale = [5_000], [REFERENCE_STEPS], 1, 0, []
+        global REFERENCE_STEPS
+        REFERENCE_STEPS = 300
+        args.events, args.steps, args.repeats, args.hta_repeats, args.scale = [3_000], [600], 1, 0, []
     if args.write_only:  # child mode: generate the trace and exit
         print(write_trace(Path(args.write_only), args.events[0]))
         return 0

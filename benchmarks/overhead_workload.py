@@ -126,7 +126,7 @@ def main(argv=None) -> int:
     if args.smoke:
         import tempfile
 
-        args.loop, args.steps, args.slow_step = args.loop or "launch_bound", 40, 30
+        args.loop, args.steps, args.slow_step = args.loop or "launch_bound", 30, 25
         args.incident, args.incidents_dir = "smoke", tempfile.mkdtemp(prefix="overhead-workload-")
     if args.loop is None:
         ap.error("--loop is required")

@@ -23,7 +23,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import sys
+
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: the repository root
 
 from benchmarks.noise_model import Design, NoiseModel, Simulated, simulate
 from workflow_lib.compare import stats

@@ -3,7 +3,7 @@
 Version history (bump SCHEMA_VERSION, and the schema's schema_version, when a field changes meaning):
   1: first version.
   2: components[], change_explained, predictions, sentence (required from 2 on; a version 1
-     record cannot be upgraded: re-run the compare rule).
+     record is upgraded with none of them and a sentence saying so: core/records.py).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A table of the components (each change with its interval and its own A/A floor), the baseline
 diagnoses' predictions beside the outcome, and a typical step of A next to a typical step of
 B on the same scale, split into the overlap-free parts that add up to the step. (A schema 1
-comparison has no components and is refused when read: core/records.py NOT_UPGRADABLE.)
+comparison is read with no components and a sentence that says why: core/records.py.)
 """
 
 from __future__ import annotations
