@@ -58,8 +58,8 @@ def main(argv=None) -> int:
         kw = dict(cfg)
         if kw.pop("trigger", False):
             # Never fires: the largest k the option checks accept (k=1e9 is refused since the
-        # hardening round: core/option_numbers.py TRIGGER_OPTIONS).
-        kw["trigger"] = LatencyTrigger(k=TRIGGER_OPTIONS["k"][1].hi, warmup_steps=20, cooldown_steps=MAX_STEP_COUNT)
+            # hardening round: core/option_numbers.py TRIGGER_OPTIONS).
+            kw["trigger"] = LatencyTrigger(k=TRIGGER_OPTIONS["k"][1].hi, warmup_steps=20, cooldown_steps=MAX_STEP_COUNT)
         recs[name] = FlightRecorder(incidents_dir=tmp, **kw).start()
     per = {n: [] for n in CONFIGS}
     nothing = _Nothing()
