@@ -73,8 +73,8 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def import_sites(path: Path, module: str) -> list[tuple[str, bool, bool]]:
-    """Every workflow_lib import in the file as (target, deferred, back_up): `deferred` when it sits
+def import_sites(path: Path, module: str) -> list[tuple[str, bool, bool, int]]:
+    """Every workflow_lib import in the file as (target, deferred, back_up, line): `deferred` when it sits
     inside a function or class (it is still a dependency, only paid for later), `back_up` when it
     reaches the module's own package or a parent (its `__init__`: `from . import atomic` where
     atomic is no submodule, `from .. import x`), which only works when that package has finished
@@ -89,13 +89,13 @@ def import_sites(path: Path, module: str) -> list[tuple[str, bool, bool]]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             nested.update(id(n) for n in ast.walk(node) if n is not node)
-    found: list[tuple[str, bool, bool]] = []
+    found: list[tuple[str, bool, bool, int]] = []
     for node in ast.walk(tree):
         deferred = id(node) in nested
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.name.startswith(PKG):
-                    found.append((a.name, deferred, a.name in parents))
+                    found.append((a.name, deferred, a.name in parents, node.lineno))
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 anchor = base[: len(base) - (node.level - 1)]
@@ -110,10 +110,10 @@ def import_sites(path: Path, module: str) -> list[tuple[str, bool, bool]]:
                 if _is_module(cand):
                     subs.append(cand)
             if target in parents and len(subs) < len(node.names):
-                found.append((target, deferred, True))  # a name out of a parent's __init__
+                found.append((target, deferred, True, node.lineno))  # a name out of a parent's __init__
             elif not subs or target not in parents:
-                found.append((target, deferred, False))
-            found += [(cand, deferred, False) for cand in subs]
+                found.append((target, deferred, False, node.lineno))
+            found += [(cand, deferred, False, node.lineno) for cand in subs]
     return found
 
 
@@ -124,17 +124,17 @@ def _is_module(dotted: str) -> bool:
 
 
 def imports_of(path: Path, module: str) -> set[str]:
-    return {target for target, _, _ in import_sites(path, module)}
+    return {target for target, _, _, _ in import_sites(path, module)}
 
 
-def deferred_imports() -> list[tuple[str, str]]:
-    """(module, target) of every workflow_lib import inside a function or class."""
-    return sorted({(mod, t) for path, mod in modules() for t, deferred, _ in import_sites(path, mod) if deferred})
+def deferred_imports() -> list[tuple[str, int]]:
+    """(module, line) of every workflow_lib import statement inside a function or class."""
+    return sorted({(mod, line) for path, mod in modules() for _, deferred, _, line in import_sites(path, mod) if deferred})
 
 
 def back_up_imports() -> list[tuple[str, str, bool]]:
     """(module, package, deferred) of every import that reaches the module's own package or a parent."""
-    return sorted({(mod, t, deferred) for path, mod in modules() for t, deferred, up in import_sites(path, mod) if up})
+    return sorted({(mod, t, deferred) for path, mod in modules() for t, deferred, up, _ in import_sites(path, mod) if up})
 
 
 def modules() -> list[tuple[Path, str]]:
