@@ -1,4 +1,9 @@
-"""Optional C span path (workflow_lib/capture/_spanext.c); everything else is in pyproject.toml.
+"""Optional C span path (workflow_lib/capture/_spanext.c) and the package list; everything else
+is in pyproject.toml.
+
+The packages: workflow_lib and its subpackages, and `stallcase`, the public API, from
+workflow_lib/public (pyproject.toml's package-dir maps it; a packages.find table cannot add a
+mapped package, so the list is made here).
 
 The extension is optional: without a C compiler or Python's headers, or on a Python below
 its stable ABI (3.11), the build warns and the package installs with the pure-Python span
@@ -7,7 +12,7 @@ path (workflow_lib/capture/sources/host.py), which records the same rows, only s
 
 import sys
 
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 
 
@@ -32,4 +37,5 @@ if sys.version_info >= (3, 11) and sys.implementation.name == "cpython":
     ext.append(Extension("workflow_lib.capture._spanext", ["workflow_lib/capture/_spanext.c"],
                          py_limited_api=True, optional=True, extra_compile_args=["-O2"]))
 
-setup(ext_modules=ext, cmdclass={"build_ext": OptionalBuildExt})
+setup(packages=[*find_packages(include=["workflow_lib", "workflow_lib.*"]), "stallcase"],
+      ext_modules=ext, cmdclass={"build_ext": OptionalBuildExt})

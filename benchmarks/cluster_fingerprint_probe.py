@@ -24,11 +24,13 @@ About one minute.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -66,7 +68,15 @@ def nvidia_smi() -> str:
     return proc.stdout + proc.stderr
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    global LOAD_SETTLE_S, AFTER_LOAD_SETTLE_S
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--smoke", action="store_true", help="CI's smoke size (.ci/bench_smoke): no settling waits, into $OUT "
+                    "or a temp dir; without a GPU the neighbour load fails at once and the fingerprints are the CPU's")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        LOAD_SETTLE_S = AFTER_LOAD_SETTLE_S = 0.2
+        os.environ.setdefault("OUT", tempfile.mkdtemp(prefix="fingerprint-probe-"))
     out = Path(os.environ.get("OUT", "cluster_fingerprint_out"))
     out.mkdir(parents=True, exist_ok=True)
     smi_log = []

@@ -43,7 +43,10 @@ def main() -> int:
     ap.add_argument("--scenario", default="gpu_error", choices=["straggler", "gpu_error"])
     ap.add_argument("--format", default="pickle", choices=["pickle", "json"], help="dump files as torch writes them")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--smoke", action="store_true", help="CI's smoke size (.ci/bench_smoke): seconds; it runs, its numbers mean nothing")
     args = ap.parse_args()
+    if args.smoke:
+        args.ranks, args.steps, args.repeats = 4, 10, 1
 
     from tests.fr_builders import hang_job, write_dumps
     from workflow_lib.core import records

@@ -20,7 +20,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from workflow_lib.capture.sources import cupti as cupti_mod  # noqa: E402
 
@@ -46,8 +45,7 @@ def _buffer(n_kernels: int, kinds, cbids) -> list:
 
 
 def measure(records: int, rounds: int, source_cls=None) -> dict:
-    from test_capture_cupti_ingest import FakeCuptiNoFilter, cbid  # noqa: E402
-    from test_capture_cupti import ActivityKind  # noqa: E402
+    from benchmarks.fake_cupti import ActivityKind, FakeCuptiNoFilter, cbid
 
     source_cls = source_cls or cupti_mod.CuptiSource
     buf = _buffer(records // 4, ActivityKind, cbid)
@@ -74,7 +72,10 @@ def main(argv=None) -> int:
     ap.add_argument("--records", type=int, default=60_000)
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--smoke", action="store_true", help="CI's smoke size (.ci/bench_smoke): seconds; it runs, its numbers mean nothing")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.records, args.rounds = 2_000, 2
     res = measure(args.records, args.rounds)
     print(f"ingest: {res['median_ns_per_record']:.0f} ns/record median, {res['min_ns_per_record']:.0f} min "
           f"({res['records']} records x {res['rounds']} rounds)")

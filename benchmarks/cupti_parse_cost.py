@@ -38,7 +38,6 @@ from types import SimpleNamespace
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from workflow_lib.capture.sources import cupti as cupti_mod  # noqa: E402
 from workflow_lib.capture.sources import cupti_parse as cp  # noqa: E402
@@ -105,8 +104,7 @@ def _time(fn, rounds: int, n: int) -> float:
 
 
 def measure(rounds: int, n_kernels: int = 15_000) -> dict:
-    from test_capture_cupti import ActivityKind
-    from test_capture_cupti_ingest import FakeCuptiNoFilter, cbid
+    from benchmarks.fake_cupti import ActivityKind, FakeCuptiNoFilter, cbid
 
     saved = cupti_mod.cupti
     cupti_mod.cupti = fake = FakeCuptiNoFilter()
@@ -153,7 +151,10 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--kernels", type=int, default=15_000, help="kernel launches per buffer shape (4 records each)")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--smoke", action="store_true", help="CI's smoke size (.ci/bench_smoke): seconds; it runs, its numbers mean nothing")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.rounds, args.kernels = 2, 500
     res = measure(args.rounds, args.kernels)
     print("ns per record (thread CPU, median) | binding_ingest | binding_objects | raw | raw_python | binding_objects / raw")
     for shape, r in res["shapes"].items():

@@ -314,7 +314,13 @@ def main() -> int:
     ap.add_argument("--hta-repeats", type=int, default=1)
     ap.add_argument("--scale", type=int, nargs="*", default=[])
     ap.add_argument("--write-only", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--smoke", action="store_true", help="CI's smoke size (.ci/bench_smoke): seconds; it runs, its numbers "
+                    "mean nothing (no HTA)")
     args = ap.parse_args()
+    if args.smoke:
+        global REFERENCE_STEPS
+        REFERENCE_STEPS = 300
+        args.events, args.steps, args.repeats, args.hta_repeats, args.scale = [3_000], [600], 1, 0, []
     if args.write_only:  # child mode: generate the trace and exit
         print(write_trace(Path(args.write_only), args.events[0]))
         return 0

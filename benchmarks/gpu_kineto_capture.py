@@ -19,9 +19,11 @@ the recorder as well to get the attributed counterpart and the Kineto-vs-recorde
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,22 +42,31 @@ def _spin(seconds: float) -> None:
         x += 1
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--smoke", action="store_true", help="CI's smoke size (.ci/bench_smoke): its CPU path (no CUDA: CPU "
+                    "activities only, small matrices, 8 steps) into $OUT or a temp dir; it runs, its numbers mean nothing")
+    args = ap.parse_args(argv)
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-    out = Path(os.environ["OUT"])
+    cuda = torch.cuda.is_available()
+    if not (cuda or args.smoke):
+        raise SystemExit("gpu_kineto_capture: needs a CUDA GPU (--smoke runs its CPU path)")
+    out = Path(os.environ.get("OUT") or tempfile.mkdtemp(prefix="gpu-kineto-"))
     (out / "kineto").mkdir(parents=True, exist_ok=True)
     trace = out / "kineto" / "rank0.json.gz"
-    dev = torch.device("cuda")
-    a = torch.randn(4096, 4096, device=dev, dtype=torch.bfloat16)
-    b = torch.randn(4096, 4096, device=dev, dtype=torch.bfloat16)
+    dev = torch.device("cuda" if cuda else "cpu")
+    size = 128 if args.smoke else 4096
+    a = torch.randn(size, size, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(size, size, device=dev, dtype=torch.bfloat16)
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     for _ in range(10):  # warm cuBLAS
         a @ b
-    torch.cuda.synchronize()
-    steps = 2 + 24
+    sync()
+    steps = 2 + (8 if args.smoke else 24)
     truth = {}
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else []),
                  schedule=schedule(wait=1, warmup=1, active=steps - 2, repeat=1),
                  on_trace_ready=lambda p: p.export_chrome_trace(str(trace))) as prof:
         for i in range(steps):
@@ -69,7 +80,7 @@ def main() -> int:
                     _spin(PAUSE_S)
             with record_function("forward"):
                 c = a
-                for _ in range(20):
+                for _ in range(2 if args.smoke else 20):
                     c = c @ b
                     c = c * 0.001
             if kind == "sync":
@@ -77,7 +88,7 @@ def main() -> int:
                     float(c.float().sum().item())
                     _spin(PAUSE_S)
             prof.step()
-    torch.cuda.synchronize()
+    sync()
     (out / "truth.json").write_text(json.dumps(truth, indent=1))
     print(f"trace: {trace} ({trace.stat().st_size / 2**20:.1f} MiB)")
 
@@ -97,7 +108,8 @@ def main() -> int:
         rows.append({"step_id": st["step_id"], "kind": kind, "expected_check": exp, "expected_verdict": want,
                      "verdicts": verdicts, "match": match, "wall_ns": st["wall_ns"], "busy_ns": st["busy_ns"],
                      "kernel_sum_ns": st["kernel_sum_ns"]})
-        print(f"step {st['step_id']:>3} {kind:>10}: {exp}={verdicts.get(exp)} (want {want}) wall {st['wall_ns'] / 1e6:.2f} ms busy {st['busy_ns'] / 1e6:.2f} ms")
+        busy = "not observed" if st["busy_ns"] is None else f"{st['busy_ns'] / 1e6:.2f} ms"  # a CPU trace has no kernels
+        print(f"step {st['step_id']:>3} {kind:>10}: {exp}={verdicts.get(exp)} (want {want}) wall {st['wall_ns'] / 1e6:.2f} ms busy {busy}")
     (out / "agreement.json").write_text(json.dumps({"matched": ok, "steps": len(rows), "rows": rows}, indent=1))
     print(f"{ok}/{len(rows)} steps attributed as injected")
     return 0

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from workflow_lib.compare import build as compare  # noqa: E402
+from workflow_lib.compare import rule as compare_rule  # noqa: E402
 from workflow_lib.core import records  # noqa: E402
 from workflow_lib.plan.schedule import make_schedule  # noqa: E402
 
@@ -121,7 +121,7 @@ def run_experiment(args, n_candidate: int, name: str, out: Path) -> dict:
         paths.append(out / name / "execution" / f"{block}.json")
         records.write_record(paths[-1], execution, "execution")
         print(f"{name} {block}: {[round(x['metric_ns'] / 1e6, 3) if x['metric_ns'] else None for x in recorded]} ms", flush=True)
-    compare.write_comparison(out / name / "plan.json", paths, out / name / "comparison.json")
+    compare_rule.run(out / name / "plan.json", paths, out / name / "comparison.json")
     return records.read_record(out / name / "comparison.json", "comparison")
 
 
@@ -134,7 +134,14 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=150)
     p.add_argument("--seed", type=int, default=20261130)
     p.add_argument("--cpu", action="store_true", help="numpy stand-in workload (plumbing check without a GPU)")
+    p.add_argument("--smoke", action="store_true", help="CI's smoke size (.ci/bench_smoke): --cpu, "
+                   "two blocks, small matrices, into a temp dir; it runs, its numbers mean nothing")
     args = p.parse_args()
+    if args.smoke:
+        import tempfile
+
+        args.cpu, args.blocks, args.runs_per_arm, args.n, args.candidate_n, args.steps = True, 2, 1, 64, 96, 15
+        os.environ.setdefault("OUT", tempfile.mkdtemp(prefix="aa-probe-"))
     args.workload = WORKLOAD_CPU if args.cpu else WORKLOAD
     out = Path(os.environ.get("OUT", "probe_out"))
     summary = {}

@@ -112,7 +112,7 @@ def launch_bound(torch, cuda: bool, rec):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--loop", choices=("transformer", "launch_bound"), required=True)
+    ap.add_argument("--loop", choices=("transformer", "launch_bound"), default=None, help="required but with --smoke")
     ap.add_argument("--recorder", choices=MODES, default="tiered")
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--sync-every", type=int, default=1, help="steps between device syncs (0: never)")
@@ -120,7 +120,16 @@ def main(argv=None) -> int:
     ap.add_argument("--slow-step", type=int, default=-1)
     ap.add_argument("--incident", default=None)
     ap.add_argument("--incidents-dir", default="incidents")
+    ap.add_argument("--smoke", action="store_true", help="CI's smoke size (.ci/bench_smoke): a few launch-bound steps "
+                    "with a fired window, into a temp dir; it runs, its numbers mean nothing")
     args = ap.parse_args(argv)
+    if args.smoke:
+        import tempfile
+
+        args.loop, args.steps, args.slow_step = args.loop or "launch_bound", 30, 25
+        args.incident, args.incidents_dir = "smoke", tempfile.mkdtemp(prefix="overhead-workload-")
+    if args.loop is None:
+        ap.error("--loop is required")
     torch = _torch()
     cuda = bool(torch is not None and torch.cuda.is_available())
     if args.loop == "transformer" and torch is None:

@@ -359,8 +359,8 @@ def _recompare_with_mean(rdir: Path) -> dict:
         plan_digest = next(iter(ex.values()))["plan_digest"]  # the plan itself is unchanged
         c = compare.compare(typed.of_json(Plan, plan), {b: typed.of_json(Execution, e) for b, e in ex.items()},
                             dig, plan_digest)
-        return {"overhead": _overhead_from_ratio(c["estimate"]), "aa_floor_pct": c["noise_floor"]["pct"],
-                "verdict": c["verdict"]}
+        return {"overhead": _overhead_from_ratio(c.estimate.to_json()), "aa_floor_pct": c.noise_floor.pct,
+                "verdict": c.verdict}
     except Exception as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
 
@@ -480,7 +480,12 @@ def main(argv=None) -> int:
     ap.add_argument("--work", default=None, help="work directory of (c) (default: $OUT/overhead_trials or /tmp)")
     ap.add_argument("--json", default=None, help="results (default: $OUT/recorder_overhead.json when OUT is set)")
     ap.add_argument("--rows", default=None, help="docs/benchmarks.md rows (default: $OUT/recorder_overhead_rows.md)")
+    ap.add_argument("--smoke", action="store_true", help="CI's smoke size (.ci/bench_smoke): the span part for a few "
+                    "rounds and the CUPTI matrix (not observed without a GPU); the trials part runs whole pipelines, "
+                    "so it is left to the GPU runs")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.parts, args.span_rounds, args.matrix_rounds, args.matrix_steps = "span,matrix", 3, 1, 10
     parts = {"span"} if args.span_only else set(args.parts.split(","))
     out_env = os.environ.get("OUT")
     res = {"machine": {"node": platform.node(), "processor": platform.processor() or platform.machine(),

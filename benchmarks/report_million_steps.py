@@ -21,6 +21,8 @@ all steps of a rank at once, the tables written straight from the columns).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import json
 import statistics
 import sys
@@ -72,7 +74,7 @@ def one(n: int, root: Path, browser, repeats: int) -> dict:
     out = root / "report.html"
     out.write_text(page, encoding="utf-8")
     paints = []
-    for _ in range(repeats):
+    for _ in range(repeats if browser is not None else 0):  # no browser (a smoke run without Chromium): no paint
         pg, _ = browser.open(out, timeout_s=120)
         try:
             # The paint entries land once the frame is presented, which can be after the
@@ -86,7 +88,8 @@ def one(n: int, root: Path, browser, repeats: int) -> dict:
         finally:
             browser.close_page(pg)
         paints.append(got)
-    med = {k: statistics.median(x[k] for x in paints) for k in ("first-paint", "first-contentful-paint", "render")}
+    med = {k: statistics.median(x[k] for x in paints) if paints else math.nan
+           for k in ("first-paint", "first-contentful-paint", "render")}
     tables = {f.name: f.stat().st_size for f in p["diagnosis"].parent.glob("diagnosis.*.parquet")}
     return {"steps": n, "make_s": made, "load_s": loaded, "build_s": built, "page_bytes": out.stat().st_size,
             "table_bytes": tables, "paint_ms": med, "paints": paints}
@@ -98,12 +101,21 @@ def main() -> int:
     ap.add_argument("--reference", type=int, default=1_000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--real", action="store_true", help="diagnose big_incident's steps through the rule's entry")
+    ap.add_argument("--smoke", action="store_true", help="CI's smoke size (.ci/bench_smoke): seconds; it runs, its numbers "
+                    "mean nothing (without Chromium on PATH, the page is built but not painted)")
     args = ap.parse_args()
+    if args.smoke:
+        args.steps, args.reference, args.repeats = 2_000, 200, 1
     global REAL
     REAL = args.real
-    from report_browser import Browser
+    from report_browser import Browser, find_chromium
 
-    with tempfile.TemporaryDirectory() as tmp, Browser() as browser:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        browser = None
+        if not (args.smoke and find_chromium() is None):
+            browser = stack.enter_context(Browser())
+        else:
+            print("no Chromium on PATH: the pages are built, not painted (smoke run)")
         ref = one(args.reference, Path(tmp) / "ref", browser, args.repeats)
         big = one(args.steps, Path(tmp) / "big", browser, args.repeats)
     for r in (ref, big):

@@ -605,7 +605,10 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=5_000, help="iterations per variant per round")
     ap.add_argument("--only", nargs="*", default=None, help="variant names (bare_pair and plain_call always run)")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--smoke", action="store_true", help="CI's smoke size (.ci/bench_smoke): seconds; it runs, its numbers mean nothing")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.rounds, args.n = 3, 200
     res = measure(args.rounds, args.n, args.only)
     meta = {"machine": {"node": platform.node(), "processor": platform.processor() or platform.machine(),
                         "cpus": os.cpu_count(), "python": platform.python_version(),

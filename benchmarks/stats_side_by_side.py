@@ -23,7 +23,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import sys
+
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: the repository root
 
 from benchmarks.noise_model import Design, NoiseModel, Simulated, simulate
 from workflow_lib.compare import stats
@@ -107,7 +111,7 @@ def stallcase_rates(sim: Simulated, design: Design) -> Rates:
     return Rates(int(np.sum(v == V.SLOWER)), int(np.sum(v == V.FASTER)), v.size)
 
 
-def table(experiments: int, pyperf_python: str, seed: int) -> str:
+def table(experiments: int, pyperf_python: str | None, seed: int) -> str:
     design = Design()
     rows = [
         "| scenario (same values to all three) | hyperfine welch_ttest.py: 'difference' | pyperf compare_to: significant | stallcase: faster/slower |",
@@ -116,7 +120,8 @@ def table(experiments: int, pyperf_python: str, seed: int) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         for k, (title, model, interleaved) in enumerate(SCENARIOS):
             sim = simulate(model, design, experiments, seed=seed + k, interleaved=interleaved)
-            cells = [hyperfine_rates(sim).cell(), pyperf_rates(sim, pyperf_python, Path(tmp)).cell(), stallcase_rates(sim, design).cell()]
+            pyperf = pyperf_rates(sim, pyperf_python, Path(tmp)).cell() if pyperf_python else "not run"
+            cells = [hyperfine_rates(sim).cell(), pyperf, stallcase_rates(sim, design).cell()]
             rows.append(f"| {title} | " + " | ".join(cells) + " |")
     note = (
         f"\n{experiments} simulated experiments per row, seed {seed}; design {design.blocks} blocks x "
@@ -132,7 +137,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--experiments", type=int, default=500)
     p.add_argument("--seed", type=int, default=2026)
     p.add_argument("--out", type=Path, help="also write the table here")
+    p.add_argument("--smoke", action="store_true", help="CI's smoke size (.ci/bench_smoke): a few experiments, pyperf's "
+                   "column only where --pyperf-python exists; it runs, its numbers mean nothing")
     args = p.parse_args(argv)
+    if args.smoke:
+        args.experiments = 10
+        if not Path(args.pyperf_python).exists():
+            print(f"no pyperf at {args.pyperf_python}: its column is left out (smoke run)")
+            args.pyperf_python = None
     text = table(args.experiments, args.pyperf_python, args.seed)
     print(text)
     if args.out:

@@ -20,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from workflow_lib.capture import FlightRecorder, LatencyTrigger  # noqa: E402
+from workflow_lib.core.option_numbers import MAX_STEP_COUNT, TRIGGER_OPTIONS  # noqa: E402
 
 
 class _Nothing:
@@ -45,7 +46,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--n", type=int, default=2000)
+    ap.add_argument("--smoke", action="store_true", help="CI's smoke size (.ci/bench_smoke): seconds; it runs, its numbers mean nothing")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.rounds, args.n = 2, 200
     tmp = tempfile.mkdtemp(prefix="step-cost-")
     recs = {}
     for name, cfg in CONFIGS.items():
@@ -53,7 +57,9 @@ def main(argv=None) -> int:
             continue
         kw = dict(cfg)
         if kw.pop("trigger", False):
-            kw["trigger"] = LatencyTrigger(k=1e9, warmup_steps=20, cooldown_steps=10**9)  # never fires
+            # Never fires: the largest k the option checks accept (k=1e9 is refused since the
+            # hardening round: core/option_numbers.py TRIGGER_OPTIONS).
+            kw["trigger"] = LatencyTrigger(k=TRIGGER_OPTIONS["k"][1].hi, warmup_steps=20, cooldown_steps=MAX_STEP_COUNT)
         recs[name] = FlightRecorder(incidents_dir=tmp, **kw).start()
     per = {n: [] for n in CONFIGS}
     nothing = _Nothing()

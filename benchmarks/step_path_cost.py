@@ -126,7 +126,10 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=28)
     ap.add_argument("--sample-threads", type=int, default=40, help="extra idle threads for the periodic sample (0: skip)")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--smoke", action="store_true", help="CI's smoke size (.ci/bench_smoke): seconds; it runs, its numbers mean nothing")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.blocks, args.n, args.sample_threads = 3, 200, 2
     names = [c.strip() for c in args.configs.split(",")]
     bad = [c for c in names if c not in CONFIGS]
     if bad:

@@ -52,7 +52,10 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=100_000)
     ap.add_argument("--reference-steps", type=int, default=5_000)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--smoke", action="store_true", help="CI's smoke size (.ci/bench_smoke): seconds; it runs, its numbers mean nothing")
     a = ap.parse_args()
+    if a.smoke:
+        a.steps, a.reference_steps, a.repeats = 2_000, 500, 1
     print(f"load average before: {os.getloadavg()}")
     inc = copies_incident(a.steps)
     si = steps_input(inc)

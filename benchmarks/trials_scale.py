@@ -54,9 +54,9 @@ def stages(runs: int, kind: str, tmp: Path) -> dict[str, float]:
     for e in ex.values():
         records.validate(e, "execution")
     out["validate"] = time.perf_counter() - t
-    typed_pl, typed_ex = cb.typed_records(pl, ex)  # as write_comparison reads them, before the clock
+    typed_pl, typed_ex = cb.typed_records(pl, ex)  # as compare/rule.py reads them, before the clock
     t = time.perf_counter()
-    rec = compare.compare(typed_pl, typed_ex, digests, pd)
+    rec = compare.compare(typed_pl, typed_ex, digests, pd).to_json()
     out["compare"] = time.perf_counter() - t
     t = time.perf_counter()
     records.write_record(tmp / f"comparison-{runs}.json", rec, "comparison")
@@ -71,7 +71,10 @@ def main() -> int:
     ap.add_argument("--runs", type=int, nargs="+", default=[1000, 10000])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--design", choices=sorted(DESIGNS), default="narrow")
+    ap.add_argument("--smoke", action="store_true", help="CI's smoke size (.ci/bench_smoke): seconds; it runs, its numbers mean nothing")
     args = ap.parse_args()
+    if args.smoke:
+        args.runs, args.repeats = [60], 1
     sizes = sorted(args.runs)
     got: dict[int, list[dict]] = {n: [] for n in sizes}
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,7 +1,8 @@
 """Draw workflow_lib's import graph by stage and list every arrow that runs against the flow.
 
     python docs/import_graph.py            # Mermaid graph + the arrows against the flow (stdout)
-    python docs/import_graph.py --check    # exit 1 when any arrow runs against the flow
+    python docs/import_graph.py --check    # exit 1 when any arrow runs against the flow, or an
+                                           # import runs back up to its own package or a parent
     python docs/import_graph.py --write-doc  # redraw the graph and the module list in docs/architecture.md
 
 A module belongs to the stage of its package (`workflow_lib/<stage>/`, `workflow_lib/core/` for
@@ -9,7 +10,11 @@ the foundation) or, at the top level, to `entry` when ENTRY names it. Any other 
 no stage and fails the run (with or without --check): the map never guesses.
 
 The graph is read from the code (every `import`/`from ... import` in workflow_lib, inside
-functions too, since a deferred import is still a dependency). Each module belongs to one
+functions too, since a deferred import is still a dependency: they are counted and listed
+with the rest, and the run prints how many there are). An import that runs back up, to the
+module's own package or a parent (`from . import atomic` in report/perfetto.py, where atomic is
+a name report/__init__.py happens to import first), fails --check: it works only by import
+order. Each module belongs to one
 stage; a stage may import from its own stage and from stages before it in the flow
 
     foundation → capture | importers → snapshot → collectives → diagnose → plan → preflight
@@ -41,7 +46,7 @@ ORDER = {"foundation": 0, "capture": 1, "importers": 1, "snapshot": 2, "collecti
 # The map, by package: workflow_lib/<stage>/ is its stage, workflow_lib/core/ the foundation, and
 # these top-level modules and packages are the entry code that wires stages together.
 PACKAGES = {**{stage: stage for stage in ORDER if stage not in ("foundation", "entry")}, "core": "foundation"}
-ENTRY = {"cli", "commands", "config_check", "missing_incident"}
+ENTRY = {"cli", "commands", "config_check", "missing_incident", "public"}
 
 
 class Unmapped(Exception):
@@ -68,14 +73,29 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def imports_of(path: Path, module: str) -> set[str]:
+def import_sites(path: Path, module: str) -> list[tuple[str, bool, bool, int]]:
+    """Every workflow_lib import in the file as (target, deferred, back_up, line): `deferred` when it sits
+    inside a function or class (it is still a dependency, only paid for later), `back_up` when it
+    reaches the module's own package or a parent (its `__init__`: `from . import atomic` where
+    atomic is no submodule, `from .. import x`), which only works when that package has finished
+    importing first. A package's `from . import sub` of its own submodule goes down, not up."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     is_pkg = path.name == "__init__.py"
     base = module.split(".") if is_pkg else module.split(".")[:-1]
-    found: set[str] = set()
+    parents = {".".join(module.split(".")[:i]) for i in range(1, len(module.split(".")))}
+    if is_pkg:
+        parents.add(module)  # a package's own __init__ importing a name of itself
+    nested: set[int] = set()
     for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            nested.update(id(n) for n in ast.walk(node) if n is not node)
+    found: list[tuple[str, bool, bool, int]] = []
+    for node in ast.walk(tree):
+        deferred = id(node) in nested
         if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.startswith(PKG))
+            for a in node.names:
+                if a.name.startswith(PKG):
+                    found.append((a.name, deferred, a.name in parents, node.lineno))
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 anchor = base[: len(base) - (node.level - 1)]
@@ -84,12 +104,37 @@ def imports_of(path: Path, module: str) -> set[str]:
                 target = node.module or ""
             if not target.startswith(PKG):
                 continue
-            found.add(target)
+            subs = []
             for a in node.names:  # `from . import plan` names a module
                 cand = f"{target}.{a.name}"
-                if (ROOT / Path(*cand.split("."))).with_suffix(".py").exists() or (ROOT / Path(*cand.split("."))).is_dir():
-                    found.add(cand)
+                if _is_module(cand):
+                    subs.append(cand)
+            if target in parents and len(subs) < len(node.names):
+                found.append((target, deferred, True, node.lineno))  # a name out of a parent's __init__
+            elif not subs or target not in parents:
+                found.append((target, deferred, False, node.lineno))
+            found += [(cand, deferred, False, node.lineno) for cand in subs]
     return found
+
+
+def _is_module(dotted: str) -> bool:
+    """A module or package file, or a C extension built from a source beside it (capture/_spanext.c)."""
+    where = ROOT / Path(*dotted.split("."))
+    return where.with_suffix(".py").exists() or where.is_dir() or where.with_suffix(".c").exists()
+
+
+def imports_of(path: Path, module: str) -> set[str]:
+    return {target for target, _, _, _ in import_sites(path, module)}
+
+
+def deferred_imports() -> list[tuple[str, int]]:
+    """(module, line) of every workflow_lib import statement inside a function or class."""
+    return sorted({(mod, line) for path, mod in modules() for _, deferred, _, line in import_sites(path, mod) if deferred})
+
+
+def back_up_imports() -> list[tuple[str, str, bool]]:
+    """(module, package, deferred) of every import that reaches the module's own package or a parent."""
+    return sorted({(mod, t, deferred) for path, mod in modules() for t, deferred, up, _ in import_sites(path, mod) if up})
 
 
 def modules() -> list[tuple[Path, str]]:
@@ -181,7 +226,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write-doc", action="store_true", help="redraw the graph and the module list in docs/architecture.md")
     ap.add_argument("--check", action="store_true",
-                    help="exit 1 when an arrow runs against the flow or a module is in no stage")
+                    help="exit 1 when an arrow runs against the flow, an import runs back up to its own package, "
+                         "or a module is in no stage")
     args = ap.parse_args(argv)
     missing = unmapped()
     if missing:
@@ -192,6 +238,8 @@ def main(argv=None) -> int:
         return 1
     edges = graph()
     bad = against_flow(edges)
+    up = back_up_imports()
+    deferred = deferred_imports()
     if args.write_doc:
         write_doc(edges)
     print(mermaid(edges))
@@ -199,7 +247,15 @@ def main(argv=None) -> int:
     print(f"{len(bad)} import(s) against the flow" + (":" if bad else ""))
     for a, b, m, d in bad:
         print(f"- {m} ({a}) imports {d} ({b})")
-    return 1 if (args.check and bad) else 0
+    by_stage: dict[str, int] = defaultdict(int)
+    for m, _ in deferred:
+        by_stage[stage_of(m)] += 1
+    print(f"{len(deferred)} function-level import(s), counted with the rest"
+          + (" (" + ", ".join(f"{s} {n}" for s, n in sorted(by_stage.items())) + ")" if deferred else ""))
+    print(f"{len(up)} import(s) back up to the module's own package or a parent" + (":" if up else ""))
+    for m, d, inside in up:
+        print(f"- {m} imports {d}" + (" (inside a function)" if inside else ""))
+    return 1 if (args.check and (bad or up)) else 0
 
 
 if __name__ == "__main__":

@@ -9,4 +9,4 @@ rule collectives:
     log:
         layout.incident_log(RESULTS, "{incident}", "collectives.log"),
     run:
-        rulelog.logged(log[0], workflow_lib.collectives.rule.collectives_snapshot_file, input[0], STORE, output[0])
+        rulelog.logged(log[0], workflow_lib.collectives.rule.run, input[0], STORE, output[0])

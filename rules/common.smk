@@ -7,20 +7,21 @@ from snakemake.utils import validate
 sys.path.insert(0, workflow.basedir)  # workflow_lib importable without installation
 import workflow_lib.capture.demo
 import workflow_lib.collectives.rule
-import workflow_lib.compare.build
+import workflow_lib.compare.rule
 import workflow_lib.core.config_errors
 import workflow_lib.config_check
 import workflow_lib.diagnose
 import workflow_lib.missing_incident
 import workflow_lib.core.layout as layout
 import workflow_lib.plan.build
+import workflow_lib.plan.rule
 import workflow_lib.plan.schedule
-import workflow_lib.preflight.check
-import workflow_lib.report
-import workflow_lib.report.latest
+import workflow_lib.preflight.rule
+import workflow_lib.report.rule
+import workflow_lib.report.terminal
 import workflow_lib.core.rulelog as rulelog
-import workflow_lib.snapshot.build
-import workflow_lib.trials.block
+import workflow_lib.snapshot.rule
+import workflow_lib.trials.rule
 
 # Alias bombs, text, output directories, metric regex: before the schema walks the config.
 workflow_lib.config_check.exit_on_error(config)

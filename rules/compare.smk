@@ -10,4 +10,4 @@ rule compare:
     log:
         layout.run_log(RESULTS, "{incident}", "{run}", "compare.log"),
     run:
-        rulelog.logged(log[0], workflow_lib.compare.build.write_comparison, input.plan, input.executions, output[0])
+        rulelog.logged(log[0], workflow_lib.compare.rule.run, input.plan, input.executions, output[0])

@@ -15,5 +15,5 @@ rule plan:
     log:
         layout.run_log(RESULTS, "{incident}", "{run}", "plan.log"),
     run:
-        rulelog.logged(log[0], workflow_lib.plan.build.plan_from_snapshot_file, input[0], STORE, output[0], design=params.design, candidate=params.candidate, experiment=params.experiment, source_repo=params.source_repo)
+        rulelog.logged(log[0], workflow_lib.plan.rule.run, input[0], STORE, output[0], design=params.design, candidate=params.candidate, experiment=params.experiment, source_repo=params.source_repo)
 

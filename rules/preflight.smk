@@ -17,4 +17,4 @@ rule preflight:
     params:
         results_dir=lambda w: layout.incident_dir(RESULTS, w.incident),
     run:
-        rulelog.logged(log[0], workflow_lib.preflight.check.run_preflight, input[0], wildcards.block, STORE, output[0], results_dir=params.results_dir, blocked_path=log.blocked)
+        rulelog.logged(log[0], workflow_lib.preflight.rule.run, input[0], wildcards.block, STORE, output[0], results_dir=params.results_dir, blocked_path=log.blocked)

@@ -11,12 +11,12 @@ rule report:
         comparison=layout.comparison(RESULTS, "{incident}", "{run}"),
     output:
         report(layout.report(RESULTS, "{incident}", "{run}"), category="incident", caption="../docs/report_caption.rst"),
-        # Written by write_report_files next to the page, which links it (every event, for ui.perfetto.dev).
+        # Written by rule.run next to the page, which links it (every event, for ui.perfetto.dev).
         trace=layout.trace(RESULTS, "{incident}", "{run}"),
     log:
         layout.run_log(RESULTS, "{incident}", "{run}", "report.log"),
     run:
-        rulelog.logged(log[0], workflow_lib.report.write_report_files, input.snapshot, input.diagnosis, input.plan, input.comparison, STORE, output[0])
+        rulelog.logged(log[0], workflow_lib.report.rule.run, input.snapshot, input.diagnosis, input.plan, input.comparison, STORE, output[0])
 
 
 # results/<incident>/ shows the latest run (links; latest.json says which). Reruns when the run changes.
@@ -32,4 +32,4 @@ rule latest:
     log:
         layout.run_log(RESULTS, "{incident}", RUN, "latest.log"),
     run:
-        rulelog.logged(log[0], workflow_lib.report.latest.write_latest, input.plan, RESULTS, wildcards.incident, params.run, log_path=log[0])
+        rulelog.logged(log[0], workflow_lib.report.rule.run_latest, input.plan, RESULTS, wildcards.incident, params.run, log_path=log[0])

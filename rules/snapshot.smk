@@ -15,4 +15,4 @@ rule snapshot:
     log:
         layout.incident_log(RESULTS, "{incident}", "snapshot.log"),
     run:
-        rulelog.logged(log[0], workflow_lib.snapshot.build.ingest, params.incident_dir, STORE, output[0], allow_roots=params.allow_roots)
+        rulelog.logged(log[0], workflow_lib.snapshot.rule.run, params.incident_dir, STORE, output[0], allow_roots=params.allow_roots)

@@ -17,4 +17,4 @@ rule trials:
         work=lambda w: layout.work(RESULTS, w.incident, w.run, w.block),
     priority: 1  # on one machine a block's runs follow its own preflight, not the next block's
     run:
-        rulelog.logged(log[0], workflow_lib.trials.block.run_block_rule, input.plan, input.preflight, wildcards.block, STORE, params.work, output[0], log_path=log[0])
+        rulelog.logged(log[0], workflow_lib.trials.rule.run, input.plan, input.preflight, wildcards.block, STORE, params.work, output[0], log_path=log[0])

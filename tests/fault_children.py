@@ -95,15 +95,15 @@ def snapshot(argv: list[str]) -> None:
 
 
 def trials(argv: list[str]) -> None:
-    from workflow_lib.trials import block as T
+    from workflow_lib.trials import rule as T
 
     plan, pre, block, store, work, out, log = argv
-    T.run_block_rule(plan, pre, block, store, work, out, log_path=log)
+    T.run(plan, pre, block, store, work, out, log_path=log)
 
 
 def compare(argv: list[str]) -> None:
     from workflow_lib.core import atomic
-    from workflow_lib.compare import build as C
+    from workflow_lib.compare import rule as C
 
     marker = _flag(argv, "--pause-before-rename")
     if marker:
@@ -114,7 +114,7 @@ def compare(argv: list[str]) -> None:
             _pause(marker)
         atomic.os.fsync = hang_fsync
     plan, out, *executions = argv
-    C.write_comparison(plan, executions, out)
+    C.run(plan, executions, out)
 
 
 if __name__ == "__main__":

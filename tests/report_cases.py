@@ -173,7 +173,7 @@ def results_for(incident_dir: Path, results_dir: Path, *, trials: bool = True, e
         records.write_record(base / "preflight" / f"{b}.json", pf, "preflight")
         records.write_record(base / "execution" / f"{b}.json", e, "execution")
     digests = {b: records.digest_of(e) for b, e in ex.items()}
-    records.write_record(paths["comparison"], compare.compare(*CB.typed_records(plan, ex), digests, pd), "comparison")
+    records.write_record(paths["comparison"], compare.compare(*CB.typed_records(plan, ex), digests, pd).to_json(), "comparison")
     return paths
 
 

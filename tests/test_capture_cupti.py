@@ -4,7 +4,6 @@ timeline with a clock_sync row. The binding object is the only thing substituted
 
 from __future__ import annotations
 
-import enum
 import time
 from types import SimpleNamespace
 
@@ -13,55 +12,7 @@ from workflow_lib.core.incident import read_incident
 
 from capture_helpers import recorder
 
-CUPTI_BASE_NS = 50 * 10**9  # the fake CUPTI clock runs 50 s ahead of monotonic
-
-
-class ActivityKind(enum.IntEnum):
-    MEMCPY = 1
-    MEMSET = 2
-    RUNTIME = 5
-    CONCURRENT_KERNEL = 10
-    SYNCHRONIZATION = 38
-
-
-class runtime_api_trace_cbid(enum.IntEnum):
-    cudaLaunchKernel_v7000 = 211
-    cudaDeviceSynchronize_v3020 = 165
-
-
-class cuptiError(Exception):
-    pass
-
-
-class FakeCupti:
-    ActivityKind = ActivityKind
-    runtime_api_trace_cbid = runtime_api_trace_cbid
-
-    def __init__(self, fail=()):
-        self.fail, self.enabled, self.completed = set(fail), [], None
-
-    def _check(self, name):
-        if name in self.fail:
-            raise cuptiError(f"{name}: CUPTI_ERROR_NOT_INITIALIZED")
-
-    def activity_register_callbacks(self, requested, completed):
-        self._check("activity_register_callbacks")
-        assert requested()[0] > 0
-        self.completed = completed
-
-    def activity_enable(self, kind):
-        self._check("activity_enable")
-        self.enabled.append(kind)
-
-    def activity_disable(self, kind):
-        self.enabled.remove(kind)
-
-    def activity_flush_all(self, flag):
-        self._check("activity_flush_all")
-
-    def get_timestamp(self):
-        self._check("get_timestamp")
-        return time.monotonic_ns() + CUPTI_BASE_NS
+from benchmarks.fake_cupti import CUPTI_BASE_NS, ActivityKind, FakeCupti, cuptiError, runtime_api_trace_cbid  # noqa: F401
 
 
 def _records(t0_cupti: int):

@@ -4,7 +4,6 @@ across buffers, optional launch geometry, unknown copy kinds. The binding is sub
 
 from __future__ import annotations
 
-import enum
 import time
 from types import SimpleNamespace
 
@@ -15,17 +14,7 @@ from workflow_lib.capture.sources.cupti import DROPPED_RUNTIME_CALLS, CuptiSourc
 from workflow_lib.core.incident import read_incident
 
 from capture_helpers import recorder
-from test_capture_cupti import CUPTI_BASE_NS, ActivityKind, FakeCupti
-
-
-class cbid(enum.IntEnum):
-    cudaGetDevice_v3020 = 17
-    cudaGetLastError_v3020 = 10
-    cudaGetDeviceProperties_v2_v12000 = 440
-    cudaEventQuery_v3020 = 141
-    cudaLaunchKernel_v7000 = 211
-    cudaDeviceSynchronize_v3020 = 165
-    cudaStreamSynchronize_v3020 = 131
+from benchmarks.fake_cupti import CUPTI_BASE_NS, ActivityKind, FakeCupti, FakeCuptiNoFilter, cbid  # noqa: F401
 
 
 class FakeCuptiFull(FakeCupti):
@@ -38,10 +27,6 @@ class FakeCuptiFull(FakeCupti):
     def activity_enable_runtime_api(self, cb, enable):
         self._check("activity_enable_runtime_api")
         self.runtime_api_calls.append((cb, enable))
-
-
-class FakeCuptiNoFilter(FakeCupti):
-    runtime_api_trace_cbid = cbid
 
 
 def _api(cb, i, t0, tid=4242):

@@ -47,7 +47,7 @@ def test_collectives_rule_record_is_what_the_diagnosis_reads(tmp_path, monkeypat
     inc = make_incident(tmp_path, "pipe", h.dumps)
     res = tmp_path / "results"
     ingest(inc.path, res, res / "snapshot.json")
-    coll = rule.collectives_snapshot_file(res / "snapshot.json", res, res / "collectives.json")
+    coll = rule.run(res / "snapshot.json", res, res / "collectives.json")
     assert records.read_record(res / "collectives.json", "collectives")["hung_on"]["culprit_ranks"] == [6]
     # The diagnosis takes the written record as it is: no second analysis inside it.
     import workflow_lib.collectives.analyze as analyze_mod

@@ -17,7 +17,7 @@ import pytest
 
 from benchmarks.noise_model import Design, NoiseModel, simulate
 from tests import compare_builders as cb
-from workflow_lib.compare import build as C
+from workflow_lib.compare import build as C, rule as compare_rule
 from workflow_lib.core import records
 from workflow_lib.compare import stats
 from workflow_lib.compare import verdict as V
@@ -113,7 +113,7 @@ def _compare_simulated(sim, e: int, design: Design) -> dict:
         return float(arrays[arm][k, pos])
 
     ex, dg, pd = cb.executions(pl, value)
-    return C.compare(*cb.typed_records(pl, ex), dg, pd)
+    return C.compare(*cb.typed_records(pl, ex), dg, pd).to_json()
 
 
 # --- edge cases through the full record path -----------------------------------------
@@ -126,7 +126,7 @@ def _run(des=None, values=None, same_as_baseline=False, **kw):
 
 
 def _judge(pl, ex, dg, pd) -> dict:
-    rec = C.compare(*cb.typed_records(pl, ex), dg, pd)
+    rec = C.compare(*cb.typed_records(pl, ex), dg, pd).to_json()
     records.validate(rec, "comparison")
     records.canonical_bytes(rec)  # finite numbers only (NaN would be refused on write)
     return rec
@@ -325,12 +325,12 @@ def test_write_comparison_from_files(tmp_path):
     for b, e in ex.items():
         paths.append(tmp_path / f"{b}.json")
         records.write_record(paths[-1], e, "execution")
-    digest = C.write_comparison(tmp_path / "plan.json", paths, tmp_path / "comparison.json")
+    digest = compare_rule.run(tmp_path / "plan.json", paths, tmp_path / "comparison.json")
     rec = records.read_record(tmp_path / "comparison.json", "comparison")
     assert records.digest_of(rec) == digest and rec["plan_digest"] == pd and rec["execution_digests"] == dg
     assert rec["verdict"] == "slower"
     with pytest.raises(RecordError, match="second execution record"):
-        C.write_comparison(tmp_path / "plan.json", paths + paths[:1], tmp_path / "c2.json")
+        compare_rule.run(tmp_path / "plan.json", paths + paths[:1], tmp_path / "c2.json")
 
 
 def test_extreme_values_do_not_overflow_the_record():

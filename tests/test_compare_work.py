@@ -27,7 +27,7 @@ def _compare(per: str, items: dict[str, float] | None, effect=-0.5):
     if items is not None:
         ex = _with_work(ex, items)
     digests = {b: records.digest_of(e) for b, e in ex.items()}
-    return compare.compare(*typed_records(pl, ex), digests, pd)
+    return compare.compare(*typed_records(pl, ex), digests, pd).to_json()
 
 
 def test_different_work_per_step_refuses_a_step_time_verdict():

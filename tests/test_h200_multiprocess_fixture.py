@@ -27,7 +27,7 @@ def _again(arm_dir: Path) -> tuple[dict, dict]:
     plan = typed.read(arm_dir / "plan.json", Plan)
     stored = records.read_record(arm_dir / "comparison.json", "comparison")
     ex = {p.stem: typed.read(p, Execution) for p in sorted((arm_dir / "execution").glob("*.json"))}
-    again = compare.compare(plan, ex, {b: e.digest() for b, e in ex.items()}, plan.digest())
+    again = compare.compare(plan, ex, {b: e.digest() for b, e in ex.items()}, plan.digest()).to_json()
     return stored, again
 
 

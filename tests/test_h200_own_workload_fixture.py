@@ -22,7 +22,7 @@ def test_h200_own_workload_records_reproduce_their_verdict(D):
     plan = typed.read(D / "plan.json", Plan)
     stored = records.read_record(D / "comparison.json", "comparison")
     ex = {p.stem: typed.read(p, Execution) for p in sorted((D / "execution").glob("*.json"))}
-    again = compare.compare(plan, ex, {b: e.digest() for b, e in ex.items()}, plan.digest())
+    again = compare.compare(plan, ex, {b: e.digest() for b, e in ex.items()}, plan.digest()).to_json()
     assert again["verdict"] == stored["verdict"] == "faster"
     assert abs(again["estimate"]["ratio"] - stored["estimate"]["ratio"]) < 1e-12
     runs = [r for e in ex.values() for r in e.runs]

@@ -4,6 +4,7 @@ stage fails it, and an import against the flow fails `--check` (docs/import_grap
 from __future__ import annotations
 
 import importlib.util
+import re
 import shutil
 from pathlib import Path
 
@@ -26,7 +27,9 @@ def graph_on(tmp_path, monkeypatch):
 def test_the_tree_passes(graph_on, capsys):
     mod, _ = graph_on
     assert mod.main(["--check"]) == 0
-    assert "0 import(s) against the flow" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "0 import(s) against the flow" in out
+    assert "0 import(s) back up to the module's own package or a parent" in out
 
 
 def test_a_module_in_no_stage_fails(graph_on, capsys):
@@ -147,3 +150,33 @@ def test_where_new_things_go_names_files_that_exist():
     missing = sorted(n for n in named if not any((b / n).exists() for b in bases)
                      and not list((ROOT / "workflow_lib").rglob(n)))
     assert missing == []
+
+
+def test_an_import_back_up_to_the_own_package_fails_check(graph_on, capsys):
+    """`from . import atomic` in report/perfetto.py worked only because report/__init__.py had
+    imported core.atomic first: a name taken from the own package's __init__ fails --check,
+    inside a function too."""
+    mod, pkg = graph_on
+    (pkg / "report" / "leans_up.py").write_text("def f():\n    from . import atomic\n    return atomic\n")
+    assert mod.main(["--check"]) == 1
+    out = capsys.readouterr().out
+    assert "- workflow_lib.report.leans_up imports workflow_lib.report (inside a function)" in out
+
+
+def test_a_sibling_module_import_is_not_back_up(graph_on, capsys):
+    mod, pkg = graph_on
+    (pkg / "report" / "sibling.py").write_text("from . import fmt\nfrom .fmt import pct\n")
+    mod.main(["--check"])
+    assert "workflow_lib.report.sibling" not in capsys.readouterr().out
+
+
+def test_function_level_imports_are_counted_and_checked(graph_on, capsys):
+    """A deferred import is a dependency like any other: counted, and held to the flow."""
+    mod, pkg = graph_on
+    mod.main(["--check"])
+    before = int(re.search(r"(\d+) function-level import", capsys.readouterr().out).group(1))
+    (pkg / "core" / "defers.py").write_text("def f():\n    from ..trials import block\n    return block\n")
+    assert mod.main(["--check"]) == 1
+    out = capsys.readouterr().out
+    assert int(re.search(r"(\d+) function-level import", out).group(1)) == before + 1
+    assert "workflow_lib.core.defers (foundation) imports workflow_lib.trials.block (trials)" in out

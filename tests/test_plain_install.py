@@ -58,3 +58,19 @@ def test_snakemake_report_runs_from_the_plain_install(plain_venv, demo_pipeline,
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     assert "pygments must be installed" not in run.stderr
     assert snake.stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_import_stallcase_from_the_plain_install(plain_venv, tmp_path):
+    """A normal (non-editable) install carries the public package `stallcase`, mapped from
+    workflow_lib/public: importable from anywhere, the same classes as workflow_lib's."""
+    py = str(plain_venv / "bin" / "python")
+    probe = ("import stallcase, workflow_lib.capture as c; "
+             "assert stallcase.FlightRecorder is c.FlightRecorder; "
+             "print(stallcase.__file__); print(stallcase.__version__); print(stallcase.Comparison.KIND)")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    run = subprocess.run([py, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    where, version, kind = run.stdout.split()
+    assert Path(where).is_relative_to(plain_venv) and Path(where).parent.name == "stallcase"
+    assert (version, kind) == ("0.1.0", "comparison")

@@ -8,7 +8,7 @@ import pytest
 
 from workflow_lib.core import environment, records
 from workflow_lib.plan import build as P
-from workflow_lib.preflight import check as PF
+from workflow_lib.preflight import check as PF, rule as preflight_rule
 from workflow_lib.snapshot import build as snapshot
 from workflow_lib.core.cas import CAS
 from workflow_lib.core.errors import PreflightBlocked
@@ -152,7 +152,7 @@ def test_run_preflight_blocked_keeps_log_writes_no_record(tmp_path):
     records.write_record(tmp_path / "plan.json", plan.to_json(), "plan")
     out, log = tmp_path / "preflight" / "b000.json", tmp_path / "logs" / "preflight-b000.json"
     with pytest.raises(PreflightBlocked, match="environment.gpu_names"):
-        PF.run_preflight(tmp_path / "plan.json", "b000", tmp_path / "results", out, results_dir=tmp_path / "results", blocked_path=log)
+        preflight_rule.run(tmp_path / "plan.json", "b000", tmp_path / "results", out, results_dir=tmp_path / "results", blocked_path=log)
     assert not out.exists() and records.read_record(log, "preflight")["status"] == "blocked"
 
 

@@ -82,8 +82,24 @@ def test_upgrade_steps_out_1_gives_the_newest_shape():
 
 
 def test_upgrade_refuses_what_an_old_record_never_measured():
-    with pytest.raises(RecordError, match="schema_version 1 cannot be read as version 2: re-run the compare rule"):
-        records.upgrade("comparison", {"schema_version": 1, "kind": "comparison"}, where="c.json")
+    with pytest.raises(RecordError, match="schema_version 1 cannot be read as version 2: re-run the collectives rule"):
+        records.upgrade("collectives", {"schema_version": 1, "kind": "collectives"}, where="c.json")
+
+
+def test_a_version_1_comparison_reads_as_the_class_with_no_components():
+    """A real version 1 record (the H200 demo A/A): the verdict and its numbers as written, no
+    component, and a sentence that says why; its digest stays the file's."""
+    from workflow_lib.compare.types import Comparison
+    from workflow_lib.core import typed
+
+    path = ROOT / "tests" / "fixtures" / "h200" / "demo-aa" / "comparison.json"
+    raw = json.loads(path.read_text())
+    assert raw["schema_version"] == 1 and "components" not in raw
+    comp = typed.read(path, Comparison)
+    assert comp.verdict == raw["verdict"] and comp.estimate.ratio == raw["estimate"]["ratio"]
+    assert comp.components == [] and comp.predictions == [] and comp.change_explained.unresolved == []
+    assert "schema version 1" in comp.sentence and "rerun the compare stage" in comp.sentence
+    assert comp.digest() == records.digest_of(raw)
 
 
 def test_metric_reads_a_version_1_steps_file(tmp_path):

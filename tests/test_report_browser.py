@@ -21,6 +21,8 @@ import pytest
 
 import report_cases as RC
 from report_browser import Browser, find_chromium
+from workflow_lib.compare.types import Comparison
+from workflow_lib.core import typed
 from workflow_lib.core import records
 from workflow_lib.report import build_report, load_records, model, write_report_files
 
@@ -75,7 +77,7 @@ def test_synthetic_incident_renders_cleanly(browser, tmp_path):
         assert page.errors == [] and page.requests == [out.resolve().as_uri()]
         assert page.eval("document.getElementById('render-status').dataset.done") == "1"
         # the drawn page shows the record's verdict sentence and every track of the data block
-        comp = records.read_record(tmp_path / "results" / "rich" / "comparison.json", "comparison")
+        comp = typed.read(tmp_path / "results" / "rich" / "comparison.json", Comparison)
         assert page.eval("document.getElementById('verdict-words').textContent") == model.verdict_words(comp)
         n_tracks = len(json.loads(page.eval("document.getElementById('stallcase-data').textContent"))["timeline"]["tracks"])
         assert page.eval("document.getElementById('render-status').textContent").startswith(f"{n_tracks} tracks")

@@ -18,6 +18,8 @@ import pytest
 
 import report_cases as RC
 from builders import make_incident, span, step
+from workflow_lib.compare.types import Comparison
+from workflow_lib.core import typed
 from workflow_lib import cli
 from workflow_lib.core import records
 from workflow_lib.core.errors import StallcaseError
@@ -126,9 +128,9 @@ def test_h200_pipeline_numbers_are_the_records(tmp_path, name):
     page = out.read_text(encoding="utf-8")
     seen = check_numbers(page, p["snapshot"].parent)
     assert {"snapshot", "plan", "comparison", "execution"} <= seen
-    comp = records.read_record(p["comparison"], "comparison")
+    comp = typed.read(p["comparison"], Comparison)
     assert html.esc(model.verdict_words(comp)) in page
-    if comp["aa_experiment"]:
+    if comp.aa_experiment:
         assert "deliberate A/A experiment" in page
     if not p["diagnosis"].is_file():
         assert "diagnosis.json absent" in page
@@ -273,12 +275,12 @@ def test_hostile_names_cannot_break_out_of_the_page(tmp_path):
 
 
 def test_verdict_words_come_from_the_record(rich):
-    comp = records.read_record(rich["paths"]["comparison"], "comparison")
+    comp = typed.read(rich["paths"]["comparison"], Comparison)
     words = model.verdict_words(comp)
-    assert comp["verdict"] == "faster" and words.startswith("The candidate is faster.")
+    assert comp.verdict == "faster" and words.startswith("The candidate is faster.")
     # the one formatting policy: 3 significant digits, a real minus sign
-    assert fmt.pct(comp["estimate"]["change_pct"]) in words and f"±{fmt.pct_abs(comp['noise_floor']['pct'])}" in words
-    assert fmt.pct(comp["estimate"]["change_pct"]).startswith("−")
+    assert fmt.pct(comp.estimate.change_pct) in words and f"±{fmt.pct_abs(comp.noise_floor.pct)}" in words
+    assert fmt.pct(comp.estimate.change_pct).startswith("−")
     assert html.esc(words) in rich["page"]
 
 
@@ -335,12 +337,12 @@ def test_too_few_blocks_show_no_interval_and_say_why(tmp_path):
     p = RC.results_for(inc_dir, tmp_path / "results", blocks=2)
     out = write_report_files(p["snapshot"], p["diagnosis"], p["plan"], p["comparison"], tmp_path / "results",
                              p["snapshot"].parent / "report.html")
-    comp = records.read_record(p["comparison"], "comparison")
-    assert comp["verdict"] == "inconclusive" and comp["estimate"]["log_low"] is None
+    comp = typed.read(p["comparison"], Comparison)
+    assert comp.verdict == "inconclusive" and comp.estimate.log_low is None
     page = out.read_text(encoding="utf-8")
     check_numbers(page, p["snapshot"].parent)
     assert "no interval: too few blocks" in page
-    assert all(html.esc(r) in page for r in comp["reasons"])
+    assert all(html.esc(r) in page for r in comp.reasons)
 
 
 def test_observed_but_empty_sources_say_so(tmp_path):

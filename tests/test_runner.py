@@ -145,6 +145,6 @@ def test_the_end_of_run_line_says_why_runs_failed():
     ex, digests, pd = CB.executions(pl, lambda k, arm, i: 1.0, failed=frozenset(
         e["index"] for e in pl["schedule"]["b000"]))
     rec = compare(*CB.typed_records(pl, ex), digests, pd)
-    records.validate(rec, "comparison")
-    assert rec["failure_summary"] == "6 of 6 blocks had failed runs: exit status 1"  # the same indices fail in every block
-    assert rec["failure_summary"] in verdict_line(rec, "inc-1")
+    records.validate(rec.to_json(), "comparison")
+    assert rec.failure_summary == "6 of 6 blocks had failed runs: exit status 1"  # the same indices fail in every block
+    assert rec.failure_summary in verdict_line(rec, "inc-1")

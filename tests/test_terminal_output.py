@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 import report_cases as RC
+from workflow_lib.compare.types import Comparison
+from workflow_lib.core import typed
 from workflow_lib import cli
 from workflow_lib.core import records
 from workflow_lib.report import glance, terminal
@@ -82,7 +84,7 @@ def test_failed_stage_prints_its_error_and_the_fix(tmp_path):
 
 @pytest.mark.slow
 def test_end_of_run_prints_the_verdict_and_the_report(demo_pipeline):
-    comp = records.read_record(demo_pipeline.demo / "comparison.json", "comparison")
+    comp = typed.read(demo_pipeline.demo / "comparison.json", Comparison)
     lines = _stallcase_lines(demo_pipeline.output)
     assert lines == [f"stallcase: demo: {glance.verdict_text(glance.verdict(comp))}",
                      f"stallcase: report: {(demo_pipeline.demo / 'report.html').resolve()}  (or: stallcase show demo)"]

@@ -14,10 +14,10 @@ import pytest
 
 from workflow_lib.capture.types import StepsOut
 from workflow_lib.collectives.types import CollectivesRecord
-from workflow_lib.compare.types import Comparison
+from workflow_lib.compare.types import Comparison, Prediction
 from workflow_lib.core import records
 from workflow_lib.core.errors import RecordError
-from workflow_lib.core.typed import ABSENT, doc, record
+from workflow_lib.core.typed import ABSENT, doc, is_nested, nested, record
 from workflow_lib.core.types import IncidentManifest, Latest
 from workflow_lib.diagnose.types import DiagnosisRecord
 from workflow_lib.plan.types import Plan
@@ -35,8 +35,37 @@ PY_TO_JSON = {str: {"string"}, int: {"integer"}, float: {"number"}, bool: {"bool
 def json_types_of_annotation(tp) -> set[str]:
     if typing.get_origin(tp) in (typing.Union, pytypes.UnionType):
         return set().union(*(json_types_of_annotation(a) for a in typing.get_args(tp)))
+    if is_nested(tp):
+        return {"object"}
     base = typing.get_origin(tp) or tp
     return set(PY_TO_JSON[base])
+
+
+def nested_in(tp):
+    """(how, nested class) when the annotation holds a nested class: ("", C), ("items", list[C]),
+    ("values", dict[str, C]); None for plain JSON."""
+    if typing.get_origin(tp) in (typing.Union, pytypes.UnionType):
+        found = [n for a in typing.get_args(tp) if (n := nested_in(a)) is not None]
+        return found[0] if found else None
+    if is_nested(tp):
+        return "", tp
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) is list and args and is_nested(args[0]):
+        return "items", args[0]
+    if typing.get_origin(tp) is dict and len(args) == 2 and is_nested(args[1]):
+        return "values", args[1]
+    return None
+
+
+def resolve(sub: dict, root: dict) -> dict:
+    """A subschema with its `$ref` (#/$defs/...) merged in: properties and required of both."""
+    ref = sub.get("$ref")
+    if not ref:
+        return sub
+    target = resolve(root["$defs"][ref.rsplit("/", 1)[1]], root)
+    return {**target, **{k: v for k, v in sub.items() if k != "$ref"},
+            "properties": {**target.get("properties", {}), **sub.get("properties", {})},
+            "required": [*target.get("required", ()), *sub.get("required", ())]}
 
 
 def json_types_of_schema(prop: dict) -> set[str]:
@@ -58,7 +87,7 @@ def schema_shape(schema: dict, version: int) -> dict[str, tuple[bool, set[str]]]
     for cond in [schema, *schema.get("allOf", ())]:  # `if schema_version == N then required ...`
         if cond.get("if", {}).get("properties", {}).get("schema_version", {}).get("const") == version:
             required |= set(cond.get("then", {}).get("required", ()))
-    return {name: (name in required, json_types_of_schema(prop))
+    return {name: (name in required, json_types_of_schema(resolve(prop, schema)))
             for name, prop in schema["properties"].items() if name not in ("schema_version", "kind")}
 
 
@@ -68,16 +97,46 @@ def class_shape(cls) -> dict[str, tuple[bool, set[str]]]:
                      json_types_of_annotation(hints[f.name])) for f in dataclasses.fields(cls)}
 
 
-def differences(cls, schema: dict) -> list[str]:
-    want, got = schema_shape(schema, cls.SCHEMA_VERSION), class_shape(cls)
-    out = [f"{n}: only in the schema" for n in sorted(set(want) - set(got))]
-    out += [f"{n}: only in {cls.__name__}" for n in sorted(set(got) - set(want))]
+def differences(cls, schema: dict, *, root: dict | None = None, at: str = "") -> list[str]:
+    """What the class and the schema disagree on, nested classes included (each against the
+    subschema its field points at: the object, an array's items or a map's values)."""
+    root = schema if root is None else root
+    if root is schema:
+        want = schema_shape(schema, cls.SCHEMA_VERSION)
+    else:
+        schema = resolve(schema, root)
+        required = set(schema.get("required", ()))
+        want = {n: (n in required, json_types_of_schema(resolve(prop, root))) for n, prop in schema.get("properties", {}).items()}
+    got = class_shape(cls)
+    out = [f"{at}{n}: only in the schema" for n in sorted(set(want) - set(got))]
+    out += [f"{at}{n}: only in {cls.__name__}" for n in sorted(set(got) - set(want))]
+    hints = typing.get_type_hints(cls)
     for n in sorted(set(want) & set(got)):
         if want[n][0] != got[n][0]:
-            out.append(f"{n}: required in {'the schema' if want[n][0] else cls.__name__} only")
+            out.append(f"{at}{n}: required in {'the schema' if want[n][0] else cls.__name__} only")
         if want[n][1] != got[n][1]:
-            out.append(f"{n}: types {sorted(want[n][1])} in the schema, {sorted(got[n][1])} in {cls.__name__}")
+            out.append(f"{at}{n}: types {sorted(want[n][1])} in the schema, {sorted(got[n][1])} in {cls.__name__}")
+        inner = nested_in(hints[n])
+        if inner is not None:
+            how, sub_cls = inner
+            sub = resolve(schema["properties"][n], root)
+            if how == "items":
+                sub = sub.get("items", {})
+            elif how == "values":
+                sub = sub.get("additionalProperties", {})
+            out += differences(sub_cls, sub, root=root, at=f"{at}{n}{'[]' if how else ''}.")
     return out
+
+
+def nested_classes(cls, seen=None) -> list:
+    """Every nested class a record class holds, at any depth."""
+    seen = [] if seen is None else seen
+    for tp in typing.get_type_hints(cls).values():
+        inner = nested_in(tp)
+        if inner is not None and inner[1] not in seen:
+            seen.append(inner[1])
+            nested_classes(inner[1], seen)
+    return seen
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.KIND)
@@ -89,7 +148,68 @@ def test_class_and_schema_agree(cls):
 
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.KIND)
 def test_every_field_has_a_doc_line(cls):
-    assert [f.name for f in dataclasses.fields(cls) if not f.metadata.get("doc")] == []
+    for c in [cls, *nested_classes(cls)]:
+        assert [f.name for f in dataclasses.fields(c) if not f.metadata.get("doc")] == [], c.__name__
+
+
+def test_the_comparison_is_typed_all_the_way_down():
+    """Comparison's objects and lists of objects are nested classes (a map keyed by data, block
+    id -> digest or arm -> runs, stays a dict), each checked against its subschema above."""
+    from workflow_lib.compare import types as T
+
+    assert {c.__name__ for c in nested_classes(Comparison)} == {
+        "Metric", "DesignSummary", "Method", "Counts", "Estimate", "NoiseFloor", "Interval", "Mde", "BlockResult",
+        "Component", "ChangeExplained", "Prediction"}
+    hints = typing.get_type_hints(Comparison)
+    plain = sorted(n for n, tp in hints.items() if nested_in(tp) is None and typing.get_origin(tp) in (dict, list))
+    assert plain == ["execution_digests", "reasons"]
+    assert T.Estimate.__mro__[1] is T.Interval
+
+
+@nested
+class PredictionPlus(Prediction):
+    p_value: float = doc("a field the schema does not have", optional=True)
+
+
+@record("comparison", version=Comparison.SCHEMA_VERSION)
+class ComparisonPlus(Comparison):
+    predictions: list[PredictionPlus] = doc("predictions with one field too many")
+
+
+def test_a_field_added_to_one_side_of_a_nested_class_is_caught():
+    from workflow_lib.compare import types as T
+
+    schema = copy.deepcopy(records.load_schema("comparison"))
+    schema["$defs"]["component"]["properties"]["p_value"] = {"type": "number"}
+    schema["$defs"]["component"]["required"].append("p_value")
+    schema["properties"]["counts"]["properties"]["retried_runs"] = {"type": "integer"}
+    schema["$defs"]["interval"]["properties"]["ratio"]["type"] = "number"
+    assert differences(Comparison, schema) == [
+        "components[].p_value: only in the schema",
+        "counts.retried_runs: only in the schema",
+        "estimate.ratio: types ['number'] in the schema, ['null', 'number'] in Estimate",
+        "noise_floor.control.ratio: types ['number'] in the schema, ['null', 'number'] in Interval",
+    ]
+
+    assert differences(ComparisonPlus, records.load_schema("comparison")) == [
+        "predictions[].p_value: only in PredictionPlus"]
+
+
+def test_a_nested_record_round_trips():
+    """A comparison read from JSON holds nested instances and writes the same JSON back."""
+    import compare_builders as cb
+    from workflow_lib.compare import build as C
+    from workflow_lib.compare import types as T
+
+    pl = cb.plan(cb.design(blocks=6))
+    ex, dg, pd = cb.executions(pl, lambda k, arm, i: 1.0 + 0.1 * (arm == "B"))
+    comp = C.compare(*cb.typed_records(pl, ex), dg, pd)
+    assert isinstance(comp.estimate, T.Estimate) and isinstance(comp.blocks[0], T.BlockResult)
+    data = comp.to_json()
+    records.validate(data, "comparison")
+    assert Comparison.from_json(data) == comp and Comparison.from_json(data).to_json() == data
+    with pytest.raises(RecordError, match=r"estimate: fields \['extra'\] are not in Estimate"):
+        Comparison.from_json({**data, "estimate": {**data["estimate"], "extra": 1}}, "comparison.json")
 
 
 def test_a_field_added_to_the_schema_only_is_caught():

@@ -5,4 +5,6 @@ capture -> snapshot -> cas -> diagnose / collectives -> plan -> preflight -> tri
 `importers` turns traces users already have into the same snapshot tables the recorder writes.
 """
 
-__version__ = "0.1.0"
+from .core.version import __version__
+
+__all__ = ["__version__"]

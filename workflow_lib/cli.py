@@ -12,7 +12,8 @@ import importlib
 import pkgutil
 import sys
 
-from . import __version__, commands
+from . import commands
+from .core.version import __version__
 from .core import numeric_warnings
 from .core.errors import StallcaseError
 

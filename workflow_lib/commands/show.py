@@ -46,7 +46,7 @@ def find_results(results_dir: str, incident: str, start: Path | None = None) -> 
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import report
+    from ..report.build import load_records, write_report_files
     from ..report.text import page_line, summary_text
 
     incident = check_incident_id(args.incident, "INCIDENT")
@@ -60,8 +60,8 @@ def run(args: argparse.Namespace) -> int:
     if args.html:
         # Into the latest run's directory, never over the link that points there.
         out = Path(args.output) if args.output else Path(os.path.realpath(layout.latest(r, incident, "report.html")))
-        written = report.write_report_files(snapshot, *paths.values(), results, out)
+        written = write_report_files(snapshot, *paths.values(), results, out)
         print(page_line(written))
         return 0
-    print(summary_text(report.load_records(snapshot, **paths)), end="")
+    print(summary_text(load_records(snapshot, **paths)), end="")
     return 0

@@ -2,6 +2,6 @@
 
 In: the run's plan.json and execution/<block>.json. Out: comparison.json
 (schemas/comparison.schema.json). Run by rule `compare` (rules/compare.smk) through
-build.write_comparison; stats.py and verdict.py hold the statistics and the decision rule,
-by_component.py the per-component estimates.
+rule.run; build.py builds the record (types.py Comparison); stats.py and verdict.py hold the
+statistics and the decision rule, by_component.py the per-component estimates.
 """

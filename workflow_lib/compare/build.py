@@ -12,18 +12,18 @@ docs/statistics.md explains them.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import by_component as compare_components, stats
-from ..core import records, typed
+from ..core import records
 from . import verdict as V
 from ..core.errors import RecordError
 from ..plan.types import Plan
 from ..trials.types import Execution
-from .types import SCHEMA_VERSION
+from .types import (BlockResult, Comparison, Counts, DesignSummary, Estimate, Interval, Mde, Method, Metric,
+                    NoiseFloor)
 
 MEASURED_ARMS = ("A", "B", "A'")
 
@@ -58,14 +58,14 @@ class BlockEstimate:
     def used(self) -> bool:
         return self.exclusion is None
 
-    def to_record(self) -> dict:
-        return {
-            "block": self.block, "used": self.used, "execution_status": self.execution_status,
-            "exclusion": self.exclusion, "runs_planned": self.runs_planned, "runs_ok": self.runs_ok,
-            "failed_runs": self.failed_runs, "failed_attempts": self.failed_attempts,
-            "unusual_runs": self.unusual_runs, "median_ns": self.median_ns,
-            "log_ratio": self.log_ratio, "control_log_ratio": self.control_log_ratio,
-        }
+    def to_record(self) -> BlockResult:
+        return BlockResult(
+            block=self.block, used=self.used, execution_status=self.execution_status,
+            exclusion=self.exclusion, runs_planned=self.runs_planned, runs_ok=self.runs_ok,
+            failed_runs=self.failed_runs, failed_attempts=self.failed_attempts,
+            unusual_runs=self.unusual_runs, median_ns=self.median_ns,
+            log_ratio=self.log_ratio, control_log_ratio=self.control_log_ratio,
+        )
 
 
 def _successful_values(block: str, planned: list[dict], execution: Execution) -> tuple[dict[int, float | None], int, int]:
@@ -152,11 +152,10 @@ def _ratio(log_value: float) -> float | None:
     return math.exp(log_value) if math.isfinite(log_value) and abs(log_value) < _MAX_LOG else None
 
 
-def _interval_record(est: float, lo: float, hi: float) -> dict:
-    return {
-        "log_ratio": _num(est), "log_low": _num(lo), "log_high": _num(hi),
-        "ratio": _ratio(est), "ratio_low": _ratio(lo), "ratio_high": _ratio(hi),
-    }
+def _interval(est: float, lo: float, hi: float) -> dict:
+    """The fields of an Interval (an Estimate adds change_pct)."""
+    return dict(log_ratio=_num(est), log_low=_num(lo), log_high=_num(hi),
+                ratio=_ratio(est), ratio_low=_ratio(lo), ratio_high=_ratio(hi))
 
 
 def _pct(log_value: float) -> float | None:
@@ -239,7 +238,7 @@ def _aa_note(verdict: str) -> str:
     return "deliberate A/A experiment (candidate = baseline): inconclusive, see the reasons above"
 
 
-def compare(plan: Plan, executions: dict[str, Execution], execution_digests: dict[str, str], plan_digest: str) -> dict:
+def compare(plan: Plan, executions: dict[str, Execution], execution_digests: dict[str, str], plan_digest: str) -> Comparison:
     """The comparison record (schemas/comparison.schema.json) for one plan's executions."""
     _check_inputs(plan, executions, execution_digests)
     design = plan.design
@@ -274,15 +273,14 @@ def compare(plan: Plan, executions: dict[str, Execution], execution_digests: dic
             code = V.INCONCLUSIVE
     if plan.arms["candidate"].get("same_as_baseline", False):
         reasons.append(_aa_note(V.VERDICTS[code]))
-    record = _record(plan, plan_digest, execution_digests, blocks, dec, code, reasons, len(used), c.size, excluded)
     summary = failure_summary(executions, len(blocks))
     if summary:
-        record["failure_summary"] = summary
-        record["reasons"] = [summary] + record["reasons"]
+        reasons = [summary] + reasons
+    fields = _fields(plan, plan_digest, execution_digests, blocks, dec, code, reasons, len(used), c.size, excluded)
     # Why it changed: the same statistics per component, from each used block's run diagnoses.
     per_block = [compare_components.runs_by_arm(executions[b.block]) for b in used]
-    record.update(compare_components.explain(record, per_block, confidence))
-    return record
+    explained = compare_components.explain(fields["estimate"], fields["verdict"], len(used), per_block, confidence)
+    return Comparison(**fields, **explained, **({"failure_summary": summary} if summary else {}))
 
 
 def failure_summary(executions: dict[str, Execution], planned: int) -> str | None:
@@ -351,64 +349,44 @@ def _scalars(dec: V.Decision | None) -> dict[str, float]:
     return {name: float(getattr(dec, name)[0]) for name in _SCALARS}
 
 
-def _record(plan, plan_digest, execution_digests, blocks, dec, code, reasons, used, control_blocks, excluded) -> dict:
+def _fields(plan, plan_digest, execution_digests, blocks, dec, code, reasons, used, control_blocks, excluded) -> dict:
+    """Comparison's fields but the explanation (compare_components.explain adds those)."""
     design, x = plan.design, _scalars(dec)
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "kind": "comparison",
-        "incident_id": plan.incident_id,
-        "experiment": plan.experiment,
-        "plan_digest": plan_digest,
-        "execution_digests": dict(sorted(execution_digests.items())),
-        "aa_experiment": bool(plan.arms["candidate"].get("same_as_baseline", False)),
-        "metric": {k: design["metric"][k] for k in ("name", "source", "statistic", "unit")},
-        "design": {k: design[k] for k in _DESIGN_KEYS},
-        "method": {
-            "schedule": "counterbalanced_mirrored_rounds",
-            "per_block": "log_ratio_of_medians",
-            "interval": "hodges_lehmann_signed_rank",
-            "min_valid_blocks": stats.min_blocks(float(design["confidence"])),
-            "mde_power": V.MDE_POWER,
-            "max_null_mde_log": V.MAX_NULL_MDE_LOG,
-        },
-        "counts": {
-            "planned_blocks": len(blocks),
-            "valid_blocks": used,
-            "control_blocks": control_blocks,
-            "excluded_blocks": len(blocks) - used,
-            "excluded_by_reason": dict(sorted(excluded.items())),
-            "unusual_runs": sum(b.unusual_runs for b in blocks),
-        },
-        "estimate": {**_interval_record(x["estimate_log"], x["low_log"], x["high_log"]), "change_pct": _pct(x["estimate_log"])},
-        "noise_floor": {
-            "log": _num(x["floor_log"]),
-            "pct": _pct(x["floor_log"]),
-            "control": _interval_record(x["control_estimate_log"], x["control_low_log"], x["control_high_log"]),
-        },
-        "mde": {"log": _num(x["mde_log"]), "pct": _pct(x["mde_log"]), "power": V.MDE_POWER},
-        "verdict": V.VERDICTS[code],
-        "reasons": reasons,
-        "blocks": [b.to_record() for b in blocks],
-    }
+    return dict(
+        incident_id=plan.incident_id,
+        experiment=plan.experiment,
+        plan_digest=plan_digest,
+        execution_digests=dict(sorted(execution_digests.items())),
+        aa_experiment=bool(plan.arms["candidate"].get("same_as_baseline", False)),
+        metric=Metric(**{k: design["metric"][k] for k in ("name", "source", "statistic", "unit")}),
+        design=DesignSummary(**{k: design[k] for k in _DESIGN_KEYS}),
+        method=Method(
+            schedule="counterbalanced_mirrored_rounds",
+            per_block="log_ratio_of_medians",
+            interval="hodges_lehmann_signed_rank",
+            min_valid_blocks=stats.min_blocks(float(design["confidence"])),
+            mde_power=V.MDE_POWER,
+            max_null_mde_log=V.MAX_NULL_MDE_LOG,
+        ),
+        counts=Counts(
+            planned_blocks=len(blocks),
+            valid_blocks=used,
+            control_blocks=control_blocks,
+            excluded_blocks=len(blocks) - used,
+            excluded_by_reason=dict(sorted(excluded.items())),
+            unusual_runs=sum(b.unusual_runs for b in blocks),
+        ),
+        estimate=Estimate(**_interval(x["estimate_log"], x["low_log"], x["high_log"]), change_pct=_pct(x["estimate_log"])),
+        noise_floor=NoiseFloor(
+            log=_num(x["floor_log"]),
+            pct=_pct(x["floor_log"]),
+            control=Interval(**_interval(x["control_estimate_log"], x["control_low_log"], x["control_high_log"])),
+        ),
+        mde=Mde(log=_num(x["mde_log"]), pct=_pct(x["mde_log"]), power=V.MDE_POWER),
+        verdict=V.VERDICTS[code],
+        reasons=reasons,
+        blocks=[b.to_record() for b in blocks],
+    )
 
 
 _DESIGN_KEYS = ("blocks", "runs_per_arm", "control_runs", "warmup_runs", "seed", "max_retries", "max_failed_fraction", "confidence")
-
-
-def write_comparison(plan_path: str | os.PathLike, execution_paths: list[str | os.PathLike],
-                     out_path: str | os.PathLike) -> str:
-    """Read the plan and execution records, write comparison.json; returns its digest.
-
-    Digests are of the records as read (canonical JSON), so the comparison points at
-    exactly the plan and executions it was computed from.
-    """
-    plan = typed.read(plan_path, Plan)
-    executions: dict[str, Execution] = {}
-    digests: dict[str, str] = {}
-    for path in execution_paths:
-        rec = typed.read(path, Execution)
-        if rec.block in executions:
-            raise RecordError(path, f"a second execution record for block {rec.block!r}")
-        executions[rec.block], digests[rec.block] = rec, rec.digest()
-    record = compare(plan, executions, digests, plan.digest())
-    return records.write_record(out_path, record, "comparison")

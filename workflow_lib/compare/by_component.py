@@ -28,6 +28,7 @@ from ..trials import components as K
 from ..trials import job_components
 from ..trials.types import Execution
 from . import verdict as V
+from .types import ChangeExplained, Comparison, Component, Estimate, Prediction
 
 MEASURED_ARMS = ("A", "B", "A'")
 # Families whose components are overlap-free parts of the step (see components.py).
@@ -252,10 +253,8 @@ def _unit(scale: float) -> tuple[str, float]:
     return "ns", 1.0
 
 
-def _headline(record: dict) -> str:
-    est, verdict = record["estimate"], record["verdict"]
-    pct = est.get("change_pct")
-    lo, hi = est.get("ratio_low"), est.get("ratio_high")
+def _headline(est: Estimate, verdict: str) -> str:
+    pct, lo, hi = est.change_pct, est.ratio_low, est.ratio_high
     if pct is None:
         return verdict.replace("_", " ")
     if verdict in ("faster", "slower") and lo is not None and hi is not None:
@@ -278,9 +277,9 @@ def _part(row: dict, unit: str, div: float, decimals: int) -> str:
     return text + f" [{_signed(lo / div, decimals)}, {_signed(hi / div, decimals)}]"
 
 
-def sentence(record: dict, rows: list[dict], preds: list[dict]) -> str:
-    head = _headline(record)
-    if not record["counts"]["valid_blocks"]:
+def sentence(est: Estimate, verdict: str, valid_blocks: int, rows: list[dict], preds: list[dict]) -> str:
+    head = _headline(est, verdict)
+    if not valid_blocks:
         return head + ": no valid block, so no component either"
     if not rows:
         return head + ": no per-run components (trials.record_runs off, or no run was diagnosed)"
@@ -303,13 +302,15 @@ def sentence(record: dict, rows: list[dict], preds: list[dict]) -> str:
     return head + ": " + "; ".join(_part(r, unit, div, decimals) for r in shown)
 
 
-def explain(record: dict, per_block: list[dict[str, list]], confidence: float) -> dict:
-    """The comparison record's explanation fields, from the used blocks' runs."""
+def explain(est: Estimate, verdict: str, valid_blocks: int, per_block: list[dict[str, list]], confidence: float) -> dict:
+    """Comparison's explanation fields (components, change_explained, predictions, sentence),
+    from the used blocks' runs; the rows are worked on as dicts and typed once, here."""
     rows = estimate(per_block, confidence)
     preds = predictions(per_block, rows)
     by_part = job_sentence(rows)
-    return {"components": rows, "change_explained": change_explained(rows), "predictions": preds,
-            "sentence": sentence(record, rows, preds) + (f"; by {by_part}" if by_part else "")}
+    return {"components": [Component(**r) for r in rows], "change_explained": ChangeExplained(**change_explained(rows)),
+            "predictions": [Prediction(**p) for p in preds],
+            "sentence": sentence(est, verdict, valid_blocks, rows, preds) + (f"; by {by_part}" if by_part else "")}
 
 
 def job_sentence(rows: list[dict]) -> str | None:
@@ -344,32 +345,30 @@ def _ms(ns: float | None) -> str:
     return "n/a" if ns is None else f"{ns / 1e6:+.4f}"
 
 
-def describe(record: dict) -> str:
-    """Plain-text summary of a comparison record's verdict and components."""
-    est, floor, mde = record["estimate"], record["noise_floor"], record["mde"]
-    lines = [f"verdict {record['verdict']}: ratio {est.get('ratio')} [{est.get('ratio_low')}, {est.get('ratio_high')}], "
-             f"floor {floor.get('pct')}%, mde {mde.get('pct')}%", *(f"  reason: {r}" for r in record["reasons"])]
-    if "components" not in record:
-        return "\n".join(lines + ["  (comparison schema 1: no components)"])
-    lines.append(f"  {record['sentence']}")
-    for r in record["components"]:
-        if r["status"] == "resolved":
-            lo, hi = (_ms(v) for v in r["interval_ns"])
-            share = "" if r["share_of_change"] is None else f" share {r['share_of_change']:.1%}"
-            state = "CLEARS" if r["clears_floor"] else "within"
-            lines.append(f"  {r['name']:<28} {_ms(r['delta_ns_per_step'])} ms/step [{lo}, {hi}] "
-                         f"floor ±{_ms(r['floor_ns']).lstrip('+')} {state}{share}")
+def describe(comparison: Comparison) -> str:
+    """Plain-text summary of a comparison's verdict and components."""
+    est, floor, mde = comparison.estimate, comparison.noise_floor, comparison.mde
+    lines = [f"verdict {comparison.verdict}: ratio {est.ratio} [{est.ratio_low}, {est.ratio_high}], "
+             f"floor {floor.pct}%, mde {mde.pct}%", *(f"  reason: {r}" for r in comparison.reasons)]
+    lines.append(f"  {comparison.sentence}")
+    for r in comparison.components:
+        if r.status == "resolved":
+            lo, hi = (_ms(v) for v in r.interval_ns)
+            share = "" if r.share_of_change is None else f" share {r.share_of_change:.1%}"
+            state = "CLEARS" if r.clears_floor else "within"
+            lines.append(f"  {r.name:<28} {_ms(r.delta_ns_per_step)} ms/step [{lo}, {hi}] "
+                         f"floor ±{_ms(r.floor_ns).lstrip('+')} {state}{share}")
         else:
-            lines.append(f"  {r['name']:<28} unresolved: {r['reason']}")
-    lines += [f"  predicted {p['check']}: {p['outcome']}: {p['note']}" for p in record.get("predictions", [])]
+            lines.append(f"  {r.name:<28} unresolved: {r.reason}")
+    lines += [f"  predicted {p.check}: {p.outcome}: {p.note}" for p in comparison.predictions]
     return "\n".join(lines)
 
 
 if __name__ == "__main__":
     import sys
 
-    from ..core import records
+    from ..core import typed
 
     for path in sys.argv[1:]:
         print(path)
-        print(describe(records.read_record(path, "comparison")))
+        print(describe(typed.read(path, Comparison)))

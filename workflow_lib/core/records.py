@@ -234,18 +234,29 @@ def _plan_1_to_2(rec: dict) -> dict:
     return {"python_distributions": None, **rec}
 
 
+def _comparison_1_to_2(rec: dict) -> dict:
+    # Version 1 split nothing by component: the verdict, its interval, floor and blocks are the
+    # same; the explanation is empty (no component, no prediction) and its sentence says why, so a
+    # reader shows what the record holds and never reads a missing estimate as 0.
+    return {**rec, "components": [], "predictions": [],
+            "change_explained": {"wall_delta_ns_per_step": None, "attributed_share": None, "unexplained_share": None,
+                                 "span_share": None, "unresolved": []},
+            "sentence": (f"{rec['verdict'].replace('_', ' ')}: this comparison (schema version 1) was made before "
+                         "components existed; rerun the compare stage to split the change by cause")}
+
+
 # kind -> {version: function turning a record of that version into one of the next}. A reader
 # calls upgrade() once after reading and then sees only the newest shape (pyperf converts old
 # formats once, at load). A kind whose newer version only added optional fields needs no step.
 UPGRADES: dict[str, dict[int, Any]] = {
     "steps_out": {1: _steps_out_1_to_2},
     "plan": {1: _plan_1_to_2},
+    "comparison": {1: _comparison_1_to_2},
 }
 # kind -> {version: what to do instead}: the next version requires what the older record never
 # measured (a culprit order, per-component estimates), so no step can supply it truthfully.
 NOT_UPGRADABLE: dict[str, dict[int, str]] = {
     "collectives": {1: "re-run the collectives rule"},
-    "comparison": {1: "re-run the compare rule"},
     # Not unreadable: version 3 keeps the steps in tables beside the record, which a record
     # alone cannot become; diagnose.load_diagnosis reads versions 1-3 into one shape.
     "diagnosis": {v: "read it with workflow_lib.diagnose.load_diagnosis (its steps become the tables in memory)"

@@ -9,6 +9,11 @@
     typed.read(path, Latest) -> Latest       # read, validated, older versions upgraded
     latest.digest()                          # its identity: the digest of the record as written
 
+A nested object of a record (an interval, a block, a component) is its own frozen class,
+`@typed.nested`, read and written with its record: a field annotated with a nested class, a
+`list[...]` of one or a `dict[str, ...]` of one is converted both ways by `to_json`/`from_json`
+(a plain `dict` or `list` field stays JSON: a map keyed by data, such as block id -> digest).
+
 A field without a default is one the schema requires; an optional field defaults to ABSENT,
 which `to_json` leaves out (None is JSON null, a value, not an absence). An optional field whose
 absence the schema defines as null (`doc(..., optional=True, absent=None)`) reads as None and is
@@ -21,6 +26,8 @@ schemas/<kind>.schema.json in sync: the same fields, required-ness and JSON type
 from __future__ import annotations
 
 import dataclasses
+import types as pytypes
+import typing
 from typing import Any
 
 from .errors import RecordError
@@ -54,6 +61,83 @@ def doc(text: str, *, optional: bool = False, absent: Any = ABSENT) -> Any:
     return dataclasses.field(metadata={"doc": text})
 
 
+def nested(cls):
+    """Class decorator: a nested object of a record as a frozen dataclass with to_json and from_json."""
+    cls = dataclasses.dataclass(frozen=True)(cls)
+    taken = sorted({f.name for f in dataclasses.fields(cls)} & _METHODS)
+    if taken:
+        raise TypeError(f"{cls.__name__}: field(s) {taken} are names of typed-record methods")
+    cls._TYPED_NESTED = True
+
+    def to_json(self) -> dict:
+        return _fields_to_json(self)
+
+    @classmethod
+    def from_json(klass, data: dict, where: str = None):
+        return _fields_from_json(klass, data, where or f"<{klass.__name__}>")
+
+    cls.to_json = to_json
+    cls.from_json = from_json
+    return cls
+
+
+def is_nested(tp) -> bool:
+    return isinstance(tp, type) and getattr(tp, "_TYPED_NESTED", False)
+
+
+def _codec(tp):
+    """(decode, encode) for one annotation: a nested class, list[...], dict[str, ...] or X | None
+    of one; None when the value stays plain JSON."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if is_nested(tp):
+        return (lambda v, where: tp.from_json(v, where)), (lambda v: v.to_json())
+    if origin in (typing.Union, pytypes.UnionType):
+        inner = [_codec(a) for a in args if a is not type(None)]
+        inner = [c for c in inner if c is not None]
+        if len(inner) == 1:
+            dec, enc = inner[0]
+            return (lambda v, where: None if v is None else dec(v, where)), (lambda v: None if v is None else enc(v))
+        return None
+    if origin is list and args and (c := _codec(args[0])) is not None:
+        dec, enc = c
+        return (lambda v, where: [dec(x, f"{where}[{i}]") for i, x in enumerate(v)]), (lambda v: [enc(x) for x in v])
+    if origin is dict and len(args) == 2 and (c := _codec(args[1])) is not None:
+        dec, enc = c
+        return (lambda v, where: {k: dec(x, f"{where}.{k}") for k, x in v.items()}), (lambda v: {k: enc(x) for k, x in v.items()})
+    return None
+
+
+def _codecs(cls) -> dict:
+    """field name -> (decode, encode) for the fields that hold nested classes (cached per class)."""
+    got = cls.__dict__.get("_typed_codecs")
+    if got is None:
+        hints = typing.get_type_hints(cls)
+        got = {f.name: c for f in dataclasses.fields(cls) if (c := _codec(hints[f.name])) is not None}
+        setattr(cls, "_typed_codecs", got)
+    return got
+
+
+def _fields_to_json(obj) -> dict:
+    codecs, out = _codecs(type(obj)), {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if value is ABSENT:
+            continue
+        out[f.name] = codecs[f.name][1](value) if f.name in codecs else value
+    return out
+
+
+def _fields_from_json(klass, data: dict, where: str, skip=()):
+    if not isinstance(data, dict):
+        raise RecordError(where, f"{klass.__name__}: expected an object, got {type(data).__name__}")
+    names = {f.name for f in dataclasses.fields(klass)}
+    extra = sorted(set(data) - names - set(skip))
+    if extra:
+        raise RecordError(where, f"fields {extra} are not in {klass.__name__}")
+    codecs = _codecs(klass)
+    return klass(**{k: (codecs[k][0](v, f"{where}.{k}") if k in codecs else v) for k, v in data.items() if k in names})
+
+
 def record(kind: str, *, version: int):
     """Class decorator: the class as a frozen dataclass with KIND, SCHEMA_VERSION, to_json and from_json."""
 
@@ -66,12 +150,7 @@ def record(kind: str, *, version: int):
         cls.SCHEMA_VERSION = version
 
         def to_json(self) -> dict:
-            out = {"schema_version": version, "kind": kind}
-            for f in dataclasses.fields(self):
-                value = getattr(self, f.name)
-                if value is not ABSENT:
-                    out[f.name] = value
-            return out
+            return {"schema_version": version, "kind": kind, **_fields_to_json(self)}
 
         @classmethod
         def from_json(klass, data: dict, where: str = None):
@@ -81,11 +160,7 @@ def record(kind: str, *, version: int):
             if data.get("schema_version") != version:
                 raise RecordError(where, f"schema_version {data.get('schema_version')!r}, expected {version} "
                                          "(read older records through records.upgrade)")
-            names = {f.name for f in dataclasses.fields(klass)}
-            extra = sorted(set(data) - names - {"schema_version", "kind"})
-            if extra:
-                raise RecordError(where, f"fields {extra} are not in {klass.__name__}")
-            return klass(**{k: v for k, v in data.items() if k in names})
+            return _fields_from_json(klass, data, where, skip=("schema_version", "kind"))
 
         def digest(self) -> str:
             """blake3 of the record as written: the file's own record when it was read (an
@@ -103,7 +178,7 @@ def record(kind: str, *, version: int):
     return wrap
 
 
-_METHODS = frozenset({"to_json", "from_json", "digest", "KIND", "SCHEMA_VERSION"})
+_METHODS = frozenset({"to_json", "from_json", "digest", "KIND", "SCHEMA_VERSION", "_typed_codecs"})
 
 # Where a record read from JSON keeps that JSON for digest() (outside the dataclass fields, so
 # equality and to_json ignore it; dataclasses.replace makes a new record without it). The dict

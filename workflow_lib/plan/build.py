@@ -153,10 +153,3 @@ def configured_candidate(config: dict):
     return None
 
 
-def plan_from_snapshot_file(snapshot_path, store_root, out_path, *, design: dict, candidate, experiment=None,
-                            source_repo=None) -> str:
-    """Rule entry: read the snapshot record, build and write the plan; returns its digest."""
-    snapshot = records.read_record(snapshot_path, "snapshot")
-    plan = build_plan(snapshot, records.digest_of(snapshot), store_root, design=dict(design),
-                      candidate=candidate, experiment=experiment, source_repo=source_repo)
-    return write_plan(plan, out_path, store_root)

@@ -2,5 +2,6 @@
 
 In: the run's plan.json. Out: preflight/<block>.json (schemas/preflight.schema.json), or the
 block is refused (the refused record kept as the rule's logs/preflight-<block>.json). Run by rule
-`preflight` (rules/preflight.smk) through check.run_preflight.
+`preflight` (rules/preflight.smk) through rule.run; check.py compares
+the node with the plan.
 """

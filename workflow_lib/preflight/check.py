@@ -219,18 +219,3 @@ def readable_diff(record: dict) -> str:
     if record["status"] == "blocked":
         lines.append("  the trials would not run what the incident ran; fix the node, or name a new experiment with --config experiment=NAME")
     return "\n".join(lines)
-
-
-def run_preflight(plan_path, block: str, store_root, out_path, *, results_dir, blocked_path=None) -> dict:
-    """Rule entry: write the record; if blocked, keep it at `blocked_path` (the rule's
-    logs/preflight-<block>.json, docs/cluster.md) and raise with the diff. No record at
-    out_path then, so the block's trials never start."""
-    plan = typed.read(plan_path, Plan)
-    plan_digest = plan.digest()
-    record = preflight(plan, plan_digest, block, store_root, results_dir=results_dir)
-    if record["status"] == "blocked":
-        if blocked_path:
-            records.write_record(blocked_path, record, "preflight")
-        raise PreflightBlocked(out_path, readable_diff(record).replace("\n", " | "))
-    records.write_record(out_path, record, "preflight")
-    return record

@@ -1,106 +1,26 @@
 """Report stage: one self-contained HTML page per incident, and a plain-text summary.
 
-    write_report_files(snapshot, diagnosis, plan, comparison, store_root, out_path)  # the rule
-    build_report(...) -> str                                                          # the page
-    load_records(snapshot, diagnosis=None, plan=None, comparison=None) -> Records     # for `stallcase show`
-    summary_text(recs) -> str                                                         # its terminal text (text.py)
+In: results/<incident>/snapshot.json (its tables read back from the store), diagnosis.json and
+its tables, and the run's plan.json, preflight/, execution/ and comparison.json. Out: the run's
+report.html and trace.perfetto.json beside it (rule `report`, rules/report.smk, through
+rule.run), and results/<incident>/latest.json with the links to the latest run (rule `latest`,
+through rule.run_latest). build.py reads the records together and writes the files, model.py
+turns them into the view model, html.py and text.py draw it.
 
-preflight/<block>.json and execution/<block>.json are read from the directory holding
-plan.json (results/<incident>/). The snapshot's tables are read back from the store
-(digest-verified) for the timeline.
+Names are imported lazily: `import workflow_lib.report.fmt` should not pay for the page.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import os
-from pathlib import Path
+_LAZY = {"write_report_files": "build", "build_report": "build", "load_records": "build",
+         "Records": "model", "summary_text": "text"}
 
-from ..core import atomic, records, typed
-from ..core.errors import StallcaseError
-from ..diagnose.stored import as_diagnosis, load_diagnosis
-from ..plan.schedule import is_block_id
-from ..plan.types import Plan
-from ..trials.types import Execution
-from . import html, model, terminal, text, timeline
-from .model import Records
-from .text import summary_text
-
-__all__ = ["write_report_files", "build_report", "load_records", "summary_text", "Records"]
-
-PERFETTO_NAME = "trace.perfetto.json"
-"""The incident's Perfetto (Chrome trace JSON) export, written next to the report and linked from it."""
+__all__ = list(_LAZY)
 
 
-def _optional(path, read):
-    """read(path), or None when the stage has not written it yet."""
-    if path is None or not Path(path).is_file():
-        return None
-    return read(path)
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
 
-
-def _reader(what):
-    """path -> the record: a kind's validated dict (the diagnosis, ...) or a typed class's instance."""
-    if isinstance(what, str):
-        return lambda path: records.read_record(path, what)
-    return lambda path: typed.read(path, what)
-
-
-def _per_block(directory: Path, read) -> dict:
-    """block -> read(path) for each execution/<block>.json (or preflight/) beside plan.json."""
-    return {p.stem: read(p) for p in sorted(directory.glob("*.json")) if is_block_id(p.stem)}
-
-
-def load_records(snapshot_path, diagnosis_path=None, plan_path=None, comparison_path=None) -> Records:
-    """Read the records (validated; the diagnosis with its tables); preflight/ and execution/ sit next to plan.json."""
-    snapshot = records.read_record(snapshot_path, "snapshot")
-    base = Path(plan_path).parent if plan_path is not None else Path(snapshot_path).parent
-    return Records(
-        snapshot=snapshot,
-        diagnosis=_optional(diagnosis_path, load_diagnosis),
-        plan=_optional(plan_path, _reader(Plan)),
-        preflights=_per_block(base / "preflight", _reader("preflight")),
-        executions=_per_block(base / "execution", _reader(Execution)),
-        comparison=_optional(comparison_path, _reader("comparison")),
-    )
-
-
-def _tables(snapshot: dict, store_root):
-    from ..snapshot.build import load_tables
-
-    return load_tables(snapshot, store_root)
-
-
-def _page(recs: Records, incident, perfetto_href: str | None, raw_events: int) -> str:
-    if recs.diagnosis is not None:  # a record with its steps inline: its tables built once, here
-        recs = dataclasses.replace(recs, diagnosis=as_diagnosis(recs.diagnosis))
-    tl = timeline.build(incident, recs.diagnosis, raw_total=raw_events)
-    return html.page(model.build(recs, tl, perfetto_href=perfetto_href))
-
-
-def build_report(recs: Records, store_root: str | os.PathLike, *, perfetto_href: str | None = None,
-                 raw_events: int = timeline.RAW_TOTAL_BUDGET) -> str:
-    """The page for these records (the snapshot's tables are read from the store at store_root).
-
-    raw_events: how many timeline events may be inlined exactly; the rest are drawn decimated.
-    """
-    return _page(recs, _tables(recs.snapshot, store_root), perfetto_href, raw_events)
-
-
-def write_report_files(snapshot_path, diagnosis_path, plan_path, comparison_path, store_root, out_path,
-                       *, perfetto: bool = True) -> Path:
-    """Rule entry: read the records, write the page atomically to out_path and (perfetto=True) the
-    incident's Perfetto trace next to it as trace.perfetto.json, linked from the page."""
-    recs = load_records(snapshot_path, diagnosis_path, plan_path, comparison_path)
-    diag_id = recs.diagnosis.record["incident_id"] if recs.diagnosis is not None else None
-    if recs.diagnosis is not None and diag_id != recs.snapshot["incident_id"]:
-        raise StallcaseError(diagnosis_path, f"diagnosis is of incident {diag_id!r}, "
-                                             f"the snapshot of {recs.snapshot['incident_id']!r}")
-    incident = _tables(recs.snapshot, store_root)
-    trace = Path(out_path).parent / PERFETTO_NAME
-    if perfetto:
-        from .perfetto import export_perfetto
-
-        export_perfetto(incident, recs.diagnosis, trace)
-    href = PERFETTO_NAME if trace.is_file() else None
-    return atomic.write_text(out_path, _page(recs, incident, href, timeline.RAW_TOTAL_BUDGET))
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(name)

@@ -8,9 +8,10 @@ The first screen reads the diagnosis record's summary (its slow steps carry thei
 the steps table is read only for the slowest step of a record without slow steps, and the
 findings table for the evidence unresolved checks lacked, by a count over its codes.
 
-The delay attribution (`diagnosis.summary.slow_steps`, `steps[i].excess`) and the explained
-change (`comparison.components`, `comparison.sentence`) are read with .get(): records written
-before those fields existed fall back to the best summary they hold, and never headline
+The comparison is a typed record (compare/types.py Comparison, older versions upgraded or
+refused in core/records.py's upgrade) and is read by attribute only. The delay attribution
+(`diagnosis.summary.slow_steps`, `steps[i].excess`) is read with .get(): diagnosis records
+written before those fields existed fall back to the best summary they hold, and never headline
 "explained 0 ns" (a diagnosis that attributed nothing says which evidence it lacked).
 """
 
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..compare.types import Comparison
 from ..compare.verdict import VERDICT_HEADLINES, VERDICT_WORDS
 from ..diagnose import step_tables
 from ..diagnose.stored import Diagnosis
@@ -52,47 +54,48 @@ def _tok(key) -> str:
     return str(key).replace("~", "~0").replace("/", "~1")
 
 
-def verdict(comparison: dict | None) -> dict | None:
+def _num_or_none(value, unit: str, src: str) -> Num | None:
+    return None if value is None else Num(value, unit, src)
+
+
+def verdict(comparison: Comparison | None) -> dict | None:
     if comparison is None:
         return None
-    est, floor, counts = comparison["estimate"], comparison["noise_floor"], comparison["counts"]
-    v = comparison["verdict"]
-    out = {"verdict": v, "word": VERDICT_WORDS.get(v, fmt.name(v)), "headline": VERDICT_HEADLINES.get(v, ""),
-           "metric": comparison["metric"]["name"].replace("_", " "),
-           "confidence": comparison["design"]["confidence"],
-           "change": Num(est["ratio"], "ratio_pct", "comparison:/estimate/ratio") if est.get("ratio") is not None else None,
-           "low": Num(est["ratio_low"], "ratio_pct", "comparison:/estimate/ratio_low") if est.get("ratio_low") is not None else None,
-           "high": Num(est["ratio_high"], "ratio_pct", "comparison:/estimate/ratio_high") if est.get("ratio_high") is not None else None,
-           "floor": Num(floor["pct"], "pct_abs", "comparison:/noise_floor/pct") if floor.get("pct") is not None else None,
-           "valid": Num(counts["valid_blocks"], "count", "comparison:/counts/valid_blocks"),
-           "planned": Num(counts["planned_blocks"], "count", "comparison:/counts/planned_blocks"),
-           "aa": bool(comparison.get("aa_experiment")),
-           "sentence": comparison.get("sentence"),
-           "reason": comparison["reasons"][0] if comparison.get("reasons") else None}
-    return out
+    est, floor, counts, v = comparison.estimate, comparison.noise_floor, comparison.counts, comparison.verdict
+    return {"verdict": v, "word": VERDICT_WORDS.get(v, fmt.name(v)), "headline": VERDICT_HEADLINES.get(v, ""),
+            "metric": comparison.metric.name.replace("_", " "),
+            "confidence": comparison.design.confidence,
+            "change": _num_or_none(est.ratio, "ratio_pct", "comparison:/estimate/ratio"),
+            "low": _num_or_none(est.ratio_low, "ratio_pct", "comparison:/estimate/ratio_low"),
+            "high": _num_or_none(est.ratio_high, "ratio_pct", "comparison:/estimate/ratio_high"),
+            "floor": _num_or_none(floor.pct, "pct_abs", "comparison:/noise_floor/pct"),
+            "valid": Num(counts.valid_blocks, "count", "comparison:/counts/valid_blocks"),
+            "planned": Num(counts.planned_blocks, "count", "comparison:/counts/planned_blocks"),
+            "aa": comparison.aa_experiment,
+            "sentence": comparison.sentence,
+            "reason": comparison.reasons[0] if comparison.reasons else None}
 
 
-def components(comparison: dict | None) -> list[dict] | None:
+def components(comparison: Comparison | None) -> list[dict] | None:
     """The explained change, component by component; None when the record has none."""
-    comps = (comparison or {}).get("components")
-    if not comps:
+    if comparison is None or not comparison.components:
         return None
     # The overlap-free partitions explain the change; the wall is the headline and the measures
     # overlap them. Causes first, then the excess split and named spans; larger changes first.
     order = {"attribution": 0, "excess": 1, "span": 2}
-    ranked = sorted(((i, c) for i, c in enumerate(comps) if c.get("group", "attribution") in order),
-                    key=lambda ic: (order[ic[1].get("group", "attribution")], -abs(ic[1].get("delta_ns_per_step") or 0)))
+    ranked = sorted(((i, c) for i, c in enumerate(comparison.components) if c.group in order),
+                    key=lambda ic: (order[ic[1].group], -abs(ic[1].delta_ns_per_step or 0)))
     out = []
     for i, c in ranked[:COMPONENTS_LISTED]:
         base = f"comparison:/components/{i}"
-        iv = c.get("interval_ns") or [None, None]
-        out.append({"name": c.get("label") or fmt.name(str(c["name"]).split(":", 1)[-1]),
-                    "delta": Num(c.get("delta_ns_per_step"), "ns_signed", f"{base}/delta_ns_per_step"),
-                    "low": Num(iv[0], "ns_signed", f"{base}/interval_ns/0") if iv[0] is not None else None,
-                    "high": Num(iv[1], "ns_signed", f"{base}/interval_ns/1") if iv[1] is not None else None,
-                    "floor": Num(c["floor_ns"], "ns", f"{base}/floor_ns") if c.get("floor_ns") is not None else None,
-                    "share": Num(c["share_of_change"], "share", f"{base}/share_of_change") if c.get("share_of_change") is not None else None,
-                    "clears": bool(c.get("clears_floor")), "status": c.get("status", "unresolved")})
+        low, high = c.interval_ns
+        out.append({"name": c.label or fmt.name(c.name.split(":", 1)[-1]),
+                    "delta": Num(c.delta_ns_per_step, "ns_signed", f"{base}/delta_ns_per_step"),
+                    "low": _num_or_none(low, "ns_signed", f"{base}/interval_ns/0"),
+                    "high": _num_or_none(high, "ns_signed", f"{base}/interval_ns/1"),
+                    "floor": _num_or_none(c.floor_ns, "ns", f"{base}/floor_ns"),
+                    "share": _num_or_none(c.share_of_change, "share", f"{base}/share_of_change"),
+                    "clears": c.clears_floor, "status": c.status})
     return out
 
 
@@ -231,10 +234,10 @@ def verdict_text(v: dict) -> str:
     return ": ".join(parts[:2]) + (", " + ", ".join(parts[2:]) if len(parts) > 2 else "")
 
 
-def verdict_line(comparison: dict | None, incident: str) -> str:
+def verdict_line(comparison: Comparison | None, incident: str) -> str:
     """One line for the end of a workflow run (and the top of `stallcase show`)."""
     if comparison is None:
         return f"{incident}: no comparison yet (comparison.json absent)"
     v = verdict(comparison)
-    why = f"; {comparison['failure_summary']}" if comparison.get("failure_summary") else ""
+    why = f"; {comparison.failure_summary}" if comparison.failure_summary else ""
     return f"{incident}: {verdict_text(v)}" + (" (A/A experiment)" if v["aa"] else "") + why

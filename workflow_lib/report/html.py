@@ -77,7 +77,7 @@ def _value(v, src: str) -> str:
 def header(m: dict) -> str:
     snap = m["snapshot"]
     comp = m["comparison"]
-    badge = (f'<span class="badge v-{esc(comp["verdict"])}">{esc(comp["verdict"].replace("_", " "))}</span>' if comp
+    badge = (f'<span class="badge v-{esc(comp.verdict)}">{esc(comp.verdict.replace("_", " "))}</span>' if comp
              else '<span class="badge v-inconclusive">no comparison yet</span>')
     return (f'<header><h1>Incident <span id="incident-id">{esc(m["incident_id"])}</span> {badge}</h1>'
             f'<div class="muted">captured by {esc(snap.get("producer", "unknown"))} · trigger {esc(fmt_name(snap["reason"]))} · '
@@ -284,27 +284,27 @@ def trials_section(m: dict) -> str:
         return "".join(out)
     out.append(f'<h3>Comparison</h3><p class="words" id="verdict-words">{esc(m["verdict_words"])}</p>')
     out.append(plots.comparison_plot(c))
-    est, fl, mde = c["estimate"], c["noise_floor"], c["mde"]
+    est, fl, mde = c.estimate, c.noise_floor, c.mde
     out.append(_kv_table([
-        ("verdict", f'<span class="badge v-{esc(c["verdict"])}">{esc(c["verdict"].replace("_", " "))}</span>'),
-        ("change (B vs A)", num(est["change_pct"], "pct", "comparison:/estimate/change_pct")),
-        ("ratio B / A", num(est["ratio"], "ratio", "comparison:/estimate/ratio") + " ["
-         + num(est["ratio_low"], "ratio", "comparison:/estimate/ratio_low") + ", "
-         + num(est["ratio_high"], "ratio", "comparison:/estimate/ratio_high") + "]"),
-        ("noise floor (A′ vs A)", "±" + num(fl["pct"], "pct_abs", "comparison:/noise_floor/pct")),
-        ("minimal detectable effect", num(mde["pct"], "pct_abs", "comparison:/mde/pct")),
-        ("blocks used", num(c["counts"]["valid_blocks"], "count", "comparison:/counts/valid_blocks") + " of "
-         + num(c["counts"]["planned_blocks"], "count", "comparison:/counts/planned_blocks")),
+        ("verdict", f'<span class="badge v-{esc(c.verdict)}">{esc(c.verdict.replace("_", " "))}</span>'),
+        ("change (B vs A)", num(est.change_pct, "pct", "comparison:/estimate/change_pct")),
+        ("ratio B / A", num(est.ratio, "ratio", "comparison:/estimate/ratio") + " ["
+         + num(est.ratio_low, "ratio", "comparison:/estimate/ratio_low") + ", "
+         + num(est.ratio_high, "ratio", "comparison:/estimate/ratio_high") + "]"),
+        ("noise floor (A′ vs A)", "±" + num(fl.pct, "pct_abs", "comparison:/noise_floor/pct")),
+        ("minimal detectable effect", num(mde.pct, "pct_abs", "comparison:/mde/pct")),
+        ("blocks used", num(c.counts.valid_blocks, "count", "comparison:/counts/valid_blocks") + " of "
+         + num(c.counts.planned_blocks, "count", "comparison:/counts/planned_blocks")),
     ]))
-    out.append("<h3>Why</h3><ol>" + "".join(f"<li>{esc(r)}</li>" for r in c["reasons"]) + "</ol>")
+    out.append("<h3>Why</h3><ol>" + "".join(f"<li>{esc(r)}</li>" for r in c.reasons) + "</ol>")
     out.append(why_changed.section(c))
     rows = "".join(
-        f"<tr><td>{esc(b['block'])}</td><td>{'yes' if b['used'] else esc(b['exclusion'] or 'no')}</td>"
-        + "".join(f"<td class='num'>{num(b['median_ns'][a], 'ns', f'comparison:/blocks/{i}/median_ns/{a}')}</td>" for a in ("A", "B", "A'"))
-        + f"<td class='num'>{num(b['log_ratio'], 'log_pct', f'comparison:/blocks/{i}/log_ratio')}</td>"
-        f"<td class='num'>{num(b['control_log_ratio'], 'log_pct', f'comparison:/blocks/{i}/control_log_ratio')}</td>"
-        f"<td class='num'>{num(b['failed_runs'], 'count', f'comparison:/blocks/{i}/failed_runs')}</td></tr>"
-        for i, b in enumerate(c["blocks"]))
+        f"<tr><td>{esc(b.block)}</td><td>{'yes' if b.used else esc(b.exclusion or 'no')}</td>"
+        + "".join(f"<td class='num'>{num(b.median_ns[a], 'ns', f'comparison:/blocks/{i}/median_ns/{a}')}</td>" for a in ("A", "B", "A'"))
+        + f"<td class='num'>{num(b.log_ratio, 'log_pct', f'comparison:/blocks/{i}/log_ratio')}</td>"
+        f"<td class='num'>{num(b.control_log_ratio, 'log_pct', f'comparison:/blocks/{i}/control_log_ratio')}</td>"
+        f"<td class='num'>{num(b.failed_runs, 'count', f'comparison:/blocks/{i}/failed_runs')}</td></tr>"
+        for i, b in enumerate(c.blocks))
     out.append("<h3>Per block</h3><table><tr><th>block</th><th>used</th><th class='num'>median A</th><th class='num'>median B</th>"
                "<th class='num'>median A′</th><th class='num'>B vs A</th><th class='num'>A′ vs A</th><th class='num'>failed runs</th></tr>"
                f"{rows}</table></section>")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..compare.types import Comparison
 from ..compare.verdict import VERDICT_HEADLINES
 from ..core import records
 from ..plan.types import Plan
@@ -48,7 +49,7 @@ class Records:
     """block -> preflight record."""
     executions: dict[str, Execution]
     """block -> execution record."""
-    comparison: dict | None
+    comparison: Comparison | None
     """comparison.json."""
 
 
@@ -73,26 +74,24 @@ def _pct(log_ratio: float | None) -> float | None:
     return None if log_ratio is None else (math.exp(log_ratio) - 1.0) * 100.0
 
 
-def verdict_words(comparison: dict) -> str:
+def verdict_words(comparison: Comparison) -> str:
     """The comparison's verdict as a sentence, built only from the record's own fields."""
-    v = comparison["verdict"]
-    est, floor = comparison["estimate"], comparison["noise_floor"]
-    metric = comparison["metric"]["name"]
-    conf = comparison["design"]["confidence"]
-    parts = [VERDICT_HEADLINES[v]]
-    if est.get("change_pct") is not None:
-        lo, hi = _pct(est.get("log_low")), _pct(est.get("log_high"))
+    est, floor = comparison.estimate, comparison.noise_floor
+    metric, conf = comparison.metric.name, comparison.design.confidence
+    parts = [VERDICT_HEADLINES[comparison.verdict]]
+    if est.change_pct is not None:
+        lo, hi = _pct(est.log_low), _pct(est.log_high)
         interval = (f" ({conf:.0%} interval {fmt.pct(lo)} to {fmt.pct(hi)})" if lo is not None and hi is not None
                     else " (no interval: too few blocks)")
-        parts.append(f"The candidate's {metric.replace('_', ' ')} changed by {fmt.pct(est['change_pct'])}{interval} relative to the baseline.")
-    if floor.get("pct") is not None:
-        parts.append(f"Running the baseline against itself (A′ vs A) moved it by up to ±{fmt.pct_abs(floor['pct'])}: "
+        parts.append(f"The candidate's {metric.replace('_', ' ')} changed by {fmt.pct(est.change_pct)}{interval} relative to the baseline.")
+    if floor.pct is not None:
+        parts.append(f"Running the baseline against itself (A′ vs A) moved it by up to ±{fmt.pct_abs(floor.pct)}: "
                      "a change must clear that band to count.")
-    if comparison.get("aa_experiment"):
+    if comparison.aa_experiment:
         parts.append("This was a deliberate A/A experiment: the candidate is the baseline, so any verdict other "
                      "than no change measures the noise of this setup.")
-    c = comparison["counts"]
-    parts.append(f"{c['valid_blocks']} of {c['planned_blocks']} blocks were used.")
+    c = comparison.counts
+    parts.append(f"{c.valid_blocks} of {c.planned_blocks} blocks were used.")
     return " ".join(parts)
 
 

@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import atomic
+from ..core import atomic
 from ..core.incident import Incident
 from ..diagnose import step_tables
 from ..diagnose.stored import Diagnosis, as_diagnosis

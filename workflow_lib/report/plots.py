@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from ..compare.types import Comparison
 from .fmt import esc, nice_step, nice_ticks, ns, ns_tick_unit, pct_abs, tick_label
 
 ARM_COLORS = {"A": "#2563eb", "B": "#ea580c", "A'": "#16a34a", "warmup": "#98a2b3"}
@@ -123,8 +124,9 @@ def runs_plot(trials: list[dict], comparison: dict | None, *, width: int = 960, 
         y = yf(v)
         out.append(f'<line x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eef2f6"/>'
                    f'<text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end" fill="#667085">{esc(text)}</text>')
-    block_medians = {b["block"]: b["median_ns"] for b in (comparison or {}).get("blocks", [])}
-    bidx = {b["block"]: i for i, b in enumerate((comparison or {}).get("blocks", []))}
+    blocks = comparison.blocks if comparison is not None else []
+    block_medians = {b.block: b.median_ns for b in blocks}
+    bidx = {b.block: i for i, b in enumerate(blocks)}
     slot = 0
     for b in trials:
         x0 = left + slot * dx
@@ -162,13 +164,12 @@ def runs_plot(trials: list[dict], comparison: dict | None, *, width: int = 960, 
     return "".join(out) + f'<div class="legend">{legend}<span class="muted">dashed: the block\'s median per arm; × failed attempt; y: {axis}</span></div>'
 
 
-def comparison_plot(comparison: dict, *, width: int = 960, height: int = 150) -> str:
+def comparison_plot(comparison: Comparison, *, width: int = 960, height: int = 150) -> str:
     """B/A and A'/A intervals (log-ratio axis, labelled as % change) against the noise-floor band."""
-    est, ctrl = comparison["estimate"], comparison["noise_floor"]["control"]
-    floor = comparison["noise_floor"]["log"]
-    vals = [v for v in (est.get("log_low"), est.get("log_high"), est.get("log_ratio"), ctrl.get("log_low"),
-                        ctrl.get("log_high"), floor) if v is not None]
-    vals += [b[k] for b in comparison["blocks"] for k in ("log_ratio", "control_log_ratio") if b.get(k) is not None]
+    est, ctrl = comparison.estimate, comparison.noise_floor.control
+    floor = comparison.noise_floor.log
+    vals = [v for v in (est.log_low, est.log_high, est.log_ratio, ctrl.log_low, ctrl.log_high, floor) if v is not None]
+    vals += [v for b in comparison.blocks for v in (b.log_ratio, b.control_log_ratio) if v is not None]
     ext = max([abs(v) for v in vals] + [0.02]) * 1.15
     left, right = 130, 20
     pw = width - left - right
@@ -180,7 +181,7 @@ def comparison_plot(comparison: dict, *, width: int = 960, height: int = 150) ->
            f'xmlns="http://www.w3.org/2000/svg" font-size="11" font-family="sans-serif">']
     if floor is not None:
         out.append(f'<rect x="{xv(-floor):.1f}" y="10" width="{xv(floor) - xv(-floor):.1f}" height="{height - 40}" fill="#e2e8f0" '
-                   f'{_attrs("comparison:/noise_floor/log", floor)}><title>A/A noise floor ±{pct_abs(comparison["noise_floor"]["pct"])}</title></rect>')
+                   f'{_attrs("comparison:/noise_floor/log", floor)}><title>A/A noise floor ±{pct_abs(comparison.noise_floor.pct)}</title></rect>')
     for v, text in _pct_axis_ticks(ext):
         out.append(f'<line x1="{xv(v):.1f}" x2="{xv(v):.1f}" y1="{height - 30}" y2="{height - 25}" stroke="#667085"/>'
                    f'<text x="{xv(v):.1f}" y="{height - 12}" text-anchor="middle" fill="#667085">{esc(text)}</text>')
@@ -189,16 +190,17 @@ def comparison_plot(comparison: dict, *, width: int = 960, height: int = 150) ->
             ("A′ / A (noise)", ctrl, "/noise_floor/control", "control_log_ratio", ARM_COLORS["A'"], 82))
     for label, iv, ptr, block_key, color, y in rows:
         out.append(f'<text x="{left - 8}" y="{y + 4}" text-anchor="end" fill="#1d2330">{esc(label)}</text>')
-        for i, b in enumerate(comparison["blocks"]):
-            if b.get(block_key) is not None:
-                out.append(f'<circle class="block-ratio" cx="{xv(b[block_key]):.1f}" cy="{y + 14}" r="2.5" fill="{color}" opacity="0.6" '
-                           f'{_attrs(f"comparison:/blocks/{i}/{block_key}", b[block_key])}><title>{esc(b["block"])}</title></circle>')
-        if iv.get("log_low") is not None and iv.get("log_high") is not None:
-            out.append(f'<line class="interval" x1="{xv(iv["log_low"]):.1f}" x2="{xv(iv["log_high"]):.1f}" y1="{y}" y2="{y}" stroke="{color}" '
-                       f'stroke-width="4" {_attrs(f"comparison:{ptr}/log_low", iv["log_low"])}/>')
-        if iv.get("log_ratio") is not None:
-            out.append(f'<circle class="estimate" cx="{xv(iv["log_ratio"]):.1f}" cy="{y}" r="6" fill="#fff" stroke="{color}" stroke-width="3" '
-                       f'{_attrs(f"comparison:{ptr}/log_ratio", iv["log_ratio"])}/>')
+        for i, b in enumerate(comparison.blocks):
+            value = getattr(b, block_key)
+            if value is not None:
+                out.append(f'<circle class="block-ratio" cx="{xv(value):.1f}" cy="{y + 14}" r="2.5" fill="{color}" opacity="0.6" '
+                           f'{_attrs(f"comparison:/blocks/{i}/{block_key}", value)}><title>{esc(b.block)}</title></circle>')
+        if iv.log_low is not None and iv.log_high is not None:
+            out.append(f'<line class="interval" x1="{xv(iv.log_low):.1f}" x2="{xv(iv.log_high):.1f}" y1="{y}" y2="{y}" stroke="{color}" '
+                       f'stroke-width="4" {_attrs(f"comparison:{ptr}/log_low", iv.log_low)}/>')
+        if iv.log_ratio is not None:
+            out.append(f'<circle class="estimate" cx="{xv(iv.log_ratio):.1f}" cy="{y}" r="6" fill="#fff" stroke="{color}" stroke-width="3" '
+                       f'{_attrs(f"comparison:{ptr}/log_ratio", iv.log_ratio)}/>')
     out.append("</svg>")
     return "".join(out) + ('<div class="legend"><span><i style="background:#e2e8f0"></i>A/A noise-floor band</span>'
                            '<span>bar: interval at the design confidence; ring: estimate; dots: per-block ratios</span></div>')

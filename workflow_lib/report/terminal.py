@@ -39,13 +39,14 @@ def fix_for(message: str) -> str:
 
 def success_lines(results_dir, incident: str) -> list[str]:
     """The verdict line and where the report is, from the run's own records."""
-    from ..core import records
+    from ..compare.types import Comparison
+    from ..core import typed
     from .glance import verdict_line
 
     base = Path(results_dir) / incident
     comparison = base / "comparison.json"
     report = base / "report.html"
-    comp = records.read_record(comparison, "comparison") if comparison.is_file() else None
+    comp = typed.read(comparison, Comparison) if comparison.is_file() else None
     lines = [f"stallcase: {verdict_line(comp, incident)}"]
     if report.is_file():
         lines.append(f"stallcase: report: {report.resolve()}  (or: stallcase show {incident})")
@@ -85,20 +86,21 @@ def first_error(results_dir, incident: str | None, since: float = STARTED) -> tu
 
 
 def _blocked_preflight(log: Path, since: float) -> tuple[float, str, Path] | None:
-    from ..core import records
+    from ..core import typed
     from ..core.errors import StallcaseError
     from ..preflight.check import readable_diff
+    from ..preflight.types import Preflight
 
     try:
         st = log.stat()
         if st.st_mtime < since:
             return None
-        rec = records.read_record(log, "preflight")
+        rec = typed.read(log, Preflight)
     except (OSError, StallcaseError):
         return None
-    if rec.get("status") != "blocked":
+    if rec.status != "blocked":
         return None
-    return st.st_mtime, readable_diff(rec).replace("\n", " |"), log
+    return st.st_mtime, readable_diff(rec.to_json()).replace("\n", " |"), log
 
 
 _FAILED_RULE = re.compile(r"^Error in rule (\S+):\s*$")

@@ -97,13 +97,13 @@ def _trials(m: dict) -> list[str]:
         out.append(f"trials: {len(m['trials'])} blocks, {ok} runs ok, {failed} failed attempts")
     if c is None:
         return out + ["comparison: not run yet (comparison.json absent)"]
-    est = c["estimate"]
-    out.append(f"verdict: {c['verdict'].replace('_', ' ')}  change {pct(est['change_pct'])}  "
-               f"ratio {ratio(est['ratio'])} [{ratio(est['ratio_low'])}, {ratio(est['ratio_high'])}]  "
-               f"noise floor ±{pct_abs(c['noise_floor']['pct'])}" if c["noise_floor"]["pct"] is not None else
-               f"verdict: {c['verdict'].replace('_', ' ')}  change {pct(est['change_pct'])}  noise floor {DASH}")
+    est, word = c.estimate, c.verdict.replace("_", " ")
+    out.append(f"verdict: {word}  change {pct(est.change_pct)}  "
+               f"ratio {ratio(est.ratio)} [{ratio(est.ratio_low)}, {ratio(est.ratio_high)}]  "
+               f"noise floor ±{pct_abs(c.noise_floor.pct)}" if c.noise_floor.pct is not None else
+               f"verdict: {word}  change {pct(est.change_pct)}  noise floor {DASH}")
     out.append(m["verdict_words"])
-    out += [f"  - {r}" for r in c["reasons"]]
+    out += [f"  - {r}" for r in c.reasons]
     return out
 
 

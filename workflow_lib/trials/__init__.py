@@ -2,6 +2,6 @@
 
 In: the run's plan.json (plan/types.py Plan) and the block's preflight record. Out:
 execution/<block>.json (types.py Execution, schemas/execution.schema.json). Run by rule
-`trials` (rules/trials.smk) through block.run_block_rule; components.py splits one run's time
+`trials` (rules/trials.smk) through rule.run; block.py runs the block, components.py splits one run's time
 per component.
 """

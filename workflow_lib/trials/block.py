@@ -118,17 +118,3 @@ def run_block(plan: Plan, plan_digest: str, preflight_record: dict, preflight_di
         notes.append(f"metric: {metric_mod.describe(dict(design['metric'], source=block_source))}")
     return Execution(block=block, plan_digest=plan_digest, preflight_digest=preflight_digest, node=socket.gethostname(),
                      started_unix_ns=started, ended_unix_ns=time.time_ns(), status=status, runs=runs, notes=notes)
-
-
-def run_block_rule(plan_path, preflight_path, block: str, store_root, work_root, out_path, *, log_path=None) -> Execution:
-    """Rule entry: read and check inputs, run the block, write execution/<block>.json."""
-    plan = typed.read(plan_path, Plan)
-    pre = records.read_record(preflight_path, "preflight")
-    plan_digest = plan.digest()
-    if pre["plan_digest"] != plan_digest:
-        from ..core.errors import RecordError
-
-        raise RecordError(preflight_path, f"preflight checked plan {pre['plan_digest']}, not this plan {plan_digest}")
-    record = run_block(plan, plan_digest, pre, records.digest_of(pre), block, store_root, work_root, log_path=log_path)
-    records.write_record(out_path, record.to_json(), "execution")
-    return record
