@@ -91,7 +91,7 @@ def test_python_run_is_one_incident_with_optimizer_steps_waits_gc_and_checkpoint
     size = (world["repo"] / "checkpoints" / "last.pt").stat().st_size
     assert len(ck) == 3 and (ck.bytes == size).all()
     argv = m["workload"]["argv"]  # the trials rerun the program under the same capture
-    assert argv[1:3] == ["-m", "workflow_lib.capture.run"] and argv[-len(ARGS) - 1:] == ["prog.py", *ARGS]
+    assert argv[1:3] == ["-m", "workflow_lib.capture.run"] and "--" not in argv and argv[-len(ARGS) - 1:] == ["prog.py", *ARGS]
     hooks = " ".join(m["recorder"]["inprocess"]["hooks"])
     assert "optimizer" in hooks and "gc.callbacks" in hooks and "torch.save" in hooks
 

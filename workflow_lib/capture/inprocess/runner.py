@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ...core.errors import StallcaseError
 from .. import job
-from ..recorder import INCIDENTS_DIR_ENV
+from ..recorder import INCIDENTS_DIR_ENV, RECORDER_ENV
 from .session import CONFIG_ENV, PARENT_ENV, WORKLOAD_ENV
 
 SITE_DIR = Path(__file__).resolve().parent / "site"
@@ -60,7 +60,9 @@ def child_env(incident_id: str, incidents_dir: str, workload: list[str], environ
 def run_inprocess(argv: list[str], *, incident_id: str, incidents_dir: str = "incidents") -> RunResult:
     if not argv:
         raise StallcaseError("record", "no command given after --")
-    workload = [sys.executable, "-m", "workflow_lib.capture.run", "--incident", incident_id, "--", *argv]
+    # No `--` before the program: a candidate's set_args edits the program's options, and an
+    # option parser (the plan's included) stops at `--`.
+    workload = [sys.executable, "-m", "workflow_lib.capture.run", "--incident", incident_id, *argv]
     env = child_env(incident_id, incidents_dir, workload)
     out_dir = Path(env[INCIDENTS_DIR_ENV])
     t_start = time.time()
@@ -85,7 +87,7 @@ def run_inprocess(argv: list[str], *, incident_id: str, incidents_dir: str = "in
         for s, h in previous.items():
             signal.signal(s, h)
     found, lines = written_since(out_dir, incident_id, t_start)
-    if not found:
+    if not found and env.get(RECORDER_ENV, "on").strip().lower() not in ("off", "0", "false", "no"):
         lines.append(f"stallcase record: no incident in {out_dir}: the program did not run under the in-process "
                      f"capture (see its messages above), or ended before writing it")
     return RunResult(returncode=rc if rc >= 0 else 128 - rc, incidents=found, lines=lines)

@@ -95,6 +95,8 @@ def dataloader(session) -> list[str]:
     def __next__(self):
         host = session.host()
         if host is None:
+            if session.first_activity_ns is None:  # step 0 starts at the first batch, recorded or not
+                session.activity(now_ns())
             return orig(self)
         t0 = now_ns()
         session.activity(t0)
