@@ -88,3 +88,32 @@ def test_outside_keeps_the_sidecar(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "no --step-pattern" in r.stderr
     assert read_incident(tmp_path / "inc" / "side").manifest["producer"] == "sidecar"
+
+
+PROFILED_INFERENCE = """
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+    model = torch.nn.Linear(32, 32)
+    x = torch.randn(64, 32)
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU],
+                                  schedule=schedule(wait=1, warmup=1, active=2, repeat=1)) as prof:
+        for i in range(8):
+            with record_function("decode"):
+                model(x)
+            prof.step()
+"""
+
+
+def test_without_an_optimizer_the_programs_profiler_steps_are_the_steps(tmp_path):
+    import pytest
+
+    pytest.importorskip("torch", reason="torch (CPU) is not installed: pip install torch==2.13.0")
+    r = _record(tmp_path, PROFILED_INFERENCE, "prof")
+    assert r.returncode == 0, r.stderr
+    inc = read_incident(tmp_path / "inc" / "prof")
+    assert inc.manifest["recorder"]["steps"]["from"] == "profiler_step"
+    steps = inc.table("steps").to_pandas()
+    assert sorted(steps.step_id) == list(range(len(steps))) and len(steps) >= 7
+    names = inc.table("spans").to_pandas().name
+    assert (names == "decode").sum() == 8  # the program's own record_function names are spans

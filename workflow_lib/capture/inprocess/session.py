@@ -139,8 +139,8 @@ class Session:
         # are no spans, but the steps still time the run (the steps-out file).
         if t0 is not None and rec.host is not None and not rec.paused:
             rec.host.record_span("optimizer.step", t0, t1)
-        if self.steps_from not in (None, "optimizer", "profiler_step"):
-            return
+        if self.steps_from not in (None, "optimizer"):
+            return  # the program's own steps, or ProfilerStep steps already begun: never two kinds
         if self.step_owner is None:
             self.step_owner = id(opt)
             if self.roots is not None:
