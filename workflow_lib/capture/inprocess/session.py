@@ -127,7 +127,7 @@ class Session:
         if self.first_activity_ns is None:
             self.first_activity_ns = t_ns
 
-    def optimizer_step(self, opt, t0: int | None, t1: int) -> None:
+    def optimizer_step(self, opt, t1: int) -> None:
         rec = self.rec
         if rec is None:
             if self.finished:
@@ -137,8 +137,6 @@ class Session:
             return
         # With the recorder off (a trial run that is not recorded: STALLCASE_RECORDER=off) there
         # are no spans, but the steps still time the run (the steps-out file).
-        if t0 is not None and rec.host is not None and not rec.paused:
-            rec.host.record_span("optimizer.step", t0, t1)
         if self.steps_from not in (None, "optimizer"):
             return  # the program's own steps, or ProfilerStep steps already begun: never two kinds
         if self.step_owner is None:
