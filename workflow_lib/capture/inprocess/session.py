@@ -42,7 +42,6 @@ STEPS_FROM = {
 }
 
 
-
 class Session:
     def __init__(self, incident: str, eager: bool):
         self.incident = incident
