@@ -2,7 +2,7 @@ import threading
 
 import pyarrow as pa
 
-from workflow_lib.capture.recorder import _native_thread_ids
+from workflow_lib.capture.snapshot import native_thread_ids as _native_thread_ids
 
 
 def test_cupti_pthread_ids_become_linux_tids_for_live_threads():

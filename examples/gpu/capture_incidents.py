@@ -209,7 +209,7 @@ def _phase(args) -> int:
 
 class _NullRec:
     def span(self, name):
-        from workflow_lib.capture.recorder import _NULL_SPAN
+        from workflow_lib.capture.steps import NULL_SPAN as _NULL_SPAN
 
         return _NULL_SPAN
 
