@@ -13,7 +13,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-PUBLIC = ["FlightRecorder", "Budget", "LatencyTrigger", "import_kineto", "import_torch_fr", "load_diagnosis",
+PUBLIC = ["FlightRecorder", "Budget", "LatencyTrigger", "import_kineto", "import_torch_fr", "import_nsys", "load_diagnosis",
           "Diagnosis", "read_record", "IncidentManifest", "Latest", "StepsOut", "Snapshot", "CollectivesRecord",
           "DiagnosisRecord", "Plan", "Preflight", "Execution", "Comparison"]
 

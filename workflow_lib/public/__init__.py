@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and the import graph (doc
     from workflow_lib.diagnose.stored import Diagnosis, load_diagnosis
     from workflow_lib.diagnose.types import DiagnosisRecord
     from workflow_lib.importers.kineto import import_kineto
+    from workflow_lib.importers.nsys import import_nsys
     from workflow_lib.importers.torch_fr import import_torch_fr
     from workflow_lib.plan.types import Plan
     from workflow_lib.preflight.types import Preflight
@@ -43,6 +44,7 @@ _PUBLIC = {
     # importers: traces you already have -> an incident directory
     "import_kineto": ("workflow_lib.importers.kineto", "import_kineto"),
     "import_torch_fr": ("workflow_lib.importers.torch_fr", "import_torch_fr"),
+    "import_nsys": ("workflow_lib.importers.nsys", "import_nsys"),
     # the diagnosis as readers get it (record and tables, every version)
     "load_diagnosis": ("workflow_lib.diagnose.stored", "load_diagnosis"),
     "Diagnosis": ("workflow_lib.diagnose.stored", "Diagnosis"),
