@@ -329,7 +329,7 @@ def verify_lines(report, removing: bool) -> list[str]:
 
 
 def config_keys_lines(schema_path, described: list[str]) -> list[str]:
-    """`stallcase doctor` without arguments: every configuration key (config_errors.describe)."""
+    """`stallcase doctor` without arguments: every configuration key (core/config's describe)."""
     return [f"configuration keys ({schema_path}):", *(f"  {line}" for line in described),
             "", "check a configuration: stallcase doctor config/config.yaml [--config KEY=VALUE ...]"]
 
