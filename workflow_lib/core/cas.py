@@ -97,10 +97,14 @@ class CAS:
             os.close(fd)
             # Kernel-side copy (copy_file_range/sendfile), then hash the copy itself with
             # mmap + threads: the digest is of what the store holds, and two fast passes
-            # beat one single-threaded read-hash-write pass.
-            shutil.copyfile(src, tmp)
-            with open(tmp, "rb") as fh:
-                os.fsync(fh.fileno())
+            # beat one single-threaded read-hash-write pass. A full disk names the store
+            # (a failed copy names its source, and an fsync nothing).
+            with atomic.naming(self.objects, src, tmp):
+                shutil.copyfile(src, tmp)
+                with open(tmp, "rb") as fh:
+                    os.fsync(fh.fileno())
+            # mkstemp creates 0600: objects are readable like the records (0644 under umask 022).
+            os.chmod(tmp, 0o666 & ~atomic._umask())
             digest = hash_file(tmp)
             dest = self.path_for(digest)
             dest.parent.mkdir(parents=True, exist_ok=True)

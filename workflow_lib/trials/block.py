@@ -25,7 +25,7 @@ import socket
 import time
 from pathlib import Path
 
-from ..core import environment, records, typed
+from ..core import atomic, environment, records, typed
 from ..plan import metric as metric_mod
 from ..plan.rebuild import NODE_ENV, materialize_arm, trial_env  # noqa: F401  (NODE_ENV: read by callers)
 from ..plan.types import Plan
@@ -42,10 +42,27 @@ def one_run(spec: dict, design: dict, entry: dict, attempt: int, log, capture_di
     return LocalRunner().run(req, log).record()
 
 
+class _Log:
+    """The block's log: its writes name the log when the disk is full (write() says no file)."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self._fh = open(path, "a", encoding="utf-8")
+
+    def write(self, text: str) -> None:
+        with atomic.naming(self.path):
+            self._fh.write(text)
+            self._fh.flush()
+
+    def close(self) -> None:
+        with atomic.naming(self.path):
+            self._fh.close()
+
+
 def _open_log(log_path):
     try:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-        return open(log_path, "a", encoding="utf-8")
+        return _Log(log_path)
     except OSError as exc:
         from ..core.errors import StallcaseError
 
