@@ -778,6 +778,9 @@ def main(argv: list[str]) -> int:
     import round3  # issue 29's families (tests/corpus/round3.py)
 
     round3.generate(sys.modules[__name__])
+    import round4  # issue 38's held-out families (tests/corpus/round4.py)
+
+    round4.generate(sys.modules[__name__])
     # `stallcase diagnose` reads incident directories with the same reader: every ingest
     # entry except those only ingest checks (the directory name, artifacts by digest).
     for e in list(ENTRIES):

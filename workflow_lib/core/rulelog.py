@@ -26,7 +26,9 @@ def logged(log_path: str | os.PathLike, fn: Callable[..., Any], /, *args, **kwar
         # The rule's first argument is its input file (the snapshot, the plan, ...).
         result = numeric_warnings.call(fn, args[0] if args else name, *args, **kwargs)
     except StallcaseError as exc:
-        _log_error(log, exc.oneline())
+        from .cas import heal
+
+        _log_error(log, heal(exc, args).oneline())  # a lost store object: the record that stored it is made out of date
         raise
     except OSError as exc:  # a full disk, a permission: the file it names is the error line (as the CLI prints it)
         _log_error(log, f"{exc.filename or _unnamed(args)}: {exc.strerror or exc}")

@@ -16,12 +16,17 @@ STARTED = time.time()
 """When the Snakefile imported this module: logs older than this belong to an earlier run."""
 
 FIXES = (
+    (re.compile(r"marked out of date: rerun", re.I),
+     "rerun the same command: the stage that stored the object runs again"),
     (re.compile(r"preflight|planned .* observed|differences?", re.I),
      "to run the trials in the changed environment anyway, name it as a new experiment: --config experiment=NAME"),
+    (re.compile(r"changed artifact", re.I),
+     "the file at that path is not the one recorded: put the recorded one back (or record the incident again), then rerun"),
     (re.compile(r"missing artifact", re.I),
      "restore the file at that path (or record the incident again), then rerun the same command"),
-    (re.compile(r"store object (is corrupt|changed)", re.I),
-     "delete that store object and rerun: the snapshot stage stores the incident again"),
+    (re.compile(r"store object (is corrupt|changed)|is not in the store", re.I),
+     "run `stallcase verify RESULTS_DIR --repair` (it removes what is corrupt and marks the records that stored it "
+     "out of date), then rerun the same command"),
     (re.compile(r"violates \S+ schema", re.I),
      "the file does not match its schema: record or import it again with this version of stallcase"),
     (re.compile(r"no manifest|incident .* not found|manifest\.json", re.I),

@@ -322,6 +322,8 @@ def verify_lines(report, removing: bool) -> list[str]:
     verb = "removed" if removing else "leftover"
     lines = [f"corrupt  {path}: {problem}" for path, problem in report.corrupt]
     lines += [f"removed  {path}: {problem}" for path, problem in report.unreferenced]
+    lines += [f"repaired {path}: {problem}" for path, problem in report.repaired]
+    lines += [f"cannot repair {path}: {problem}" for path, problem in report.unrepairable]
     lines += [f"{verb:8} {path}: {problem}" for path, problem in report.leftovers]
     lines.append(f"checked {report.objects} store objects, {report.records} records, {report.manifests} incident manifests: "
                  f"{len(report.corrupt)} corrupt, {len(report.leftovers)} leftovers" + (f" ({report.removed} removed)" if report.removed else ""))
