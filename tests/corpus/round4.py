@@ -29,7 +29,7 @@ def _rel(p) -> str:
 
 def kineto_step_digits() -> None:
     for label, name, pattern in [
-        ("kineto-step-arabic-indic", "ProfilerStep#\u0663", r"ProfilerStep#(\w+)"),
+        ("kineto-step-arabic-indic", "ProfilerStep#\u0663", r"ProfilerStep#([^a-z]+)"),
         ("kineto-step-devanagari", "ProfilerStep#\u0969\u0968", r"ProfilerStep#(\S+)"),
         ("kineto-step-fullwidth", "ProfilerStep#\uff17", r"ProfilerStep#(.+)"),
         ("kineto-step-superscript", "ProfilerStep#\u00b2", r"ProfilerStep#(.)"),
