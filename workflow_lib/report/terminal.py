@@ -1,6 +1,7 @@
 """What the workflow prints when it ends (the Snakefile's onsuccess and onerror handlers).
 
-On success: the verdict line and the report's path. On error: the first stallcase error of
+On success: the verdict line and the report's path (and exit status 1 with a last line saying
+why when no comparison could be made because runs failed). On error: the first stallcase error of
 this run in one line, read from the rule logs (rules log through workflow_lib.core.rulelog, which
 writes `error: <file>: <problem>`), with the fix. Neither handler raises: a summary that fails
 must not hide the run's own outcome.
@@ -8,6 +9,7 @@ must not hide the run's own outcome.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from pathlib import Path
@@ -42,18 +44,25 @@ def fix_for(message: str) -> str:
     return DEFAULT_FIX
 
 
-def success_lines(results_dir, incident: str) -> list[str]:
-    """The verdict line and where the report is, from the run's own records."""
-    from ..core import records
+def success_lines(results_dir, incident: str, run: str | None = None) -> list[str]:
+    """The verdict line and where the report is, from the run's own records (`run`: this
+    workflow run's directory under runs/, else the latest run's links)."""
+    from ..core import layout, records
     from .glance import verdict_line
+    from .latest import why_no_comparison
 
-    base = Path(results_dir) / incident
+    base = Path(layout.run_dir(str(results_dir), incident, run)) if run else Path(results_dir) / incident
     comparison = base / "comparison.json"
     report = base / "report.html"
     comp = records.read_record(comparison, "comparison") if comparison.is_file() else None
     lines = [f"stallcase: {verdict_line(comp, incident)}"]
+    why = why_no_comparison(comp) if comp is not None and run else None
     if report.is_file():
         lines.append(f"stallcase: report: {report.resolve()}  (or: stallcase show {incident})")
+    if why:
+        latest = Path(results_dir) / incident / layout.LATEST
+        still = os.readlink(latest).split("/")[-1] if latest.is_symlink() else None
+        lines.append(f"stallcase: failed: {why}" + (f"; results/{incident}/ still shows run {still}" if still and still != run else ""))
     return lines
 
 
@@ -141,12 +150,16 @@ def error_lines(results_dir, incident: str | None, snakemake_log: str | None = N
     return [f"stallcase: error: {msg}", f"stallcase: fix: {fix_for(msg)}  (log: {log})"]
 
 
-def on_success(results_dir, incident: str) -> None:
+def on_success(results_dir, incident: str, run: str | None = None) -> None:
+    """The end lines; exit status 1 when every job ran but no comparison could be made because
+    runs failed (the last line says why): a pipeline whose trials all crashed has not succeeded."""
     try:
-        lines = success_lines(results_dir, incident)
+        lines = success_lines(results_dir, incident, run)
     except Exception as exc:  # noqa: BLE001 - the run succeeded; a summary failure must not say otherwise
         lines = [f"stallcase: done; could not summarize the verdict ({exc})"]
     print("\n".join(lines), flush=True)
+    if lines[-1].startswith("stallcase: failed: "):
+        raise SystemExit(1)  # Snakemake releases its locks on the way out (SystemExit from onsuccess: its exit status)
 
 
 def on_error(results_dir, incident: str | None, snakemake_log=None) -> None:
