@@ -16,7 +16,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="remove temp files left by interrupted writes (only when no stallcase writer is running)")
     p.add_argument("--repair", action="store_true",
                    help="also remove corrupt store objects and those no record references (what a refused or killed "
-                        "stage stored), and mark out of date the records a rerun rebuilds (a snapshot whose object "
+                        "stage stored), and remove the records a rerun rebuilds (a snapshot whose object "
                         "was lost, a comparison without its executions); lists what it cannot repair; only when no "
                         "stallcase writer is running")
 

@@ -71,12 +71,14 @@ class CorruptObject(DigestMismatch):
 
 
 def mark_stale(record: Path) -> None:
-    """Make a record out of date for Snakemake: older than any input, so its rule runs again."""
-    os.utime(record, (0, 0))
+    """Make a record out of date for Snakemake by removing it, so its rule runs again. (An older
+    mtime is not enough: Snakemake 9 does not rerun a job whose input's checksum it recorded and
+    finds unchanged.) Only derived records come here: the incident they are made from stays."""
+    record.unlink(missing_ok=True)
 
 
 def heal(exc: StallcaseError, paths) -> StallcaseError:
-    """A stage failed on a missing or corrupt store object: mark out of date the record that
+    """A stage failed on a missing or corrupt store object: remove (mark_stale) the record that
     stored it, so a plain rerun stores it again. `paths` are the stage's arguments (its input
     records); the snapshot stored the incident's tables and sources and lives at
     results/<incident>/snapshot.json above every run's records; a plan stores its patches.
@@ -101,9 +103,9 @@ def heal(exc: StallcaseError, paths) -> StallcaseError:
         if any(d in text for d in digests):
             mark_stale(record)
             where = exc.where or record
-            return StallcaseError(where, f"{exc.problem.splitlines()[0]}; {record} is marked out of date: rerun the same "
-                                         "command and that stage stores it again (if the incident itself is gone, "
-                                         "record or import it again)")
+            return StallcaseError(where, f"{exc.problem.splitlines()[0]}; {record} was out of date and is removed: rerun "
+                                         "the same command and its stage makes it again, storing the object again (if "
+                                         "the incident itself is gone, record or import it again)")
     return exc
 
 

@@ -25,8 +25,8 @@ def write_latest(plan_path: str | os.PathLike, comparison_path: str | os.PathLik
                  log_path: str | os.PathLike | None = None) -> str:
     """Point results/<incident>/ at `run` (whose plan is `plan_path`) when its comparison was made.
     When it was not, the previous run stays the latest: its latest.json is written again (Snakemake
-    removed it before this job) with an old time, so each rerun comes back here and the end line
-    says why again; with no previous run there is nothing to show, and the error says why. The
+    removed it before this job), and the end line says why (report/terminal.py); with no previous
+    run there is nothing to show, and the error says why. The
     notes about names that are not links (an older layout's files, left untouched) go to the log."""
     why = why_no_comparison(records.read_record(comparison_path, "comparison"))
     if why is None:
@@ -39,7 +39,6 @@ def write_latest(plan_path: str | os.PathLike, comparison_path: str | os.PathLik
         if prev_plan is None or not prev_plan.is_file():
             raise StallcaseError(comparison_path, f"{why}; results/{incident}/ shows no run yet")
         notes = layout.point_latest(results, incident, prev, records.digest_of(records.read_record(prev_plan, "plan")))
-        os.utime(layout.latest_record(results, incident), (0, 0))  # out of date: every rerun says why again
         notes.append(f"not moved to {run} ({why}); results/{incident}/ still shows {prev}")
         summary = f"latest: still {prev}"
     if log_path:

@@ -18,7 +18,7 @@ STARTED = time.time()
 """When the Snakefile imported this module: logs older than this belong to an earlier run."""
 
 FIXES = (
-    (re.compile(r"marked out of date: rerun", re.I),
+    (re.compile(r"out of date and is removed: rerun", re.I),
      "rerun the same command: the stage that stored the object runs again"),
     (re.compile(r"preflight|planned .* observed|differences?", re.I),
      "to run the trials in the changed environment anyway, name it as a new experiment: --config experiment=NAME"),
@@ -27,8 +27,8 @@ FIXES = (
     (re.compile(r"missing artifact", re.I),
      "restore the file at that path (or record the incident again), then rerun the same command"),
     (re.compile(r"store object (is corrupt|changed)|is not in the store", re.I),
-     "run `stallcase verify RESULTS_DIR --repair` (it removes what is corrupt and marks the records that stored it "
-     "out of date), then rerun the same command"),
+     "run `stallcase verify RESULTS_DIR --repair` (it removes what is corrupt and the records that need it, which "
+     "a rerun makes again), then rerun the same command"),
     (re.compile(r"violates \S+ schema", re.I),
      "the file does not match its schema: record or import it again with this version of stallcase"),
     (re.compile(r"no manifest|incident .* not found|manifest\.json", re.I),

@@ -289,8 +289,8 @@ def referenced_digests(root: Path) -> set[str]:
 
 def repair_references(root: Path, report: Report) -> None:
     """Mend what a rerun can rebuild: a corrupt object is removed (it can never be used) and the
-    record that needs a missing one is marked out of date, so a plain rerun of the workflow runs
-    its stage again (the snapshot stores the incident again; a comparison is made again from
+    record that needs a missing one is removed (cas.mark_stale), so a plain rerun of the workflow
+    runs its stage again (the snapshot stores the incident again; a comparison is made again from
     executions run again). What is left is reported as not repairable."""
     from ..core.cas import mark_stale
 
@@ -302,9 +302,8 @@ def repair_references(root: Path, report: Report) -> None:
             report.removed += 1
             report.repaired.append((path, "corrupt store object removed"))
         elif path in report.stale and p.is_file():
-            if p.stat().st_mtime != 0:
-                mark_stale(p)
-                report.repaired.append((path, "marked out of date: a plain rerun of the workflow runs its stage again"))
+            mark_stale(p)
+            report.repaired.append((path, "out of date, removed: a plain rerun of the workflow makes it again"))
         else:
             report.unrepairable.append((path, problem))
 
@@ -325,8 +324,8 @@ def verify(root: str | os.PathLike, *, incidents_dir: str | os.PathLike | None =
            clean_temp: bool = False, repair: bool = False, progress: Progress | None = None) -> Report:
     """Check a results tree (and optionally an incidents directory); never modifies
     anything except removing temp leftovers when `clean_temp`, and with `repair`: corrupt
-    store objects and those no record references, and marking out of date the records a
-    rerun can rebuild (repair_references)."""
+    store objects and those no record references, and removing the records a rerun
+    rebuilds (repair_references)."""
     root = Path(root)
     if not root.is_dir():
         raise StallcaseError(root, "results directory not found")
