@@ -39,7 +39,7 @@ rule all:
 # The end of a run: the verdict and where the report is; on failure, the first stallcase
 # error from the rule logs in one line, with the fix (workflow_lib/report/terminal.py).
 onsuccess:
-    workflow_lib.report.terminal.on_success(RESULTS, config["incident"])
+    workflow_lib.report.terminal.on_success(RESULTS, config["incident"], RUN)
 
 
 onerror:

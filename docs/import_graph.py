@@ -24,7 +24,7 @@ Collectives comes before the diagnosis, as in the rules: the `collectives` rule 
 record from the snapshot and the `diagnose` rule reads it (rules/diagnose.smk).
 
 `foundation` holds what every stage shares (errors, records, the store, the incident format,
-the vocabulary); `entry` holds the CLI and the workflow's configuration checks, which wire stages together.
+the vocabulary); `entry` holds the CLI, which wires stages together.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ ORDER = {"foundation": 0, "capture": 1, "importers": 1, "snapshot": 2, "collecti
 # The map, by package: workflow_lib/<stage>/ is its stage, workflow_lib/core/ the foundation, and
 # these top-level modules and packages are the entry code that wires stages together.
 PACKAGES = {**{stage: stage for stage in ORDER if stage not in ("foundation", "entry")}, "core": "foundation"}
-ENTRY = {"cli", "commands", "config_check", "missing_incident", "public"}
+ENTRY = {"cli", "commands", "missing_incident", "public"}
 
 
 class Unmapped(Exception):

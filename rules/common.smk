@@ -8,8 +8,7 @@ sys.path.insert(0, workflow.basedir)  # workflow_lib importable without installa
 import workflow_lib.capture.demo
 import workflow_lib.collectives.rule
 import workflow_lib.compare.rule
-import workflow_lib.core.config_errors
-import workflow_lib.config_check
+import workflow_lib.core.config
 import workflow_lib.diagnose
 import workflow_lib.missing_incident
 import workflow_lib.core.layout as layout
@@ -23,11 +22,10 @@ import workflow_lib.core.rulelog as rulelog
 import workflow_lib.snapshot.rule
 import workflow_lib.trials.rule
 
-# Alias bombs, text, output directories, metric regex: before the schema walks the config.
-workflow_lib.config_check.exit_on_error(config)
-# One line naming the failing key and what it accepts (Snakemake's validate prints the whole
-# schema); validate then only fills in the defaults.
-workflow_lib.core.config_errors.exit_on_error(config, f"{workflow.basedir}/schemas/config.schema.json")
+# --config values typed by the schema (Snakemake reads nested ones as strings), then alias bombs,
+# text, numbers, and one line naming the failing key and what it accepts (Snakemake's validate
+# prints the whole schema); validate then only fills in the defaults.
+workflow_lib.core.config.exit_on_error(config, f"{workflow.basedir}/schemas/config.schema.json", workflow.config_settings.config)
 validate(config, "../schemas/config.schema.json")
 
 INCIDENTS = config["incidents_dir"]

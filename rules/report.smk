@@ -32,4 +32,4 @@ rule latest:
     log:
         layout.run_log(RESULTS, "{incident}", RUN, "latest.log"),
     run:
-        rulelog.logged(log[0], workflow_lib.report.rule.run_latest, input.plan, RESULTS, wildcards.incident, params.run, log_path=log[0])
+        rulelog.logged(log[0], workflow_lib.report.rule.run_latest, input.plan, input.comparison, RESULTS, wildcards.incident, params.run, log_path=log[0])

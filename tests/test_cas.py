@@ -35,9 +35,12 @@ def test_corruption_detected_on_read(tmp_path):
     path = cas.path_for(d)
     os.chmod(path, 0o644)
     path.write_bytes(b"tampered")
+    assert cas.verify() == [d]
     with pytest.raises(DigestMismatch, match="corrupt"):
         cas.get(d)
-    assert cas.verify() == [d]
+    # A corrupt object is never usable: get removes it, so the stage that stored it can put it again.
+    assert not path.exists() and cas.verify() == []
+    assert cas.put(b"precious") == d and cas.get_bytes(d) == b"precious"
 
 
 def test_missing_object_and_bad_digest(tmp_path):

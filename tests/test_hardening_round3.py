@@ -23,13 +23,13 @@ import pytest
 import yaml
 
 from workflow_lib import cli
-from workflow_lib.core import numeric_warnings, option_numbers as ON, tables
+from workflow_lib.core import config, numeric_warnings, tables
+from workflow_lib.core.config import numbers as ON
 from workflow_lib.plan import schedule
 from workflow_lib.compare import stats
 from workflow_lib.capture.sidecar import parse_triggers
 from workflow_lib.capture.trigger import LatencyTrigger
 from workflow_lib.collectives.dump_detail import dump_details
-from workflow_lib.config_check import check_config
 from workflow_lib.core.errors import InputError, StallcaseError
 from workflow_lib.core.formats import fr_dump
 
@@ -39,6 +39,11 @@ import generate as CG  # noqa: E402  (the corpus's incident builders)
 
 MAX_RSS = ON.MEMORY_BUDGET_BYTES
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+
+
+def check_config(partial: dict) -> None:
+    """The whole config check on `partial` merged over the workflow's defaults (as Snakemake merges it)."""
+    config.check(config.merge(config.load([], []), partial))
 
 
 def _defaults() -> dict:

@@ -139,4 +139,7 @@ def test_the_comparison_says_which_role_moved(world):
     wait = rows["role:consumer:check:input_starvation"]
     assert wait["clears_floor"] and wait["delta_ns_per_step"] < 0, wait
     assert "role:producer:span:pack" in rows
-    assert "by role: consumer input wait \u2212" in world.ab.comparison["sentence"], world.ab.comparison["sentence"]
+    # The consumer's wait is one time seen two ways (the input_starvation check over its queue_get
+    # span); which of the two clears its floor by more is the run's noise, so either names it.
+    sentence = world.ab.comparison["sentence"]
+    assert ("by role: consumer input wait \u2212" in sentence or "by role: consumer span queue_get \u2212" in sentence), sentence

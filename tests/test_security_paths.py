@@ -13,13 +13,18 @@ import pytest
 from workflow_lib.core import safe_io
 from workflow_lib.snapshot import build as snapshot
 from workflow_lib.core.cas import CAS, hash_file
-from workflow_lib.config_check import check_config
+from workflow_lib.core import config
 from workflow_lib.core.errors import InputError, StallcaseError
 from workflow_lib.core.incident import write_incident
 
 import pyarrow as pa
 
 from workflow_lib.core.incident import source
+
+
+def check_config(partial: dict) -> None:
+    """The whole config check on `partial` merged over the workflow's defaults (as Snakemake merges it)."""
+    config.check(config.merge(config.load([], []), partial))
 
 
 def make_incident(incidents: Path, name: str = "inc1") -> Path:

@@ -16,12 +16,18 @@ import pyarrow.parquet as pq
 import pytest
 
 from workflow_lib.core import bounds, patterns
-from workflow_lib.config_check import check_config, check_config_file
+from workflow_lib.core import config
+from workflow_lib.core.config import check_file as check_config_file
 from workflow_lib.core.errors import InputError, StallcaseError
 from workflow_lib.core.safe_pickle import loads_restricted
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_RSS = 2 << 30
+
+
+def check_config(partial: dict) -> None:
+    """The whole config check on `partial` merged over the workflow's defaults (as Snakemake merges it)."""
+    config.check(config.merge(config.load([], []), partial))
 
 
 def laughs(kind: str, levels: int = 9) -> str:

@@ -781,6 +781,9 @@ def main(argv: list[str]) -> int:
     import nsys_hostile  # issue 36's hostile Nsight Systems exports (tests/corpus/nsys_hostile.py)
 
     nsys_hostile.generate(sys.modules[__name__])
+    import round4  # issue 38's held-out families (tests/corpus/round4.py)
+
+    round4.generate(sys.modules[__name__])
     # `stallcase diagnose` reads incident directories with the same reader: every ingest
     # entry except those only ingest checks (the directory name, artifacts by digest).
     for e in list(ENTRIES):

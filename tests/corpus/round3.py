@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import hardening as H
-from workflow_lib.core.option_numbers import MAX_DIAGNOSED_STEPS
+from workflow_lib.core.config.numbers import MAX_DIAGNOSED_STEPS
 
 G = None  # the generate module
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core import bounds
-from ..core.option_numbers import TRIGGER_OPTIONS, number
+from ..core.config.numbers import TRIGGER_OPTIONS, number
 from ..core.errors import InputError, StallcaseError
 from ..core.patterns import compile_pattern
 from . import provenance

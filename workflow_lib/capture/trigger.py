@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.errors import StallcaseError
-from ..core.option_numbers import TRIGGER_OPTIONS, number
+from ..core.config.numbers import TRIGGER_OPTIONS, number
 
 
 @dataclass

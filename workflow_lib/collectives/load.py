@@ -56,8 +56,36 @@ def kernel_family(names: pd.Series) -> pd.Series:
     return fam.replace({"Send": "SendRecv", "Recv": "SendRecv"})
 
 
+# The collectives table's JSON-text columns and the JSON shape each must hold (fr_dump writes them).
+JSON_COLUMNS = {"input_sizes": (list,), "output_sizes": (list,), "dtypes": (dict,), "group_ranks": (list,)}
+
+
+def check_json_columns(df: pd.DataFrame, where) -> None:
+    """Every value of a JSON-text column is JSON of its shape: broken text or a `null` there is one
+    line naming the column and the value, before matching reads it (each distinct value once)."""
+    import json
+
+    from ..core.bounds import show
+    from ..core.errors import InputError
+
+    for col, shapes in JSON_COLUMNS.items():
+        if col not in df.columns:
+            continue
+        for v in df[col].dropna().unique():
+            try:
+                got = json.loads(v)
+            except (ValueError, RecursionError) as exc:
+                raise InputError(where, f"table collectives, column {col}: {show(v)} is not JSON ({str(exc)[:80]})") from None
+            if not isinstance(got, shapes) or (col == "group_ranks" and not all(type(r) is int for r in got)) or (
+                    isinstance(got, dict) and not all(isinstance(got.get(k, []), list) for k in ("input", "output"))):
+                want = "a list of rank numbers" if col == "group_ranks" else (
+                    "a JSON object of lists" if dict in shapes else "a JSON list")
+                raise InputError(where, f"table collectives, column {col}: {show(v)} is not {want}")
+
+
 def _records(inc: Incident) -> pd.DataFrame:
     df = to_pandas(inc.table("collectives"))
+    check_json_columns(df, inc.path)
     df["incident"] = str(inc.path)
     df["comm"] = df["pg_id"] + "|" + df["group_ranks"].fillna("?")
     df["identity"] = "seq"

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.errors import StallcaseError
-from ..core.option_numbers import BYTES_PER_MATCH_CELL, MAX_MATCH_CELLS, MEMORY_BUDGET_BYTES
+from ..core.config.numbers import BYTES_PER_MATCH_CELL, MAX_MATCH_CELLS, MEMORY_BUDGET_BYTES
 from .types import (CANNOT_DECIDE, COMPLETED, ENTRY_STATE, INCOMPLETE_WINDOW, INPUT_SIZES_FREE, JOINED_BY_COUNTER,
                     MATCHED, MISMATCH, NO_DUMP, NOT_ENQUEUED, NOT_JOINED, OUTPUT_SIZES_FREE, P2P_OPS, PROGRESS_COMPLETED,
                     PROGRESS_PARTIAL, PROGRESS_PENDING, SCHEDULED, STARTED, UNKNOWN, RankSource)

@@ -13,20 +13,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import yaml
-
-    from ..config_check import check_config, check_config_file
+    from ..core import config as cfg
     from ..core.errors import StallcaseError
     from ..report.text import config_file_ok_line
 
     for f in args.files:
-        check_config_file(f)  # counts alias expansion on the node graph first
-        with open(f, encoding="utf-8") as fh:
-            config = yaml.safe_load(fh)
-        if isinstance(config, dict):
-            try:
-                check_config(config)
-            except StallcaseError as exc:  # name the file as well as the key
-                raise StallcaseError(f"{f}: {exc.where}", exc.problem) from None
+        cfg.check_file(f)  # counts alias expansion on the node graph first
+        try:  # over the workflow's defaults, as Snakemake merges a --configfile
+            cfg.check(cfg.load([f], []))
+        except StallcaseError as exc:  # name the file as well as the key
+            raise StallcaseError(f"{f}: {exc.where}", exc.problem) from None
         print(config_file_ok_line(f))
     return 0

@@ -21,7 +21,7 @@ def run(args: argparse.Namespace) -> int:
     from ..core.errors import StallcaseError
     from ..core.incident import read_incident
     from ..report.text import collectives_summary_lines, wrote_line
-    from ..core.option_numbers import MIN_WAIT_MS, number
+    from ..core.config.numbers import MIN_WAIT_MS, number
 
     opts = Options() if args.min_wait_ms is None else Options(min_wait_ns=round(number(args.min_wait_ms, "--min-wait-ms", MIN_WAIT_MS) * 1e6))
     record = analyze_collectives([read_incident(p) for p in args.incidents], opts)

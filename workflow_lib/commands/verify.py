@@ -1,4 +1,4 @@
-"""`stallcase verify ROOT [--incidents-dir DIR] [--clean-temp]`: find corrupt objects and records."""
+"""`stallcase verify ROOT [--incidents-dir DIR] [--clean-temp] [--repair]`: find corrupt objects and records."""
 
 from __future__ import annotations
 
@@ -15,8 +15,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--clean-temp", action="store_true",
                    help="remove temp files left by interrupted writes (only when no stallcase writer is running)")
     p.add_argument("--repair", action="store_true",
-                   help="also remove store objects that no record references (what a refused or killed stage stored); "
-                        "only when no stallcase writer is running and nothing is corrupt")
+                   help="also remove corrupt store objects and those no record references (what a refused or killed "
+                        "stage stored), and remove the records a rerun rebuilds (a snapshot whose object "
+                        "was lost, a comparison without its executions); lists what it cannot repair; only when no "
+                        "stallcase writer is running")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,8 +32,9 @@ def run(args: argparse.Namespace) -> int:
                     progress=progress)
     for line in verify_lines(report, removing=args.clean_temp or args.repair):
         print(line)
-    if report.corrupt:
-        path, problem = report.corrupt[0]
-        more = f" (and {len(report.corrupt) - 1} more, listed on stdout)" if len(report.corrupt) > 1 else ""
+    left = report.unrepairable if args.repair else report.corrupt
+    if left:
+        path, problem = left[0]
+        more = f" (and {len(left) - 1} more, listed on stdout)" if len(left) > 1 else ""
         raise StallcaseError(path, f"corrupt: {problem}{more}")
     return 0

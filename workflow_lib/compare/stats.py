@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from ..core.config.numbers import min_blocks  # noqa: F401 (the fewest blocks: defined where a design below it is refused)
 from . import walsh_select
 
 # Continued-fraction accuracy: 1e-14 relative is far below any threshold we use.
@@ -65,13 +66,6 @@ def walsh_rank(n: int, confidence: float) -> int | None:
     if below.size == 0:
         return None
     return int(below[-1]) + 1
-
-
-def min_blocks(confidence: float) -> int:
-    """Fewest blocks for which a signed-rank interval at `confidence` exists at all:
-    the smallest n with 2 * 2**-n <= 1 - confidence (6 at 0.95, 8 at 0.99)."""
-    alpha = 1.0 - confidence
-    return max(1, math.ceil(math.log2(2.0 / alpha) - 1e-12))
 
 
 def walsh_averages(x: np.ndarray) -> np.ndarray:

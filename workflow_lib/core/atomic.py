@@ -16,6 +16,19 @@ from typing import Callable, Iterator
 TMP_PREFIX = ".tmp-"
 
 
+@contextlib.contextmanager
+def naming(path: str | os.PathLike, *unnamed: str | os.PathLike) -> Iterator[None]:
+    """An OSError inside names `path`: write() and fsync() report ENOSPC/EIO without a file
+    name, and a copy names its source or a temp file; the user needs the file being written
+    (`unnamed`: names that are ours, e.g. the temp file, replaced by `path` too)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None and str(exc.filename) not in {str(u) for u in unnamed}:
+            raise
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
+
+
 def _fsync_dir(directory: Path) -> None:
     # The rename is durable only once the directory entry is on disk.
     try:
@@ -60,21 +73,22 @@ def atomic_path(dest: str | os.PathLike, *, overwrite: bool = True) -> Iterator[
     os.close(fd)
     tmp_path = Path(tmp)
     try:
-        yield tmp_path
-        with open(tmp_path, "rb+") as fh:
-            os.fsync(fh.fileno())
-        # mkstemp creates 0600; a results tree is shared with colleagues like any file.
-        os.chmod(tmp_path, 0o666 & ~_umask())
-        if overwrite:
-            os.replace(tmp_path, dest)
-        else:
-            try:
-                # link() fails if dest exists: no window where a reader sees a partial file.
-                os.link(tmp_path, dest)
-            except FileExistsError:
-                pass
-            finally:
-                tmp_path.unlink(missing_ok=True)
+        with naming(dest, tmp_path):
+            yield tmp_path
+            with open(tmp_path, "rb+") as fh:
+                os.fsync(fh.fileno())
+            # mkstemp creates 0600; a results tree is shared with colleagues like any file.
+            os.chmod(tmp_path, 0o666 & ~_umask())
+            if overwrite:
+                os.replace(tmp_path, dest)
+            else:
+                try:
+                    # link() fails if dest exists: no window where a reader sees a partial file.
+                    os.link(tmp_path, dest)
+                except FileExistsError:
+                    pass
+                finally:
+                    tmp_path.unlink(missing_ok=True)
         _fsync_dir(dest.parent)
     except BaseException:
         tmp_path.unlink(missing_ok=True)

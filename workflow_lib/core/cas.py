@@ -17,7 +17,7 @@ from pathlib import Path
 import blake3
 
 from . import atomic, safe_io
-from .errors import DigestMismatch, StallcaseError
+from .errors import DigestMismatch, MissingArtifact, StallcaseError
 
 ALGO = "blake3"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -52,6 +52,61 @@ def check_digest(digest: str, where: str = "digest") -> str:
     if not isinstance(digest, str) or not _HEX64.match(digest):
         raise StallcaseError(where, f"not a blake3 hex digest: {digest!r}")
     return digest
+
+
+class MissingObject(StallcaseError):
+    """An object a record names is not in the store."""
+
+    def __init__(self, where, problem: str, digest: str):
+        super().__init__(where, problem)
+        self.digest = digest
+
+
+class CorruptObject(DigestMismatch):
+    """A store object's content does not hash to its name (it has been removed: see CAS.get)."""
+
+    def __init__(self, where, problem: str, digest: str):
+        super().__init__(where, problem)
+        self.digest = digest
+
+
+def mark_stale(record: Path) -> None:
+    """Make a record out of date for Snakemake by removing it, so its rule runs again. (An older
+    mtime is not enough: Snakemake 9 does not rerun a job whose input's checksum it recorded and
+    finds unchanged.) Only derived records come here: the incident they are made from stays."""
+    record.unlink(missing_ok=True)
+
+
+def heal(exc: StallcaseError, paths) -> StallcaseError:
+    """A stage failed on a missing or corrupt store object: remove (mark_stale) the record that
+    stored it, so a plain rerun stores it again. `paths` are the stage's arguments (its input
+    records); the snapshot stored the incident's tables and sources and lives at
+    results/<incident>/snapshot.json above every run's records; a plan stores its patches.
+    Returns the error to report, saying what was done and what to run."""
+    if isinstance(exc, (MissingObject, CorruptObject)):
+        digests = [exc.digest]
+    elif isinstance(exc, MissingArtifact):
+        digests = [d for _, _, d in exc.missing]
+    else:
+        return exc
+    records = []
+    for p in paths:
+        if not isinstance(p, (str, os.PathLike)) or not str(p).endswith(".json"):
+            continue
+        p = Path(p)
+        records += [q / "snapshot.json" for q in p.parents if (q / "snapshot.json").is_file()][:1] + [p]
+    for record in records:
+        try:
+            text = record.read_text(encoding="utf-8")
+        except OSError:
+            continue
+        if any(d in text for d in digests):
+            mark_stale(record)
+            where = exc.where or record
+            return StallcaseError(where, f"{exc.problem.splitlines()[0]}; {record} was out of date and is removed: rerun "
+                                         "the same command and its stage makes it again, storing the object again (if "
+                                         "the incident itself is gone, record or import it again)")
+    return exc
 
 
 class CAS:
@@ -97,10 +152,14 @@ class CAS:
             os.close(fd)
             # Kernel-side copy (copy_file_range/sendfile), then hash the copy itself with
             # mmap + threads: the digest is of what the store holds, and two fast passes
-            # beat one single-threaded read-hash-write pass.
-            shutil.copyfile(src, tmp)
-            with open(tmp, "rb") as fh:
-                os.fsync(fh.fileno())
+            # beat one single-threaded read-hash-write pass. A full disk names the store
+            # (a failed copy names its source, and an fsync nothing).
+            with atomic.naming(self.objects, src, tmp):
+                shutil.copyfile(src, tmp)
+                with open(tmp, "rb") as fh:
+                    os.fsync(fh.fileno())
+            # mkstemp creates 0600: objects are readable like the records (0644 under umask 022).
+            os.chmod(tmp, 0o666 & ~atomic._umask())
             digest = hash_file(tmp)
             dest = self.path_for(digest)
             dest.parent.mkdir(parents=True, exist_ok=True)
@@ -124,10 +183,13 @@ class CAS:
         """Path of a verified object. Raises DigestMismatch if the object is corrupt."""
         path = self.path_for(digest)
         if not path.is_file():
-            raise StallcaseError(path, f"object {digest} is not in the store")
+            raise MissingObject(path, f"object {digest} is not in the store", digest)
         actual = hash_file(path)
         if actual != digest:
-            raise DigestMismatch(path, f"store object is corrupt: expected blake3 {digest}, content hashes to {actual}")
+            # Never usable again, and while it stays, put() would take it for the stored object.
+            path.unlink(missing_ok=True)
+            raise CorruptObject(path, f"store object is corrupt: expected blake3 {digest}, content hashes to {actual} "
+                                      "(removed from the store)", digest)
         return path
 
     def get_bytes(self, digest: str) -> bytes:

@@ -33,12 +33,16 @@ class MissingArtifact(StallcaseError):
     """Artifacts named by a snapshot or plan are neither in the store nor at their path.
 
     `missing` holds one (role, path, expected_digest) per artifact; the message has one
-    line per artifact so a user can see everything that blocks at once.
+    line per artifact so a user can see everything that blocks at once. `changed` says, by
+    path, what differs about an artifact that is there but not as recorded (its size, its
+    digest): that is not a missing file, and the line says so.
     """
 
-    def __init__(self, missing: list[tuple[str, str, str]]):
+    def __init__(self, missing: list[tuple[str, str, str]], changed: dict[str, str] | None = None):
         self.missing = list(missing)
-        lines = [f"missing artifact: role={r} path={p} expected_digest={d}" for r, p, d in self.missing]
+        self.changed = dict(changed or {})
+        lines = [f"changed artifact: role={r} path={p}: {self.changed[p]} (expected_digest={d})" if p in self.changed
+                 else f"missing artifact: role={r} path={p} expected_digest={d}" for r, p, d in self.missing]
         Exception.__init__(self, "\n".join(lines))
         self.where, self.problem = None, "\n".join(lines)
 

@@ -26,15 +26,25 @@ def logged(log_path: str | os.PathLike, fn: Callable[..., Any], /, *args, **kwar
         # The rule's first argument is its input file (the snapshot, the plan, ...).
         result = numeric_warnings.call(fn, args[0] if args else name, *args, **kwargs)
     except StallcaseError as exc:
-        _log_error(log, exc.oneline())
+        from .cas import heal
+
+        _log_error(log, heal(exc, args).oneline())  # a lost store object: the record that stored it is made out of date
         raise
     except OSError as exc:  # a full disk, a permission: the file it names is the error line (as the CLI prints it)
-        _log_error(log, f"{exc.filename}: {exc.strerror or exc}" if exc.filename else f"{name}: {exc}")
+        _log_error(log, f"{exc.filename or _unnamed(args)}: {exc.strerror or exc}")
         raise
     with open(log, "a", encoding="utf-8") as fh:
         summary = result if isinstance(result, str) else type(result).__name__
         fh.write(f"ok: {name} in {time.monotonic() - t0:.2f} s -> {summary}\n")
     return result
+
+
+def _unnamed(args: tuple) -> str:
+    """Where an OSError that names no file happened, as near as the rule says: the directory
+    of the rule's output (its last path argument, by the rule shape), never a function name
+    (stages name their files through atomic.naming; this is the last resort)."""
+    paths = [a for a in args if isinstance(a, (str, os.PathLike)) and os.sep in os.fspath(a)]
+    return f"{Path(paths[-1]).parent} (a file under it)" if paths else f"{Path.cwd()} (a file under it)"
 
 
 def _log_error(log: Path, message: str) -> None:

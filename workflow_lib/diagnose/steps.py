@@ -10,7 +10,7 @@ from ..core import bounds
 from ..core.errors import InputError
 from ..core.patterns import compile_pattern
 from ..core.incident import Incident
-from ..core.option_numbers import BYTES_PER_DIAGNOSED_STEP, MAX_DIAGNOSED_STEPS, MEMORY_BUDGET_BYTES
+from ..core.config.numbers import BYTES_PER_DIAGNOSED_STEP, MAX_DIAGNOSED_STEPS, MEMORY_BUDGET_BYTES
 from .evidence import rank_key
 
 

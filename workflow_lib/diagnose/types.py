@@ -130,7 +130,7 @@ class DiagnoseOptions:
                     raise InputError(f"{where}.wait_patterns", f"not a valid regex {p!r}: {exc}") from None
             kw["wait_patterns"] = tuple(wait_patterns)
         if warmup_steps is not None:  # the one check of numeric options (NaN, a float, 10**12 steps)
-            from ..core.option_numbers import CONFIG_NUMBERS, number
+            from ..core.config.numbers import CONFIG_NUMBERS, number
 
             kw["warmup_steps"] = number(warmup_steps, f"{where}.warmup_steps", CONFIG_NUMBERS[("diagnose", "warmup_steps")])
         return cls(**kw)

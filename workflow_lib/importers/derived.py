@@ -159,6 +159,11 @@ def steps_from_spans(spans: pa.Table, rx: re.Pattern, where=None) -> pa.Table:
         for n in enc.dictionary.to_pylist():  # distinct names only
             mm = rx.search(n)
             g = mm.group(1) if mm else None  # ASCII digits only ('²' is not a step id); beyond int64 refused
+            if g and not g.isascii() and any(c.isnumeric() for c in g):
+                # A custom pattern's \w or \d (Python's \d is Unicode) read digits of another script:
+                # int() would read '٣' as 3 and mix it with ASCII step 3. Refused, not skipped.
+                raise InputError(where, f"--step-pattern {rx.pattern!r} captured {bounds.show(g)} from span {bounds.show(n)}: "
+                                        "a step id is ASCII digits 0-9 (use [0-9]+ in the pattern)")
             ids.append(bounds.decimal_id(g, "step id", where) if g and g.isascii() and g.isdigit() else -1)
         sid = np.asarray(ids, np.int64)[enc.indices.to_numpy(zero_copy_only=False)]
     else:

@@ -29,7 +29,7 @@ import re
 import numpy as np
 
 from ..core.errors import RecordError
-from ..core.option_numbers import check_design_size
+from ..core.config.numbers import check_design_size
 
 ARMS_MEASURED = ("A", "B", "A'")
 

@@ -1,6 +1,7 @@
 """What the workflow prints when it ends (the Snakefile's onsuccess and onerror handlers).
 
-On success: the verdict line and the report's path. On error: the first stallcase error of
+On success: the verdict line and the report's path (and exit status 1 with a last line saying
+why when no comparison could be made because runs failed). On error: the first stallcase error of
 this run in one line, read from the rule logs (rules log through workflow_lib.core.rulelog, which
 writes `error: <file>: <problem>`), with the fix. Neither handler raises: a summary that fails
 must not hide the run's own outcome.
@@ -8,6 +9,7 @@ must not hide the run's own outcome.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from pathlib import Path
@@ -16,12 +18,17 @@ STARTED = time.time()
 """When the Snakefile imported this module: logs older than this belong to an earlier run."""
 
 FIXES = (
+    (re.compile(r"out of date and is removed: rerun", re.I),
+     "rerun the same command: the stage that stored the object runs again"),
     (re.compile(r"preflight|planned .* observed|differences?", re.I),
      "to run the trials in the changed environment anyway, name it as a new experiment: --config experiment=NAME"),
+    (re.compile(r"changed artifact", re.I),
+     "the file at that path is not the one recorded: put the recorded one back (or record the incident again), then rerun"),
     (re.compile(r"missing artifact", re.I),
      "restore the file at that path (or record the incident again), then rerun the same command"),
-    (re.compile(r"store object (is corrupt|changed)", re.I),
-     "delete that store object and rerun: the snapshot stage stores the incident again"),
+    (re.compile(r"store object (is corrupt|changed)|is not in the store", re.I),
+     "run `stallcase verify RESULTS_DIR --repair` (it removes what is corrupt and the records that need it, which "
+     "a rerun makes again), then rerun the same command"),
     (re.compile(r"violates \S+ schema", re.I),
      "the file does not match its schema: record or import it again with this version of stallcase"),
     (re.compile(r"no manifest|incident .* not found|manifest\.json", re.I),
@@ -37,19 +44,26 @@ def fix_for(message: str) -> str:
     return DEFAULT_FIX
 
 
-def success_lines(results_dir, incident: str) -> list[str]:
-    """The verdict line and where the report is, from the run's own records."""
+def success_lines(results_dir, incident: str, run: str | None = None) -> list[str]:
+    """The verdict line and where the report is, from the run's own records (`run`: this
+    workflow run's directory under runs/, else the latest run's links)."""
     from ..compare.types import Comparison
-    from ..core import typed
+    from ..core import layout, typed
     from .glance import verdict_line
+    from .rule import why_no_comparison
 
-    base = Path(results_dir) / incident
+    base = Path(layout.run_dir(str(results_dir), incident, run)) if run else Path(results_dir) / incident
     comparison = base / "comparison.json"
     report = base / "report.html"
     comp = typed.read(comparison, Comparison) if comparison.is_file() else None
     lines = [f"stallcase: {verdict_line(comp, incident)}"]
+    why = why_no_comparison(comp) if comp is not None and run else None
     if report.is_file():
         lines.append(f"stallcase: report: {report.resolve()}  (or: stallcase show {incident})")
+    if why:
+        latest = Path(results_dir) / incident / layout.LATEST
+        still = os.readlink(latest).split("/")[-1] if latest.is_symlink() else None
+        lines.append(f"stallcase: failed: {why}" + (f"; results/{incident}/ still shows run {still}" if still and still != run else ""))
     return lines
 
 
@@ -138,12 +152,16 @@ def error_lines(results_dir, incident: str | None, snakemake_log: str | None = N
     return [f"stallcase: error: {msg}", f"stallcase: fix: {fix_for(msg)}  (log: {log})"]
 
 
-def on_success(results_dir, incident: str) -> None:
+def on_success(results_dir, incident: str, run: str | None = None) -> None:
+    """The end lines; exit status 1 when every job ran but no comparison could be made because
+    runs failed (the last line says why): a pipeline whose trials all crashed has not succeeded."""
     try:
-        lines = success_lines(results_dir, incident)
+        lines = success_lines(results_dir, incident, run)
     except Exception as exc:  # noqa: BLE001 - the run succeeded; a summary failure must not say otherwise
         lines = [f"stallcase: done; could not summarize the verdict ({exc})"]
     print("\n".join(lines), flush=True)
+    if lines[-1].startswith("stallcase: failed: "):
+        raise SystemExit(1)  # Snakemake releases its locks on the way out (SystemExit from onsuccess: its exit status)
 
 
 def on_error(results_dir, incident: str | None, snakemake_log=None) -> None:

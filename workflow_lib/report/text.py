@@ -147,14 +147,20 @@ def _glance(m: dict) -> list[str]:
     return out
 
 
+def not_observed_line(sources: dict) -> str:
+    """'not observed: cupti: not enabled (sources=[...]); nvml: no GPU': each source and its
+    reason side by side, so a reason that holds parentheses does not nest inside others."""
+    return "not observed: " + "; ".join(f"{n}: {reason(s.get('reason'))}" for n, s in sorted(sources.items())
+                                          if s["status"] != "observed")
+
+
 def render(m: dict) -> str:
     snap = m["snapshot"]
     lines = [f"incident {m['incident_id']} ({snap.get('producer', 'unknown')}, reason {snap['reason']}), "
              f"snapshot {m['snapshot_digest'][:16]}"]
-    not_obs = [f"{n} ({reason(s.get('reason'))})" for n, s in sorted(snap["sources"].items()) if s["status"] != "observed"]
     lines.append("observed: " + (", ".join(n for n, s in sorted(snap["sources"].items()) if s["status"] == "observed") or "none"))
-    if not_obs:
-        lines.append("not observed: " + "; ".join(not_obs))
+    if any(s["status"] != "observed" for s in snap["sources"].values()):
+        lines.append(not_observed_line(snap["sources"]))
     lines.append("")
     lines += _glance(m) + [""]
     for part in (_diagnosis(m), _plan(m), _trials(m)):
@@ -330,6 +336,8 @@ def verify_lines(report, removing: bool) -> list[str]:
     verb = "removed" if removing else "leftover"
     lines = [f"corrupt  {path}: {problem}" for path, problem in report.corrupt]
     lines += [f"removed  {path}: {problem}" for path, problem in report.unreferenced]
+    lines += [f"repaired {path}: {problem}" for path, problem in report.repaired]
+    lines += [f"cannot repair {path}: {problem}" for path, problem in report.unrepairable]
     lines += [f"{verb:8} {path}: {problem}" for path, problem in report.leftovers]
     lines.append(f"checked {report.objects} store objects, {report.records} records, {report.manifests} incident manifests: "
                  f"{len(report.corrupt)} corrupt, {len(report.leftovers)} leftovers" + (f" ({report.removed} removed)" if report.removed else ""))
@@ -337,7 +345,7 @@ def verify_lines(report, removing: bool) -> list[str]:
 
 
 def config_keys_lines(schema_path, described: list[str]) -> list[str]:
-    """`stallcase doctor` without arguments: every configuration key (config_errors.describe)."""
+    """`stallcase doctor` without arguments: every configuration key (core/config's describe)."""
     return [f"configuration keys ({schema_path}):", *(f"  {line}" for line in described),
             "", "check a configuration: stallcase doctor config/config.yaml [--config KEY=VALUE ...]"]
 

@@ -29,9 +29,10 @@ from .types import Snapshot
 DEFAULT_STORE_ROLES = ("source", "input", "patch")
 
 
-def _at_path(art: dict, stored: bool, incident_root: Path | None, roots: list[Path], where) -> bool:
-    """Whether the artifact's file is there with its digest. Refuses (InputError) paths an
-    incident may not make us read, and files that are not regular or not the recorded size."""
+def _at_path(art: dict, stored: bool, incident_root: Path | None, roots: list[Path], where) -> bool | str:
+    """True when the artifact's file is there with its digest, False when it is not there, or
+    what differs (its size, its digest) when it is there but changed. Refuses (InputError)
+    paths an incident may not make us read, and files that are not regular."""
     path = art["path"]
     bounds.text(path, "artifact path", where)
     if stored and incident_root is not None:
@@ -43,12 +44,13 @@ def _at_path(art: dict, stored: bool, incident_root: Path | None, roots: list[Pa
         if exc.problem == "file not found":
             return False
         raise
-    if size != art.get("size", size):
-        return False  # cannot have the digest: not worth reading
+    if size != art.get("size", size):  # cannot have the digest: not worth reading
+        return f"present but {size} bytes, the manifest records {art['size']}"
     try:
-        return hash_file(path) == art["digest"]
-    except OSError:
-        return False
+        got = hash_file(path)
+    except OSError as exc:
+        return f"present but unreadable ({exc.strerror or exc})"
+    return True if got == art["digest"] else f"present but its content hashes to {got}, not to the recorded digest"
 
 
 def resolve_artifacts(artifacts: list[dict], cas: CAS, store_roles=DEFAULT_STORE_ROLES, *,
@@ -61,6 +63,7 @@ def resolve_artifacts(artifacts: list[dict], cas: CAS, store_roles=DEFAULT_STORE
     roots = safe_io.declared_roots(allow_roots or ())
     root = Path(incident_root) if incident_root is not None else None
     missing: list[tuple[str, str, str]] = []
+    changed: dict[str, str] = {}
     to_store = []
     seen: set[str] = set()
     for art in artifacts:
@@ -72,13 +75,15 @@ def resolve_artifacts(artifacts: list[dict], cas: CAS, store_roles=DEFAULT_STORE
         stored = role in store_roles
         # Checked even when the object is in the store: an incident may not name files it cannot read.
         at_path = _at_path(art, stored, root, roots, where)
+        if isinstance(at_path, str):
+            changed[path], at_path = at_path, False
         if not (in_store or at_path):
             missing.append((role, path, digest))
         elif stored and not in_store:
             to_store.append(art)
     # Check everything before storing anything: a blocked ingest leaves the store as it was.
     if missing:
-        raise MissingArtifact(missing)
+        raise MissingArtifact(missing, changed)
     for art in to_store:
         if cas.put_file(art["path"]) != art["digest"]:  # changed between the check and the copy
             missing.append((art["role"], art["path"], art["digest"]))

@@ -5,8 +5,10 @@
 Checks, under `root` (a results directory, the store at root/cas/blake3/):
   - every store object: its content hashes to the digest it is named by;
   - every record (*.json under root/<incident>/ whose `kind` names a schema) against
-    its schema, that a snapshot's tables and manifest are still in the store, and that a
-    diagnosis' per-step tables beside it hash to the digests it names;
+    its schema; every store object a record references is there and sound (a snapshot's
+    manifest, tables and stored artifacts; a plan's sources and patches); a diagnosis'
+    per-step tables beside it hash to the digests it names; a comparison's blocks each
+    have the execution record it was made from;
   - with `incidents_dir`: every incident manifest, its table digests and table contracts.
 Temp files (`.tmp-*`) are what a writer killed mid-write leaves behind; atomic writes
 never rename them into place, so they are leftovers, not corruption, and `clean_temp`
@@ -46,7 +48,11 @@ class Report:
     corrupt: list[tuple[str, str]] = field(default_factory=list)
     leftovers: list[tuple[str, str]] = field(default_factory=list)
     unreferenced: list[tuple[str, str]] = field(default_factory=list)
+    repaired: list[tuple[str, str]] = field(default_factory=list)
+    unrepairable: list[tuple[str, str]] = field(default_factory=list)
     removed: int = 0
+    stale: dict = field(default_factory=dict)
+    """record path -> digests it references that are missing or corrupt (what --repair can mend)"""
 
     @property
     def ok(self) -> bool:
@@ -156,11 +162,50 @@ def _check_record(path: Path, kinds: set[str], sound: set[str], report: Report) 
                 continue
             if got != want:
                 report.corrupt.append((str(path), f"its {name} table {table} hashes to {got}, the record says {want}"))
+    for what, digest in store_references(kind, rec):
+        if digest not in sound:
+            report.corrupt.append((str(path), f"{what} object {digest} is missing from the store or corrupt"))
+            report.stale.setdefault(str(path), set()).add(digest)
+    if kind == "comparison":
+        check_comparison(path, rec, report)
+
+
+def store_references(kind: str, rec: dict) -> list[tuple[str, str]]:
+    """(what, digest) of every store object a record needs: a snapshot's manifest, tables and the
+    artifacts the snapshot stage stores (build.DEFAULT_STORE_ROLES; binaries and libraries are
+    verified in place), a plan's arm sources and patches."""
+    from .build import DEFAULT_STORE_ROLES
+
     if kind == "snapshot":
-        wanted = [("manifest", rec["manifest_digest"])] + [(f"table {n}", e["digest"]) for n, e in sorted(rec["tables"].items())]
-        for what, digest in wanted:
-            if digest not in sound:
-                report.corrupt.append((str(path), f"{what} object {digest} is missing from the store or corrupt"))
+        return ([("manifest", rec["manifest_digest"])] + [(f"table {n}", e["digest"]) for n, e in sorted(rec["tables"].items())]
+                + [(f"{a['role']} {a['path']}", a["digest"]) for a in rec.get("artifacts", []) if a["role"] in DEFAULT_STORE_ROLES])
+    if kind == "plan":
+        out = []
+        for name, arm in sorted(rec.get("arms", {}).items()):
+            out += [(f"{name} source {s['relpath']}", s["digest"]) for s in arm.get("sources", [])]
+            patch = (arm.get("changes") or {}).get("patch_digest")
+            if patch:
+                out.append((f"{name} patch", patch))
+        return out
+    return []
+
+
+def check_comparison(path: Path, rec: dict, report: Report) -> None:
+    """Each block a comparison was made from still has its execution record, the same one
+    (a failed `--forcerun trials` removes them while the comparison stays up to date)."""
+    for block, digest in sorted(rec.get("execution_digests", {}).items()):
+        execution = path.parent / "execution" / f"{block}.json"
+        try:
+            got = records.digest_of(json.loads(execution.read_bytes()))
+        except (OSError, ValueError):
+            report.corrupt.append((str(path), f"block {block}'s execution record {execution} is missing or unreadable: "
+                                              "the comparison has nothing behind it"))
+            report.stale.setdefault(str(path), set())
+            continue
+        if got != digest:
+            report.corrupt.append((str(path), f"block {block}'s execution record {execution} is not the one it was made "
+                                              f"from (digest {got}, the comparison says {digest})"))
+            report.stale.setdefault(str(path), set())
 
 
 def check_records(root: Path, sound: set[str], report: Report, clean: bool, progress: Progress | None) -> None:
@@ -242,6 +287,27 @@ def referenced_digests(root: Path) -> set[str]:
     return found
 
 
+def repair_references(root: Path, report: Report) -> None:
+    """Mend what a rerun can rebuild: a corrupt object is removed (it can never be used) and the
+    record that needs a missing one is removed (cas.mark_stale), so a plain rerun of the workflow
+    runs its stage again (the snapshot stores the incident again; a comparison is made again from
+    executions run again). What is left is reported as not repairable."""
+    from ..core.cas import mark_stale
+
+    cas = CAS(root)
+    for path, problem in list(report.corrupt):
+        p = Path(path)
+        if p.parent.parent == cas.objects and p.is_file() and not p.is_symlink():
+            p.unlink()
+            report.removed += 1
+            report.repaired.append((path, "corrupt store object removed"))
+        elif path in report.stale and p.is_file():
+            mark_stale(p)
+            report.repaired.append((path, "out of date, removed: a plain rerun of the workflow makes it again"))
+        else:
+            report.unrepairable.append((path, problem))
+
+
 def repair_unreferenced(root: Path, sound: set[str], report: Report) -> None:
     """Remove sound store objects that no record references: what a refused or killed stage
     stored before it failed. Only when no stallcase writer is running (like clean_temp)."""
@@ -257,16 +323,19 @@ def repair_unreferenced(root: Path, sound: set[str], report: Report) -> None:
 def verify(root: str | os.PathLike, *, incidents_dir: str | os.PathLike | None = None,
            clean_temp: bool = False, repair: bool = False, progress: Progress | None = None) -> Report:
     """Check a results tree (and optionally an incidents directory); never modifies
-    anything except removing temp leftovers when `clean_temp`, and store objects no record
-    references when `repair`."""
+    anything except removing temp leftovers when `clean_temp`, and with `repair`: corrupt
+    store objects and those no record references, and removing the records a rerun
+    rebuilds (repair_references)."""
     root = Path(root)
     if not root.is_dir():
         raise StallcaseError(root, "results directory not found")
     report = Report()
     sound = check_store(root, report, clean_temp or repair, progress)
     check_records(root, sound, report, clean_temp or repair, progress)
-    if repair and not report.corrupt:
-        repair_unreferenced(root, sound, report)
+    if repair:
+        repair_references(root, report)
+        if not report.unrepairable:  # an unreadable record could hide references: keep every object then
+            repair_unreferenced(root, sound, report)
     if incidents_dir is not None:
         check_incidents(Path(incidents_dir), report, clean_temp, progress)
     return report

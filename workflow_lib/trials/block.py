@@ -9,7 +9,7 @@ what a run's value is, and every other way to read it, is in metric.py and job_m
 A failed run keeps its last stderr lines and says why (the rank and exception when the
 output names them). A failed run is retried up to `max_retries` and recorded as failed (never
 dropped); a run whose metric cannot be read is not retried (the same program reads the
-same nothing). A block whose arm fails its first run, with no run of that arm ever
+same nothing), nor one whose last two attempts failed alike (same exit status and error line). A block whose arm fails its first run, with no run of that arm ever
 succeeding, stops there: a program that cannot start or report is not run dozens of
 times. A block with more than `max_failed_fraction` of its runs failed is marked
 `too_many_failures`, and one whose environment changed mid-block is marked
@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import time
 from pathlib import Path
 
-from ..core import environment, records, typed
+from ..core import atomic, environment, records, typed
 from ..plan import metric as metric_mod
 from ..plan.rebuild import NODE_ENV, materialize_arm, trial_env  # noqa: F401  (NODE_ENV: read by callers)
 from ..plan.types import Plan
@@ -41,10 +42,27 @@ def one_run(spec: dict, design: dict, entry: dict, attempt: int, log, capture_di
     return LocalRunner().run(req, log).record()
 
 
+class _Log:
+    """The block's log: its writes name the log when the disk is full (write() says no file)."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self._fh = open(path, "a", encoding="utf-8")
+
+    def write(self, text: str) -> None:
+        with atomic.naming(self.path):
+            self._fh.write(text)
+            self._fh.flush()
+
+    def close(self) -> None:
+        with atomic.naming(self.path):
+            self._fh.close()
+
+
 def _open_log(log_path):
     try:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-        return open(log_path, "a", encoding="utf-8")
+        return _Log(log_path)
     except OSError as exc:
         from ..core.errors import StallcaseError
 
@@ -62,6 +80,9 @@ def run_block(plan: Plan, plan_digest: str, preflight_record: dict, preflight_di
     policy = RetryPolicy.of(design)
     work_root = Path(work_root)
     specs = {arm: materialize_arm(plan, arm, store_root, work_root / arm) for arm in ("A", "B")}
+    # Captures of an earlier, killed attempt at this block: its record was never written, so
+    # nothing reads them (a block that finished is not run again unless forced, which replaces them).
+    shutil.rmtree(work_root / "captures", ignore_errors=True)
     env_before = environment.fingerprint(with_nvcc=False)
     runs, notes = [], []
     started = time.time_ns()
@@ -73,19 +94,21 @@ def run_block(plan: Plan, plan_digest: str, preflight_record: dict, preflight_di
         for n, entry in enumerate(schedule):
             family = "B" if "B" in (entry["arm"], entry.get("warms")) else "A"  # warm-ups warm their own arm
             spec = specs[family]
+            attempts = []
             for attempt in policy.attempts():
                 cap = work_root / "captures" / f"{entry['index']:03d}-{attempt}" if design.get("record_runs") else None
                 result = runner.run(RunRequest(spec, design, entry, attempt, env_before, cap), log)
                 if result.status == "ok" and block_source not in (None, result.metric_source):
                     result = result.failed(f"metric source {result.metric_source} differs from this block's "
                                            f"{block_source}: runs measured differently are never compared")
+                attempts.append(result)
                 run = result.record()
                 runs.append(run)
                 if run["status"] == "ok":
                     block_source = block_source or run["metric_source"]
                     ever_ok.add(family)
                     break
-                if not policy.retry(result):
+                if not policy.retry(result, attempts):
                     break
             if progress:
                 progress(f"{block}: run {n + 1}/{len(schedule)} ({entry['arm']}) {run['status']}")

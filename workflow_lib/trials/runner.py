@@ -16,11 +16,15 @@ live in `RetryPolicy`, read once from the plan's design.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import dataclasses
 import os
 import re
+import signal
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,10 +57,18 @@ class RetryPolicy:
     def attempts(self) -> range:
         return range(self.max_retries + 1)
 
-    def retry(self, result: "RunResult") -> bool:
-        """Try again? Not after success, and not when the metric could not be read (the same
-        program reads the same nothing)."""
-        return result.status != "ok" and not (result.error or "").startswith(METRIC_UNREADABLE)
+    def retry(self, result: "RunResult", attempts: list["RunResult"] | None = None) -> bool:
+        """Try again? Not after success, not when the metric could not be read (the same
+        program reads the same nothing), and not when the last two attempts failed alike (the
+        same exit status and error line: a deterministic failure, which retries only repeat)."""
+        if result.status == "ok" or (result.error or "").startswith(METRIC_UNREADABLE):
+            return False
+        tried = attempts or [result]
+        if len(tried) >= 2 and all(r.status == "failed" for r in tried[-2:]):
+            a, b = tried[-2], tried[-1]
+            if (a.exit_code, a.error) == (b.exit_code, b.error) and a.exit_code is not None:
+                return False
+        return True
 
 
 @dataclass(frozen=True)
@@ -143,6 +155,70 @@ def _tail(text: str) -> list[str]:
     return [ln[:500] for ln in text.splitlines()[-STDERR_TAIL_LINES:]]
 
 
+# ---- one run: a process group ---------------------------------------------------------------
+_LIVE_GROUPS: set[int] = set()
+"""Process groups of runs in progress: killed if this process exits while one runs (a rule run
+in a thread cannot install a signal handler, so the interpreter's exit is the last chance)."""
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+atexit.register(lambda: [_kill_group(g) for g in list(_LIVE_GROUPS)])
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts():
+    """In the main thread, SIGTERM (Snakemake stopping a job's process) raises KeyboardInterrupt,
+    so the run's group is killed on the way out instead of outliving this process."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    old = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def run_group(argv: list[str], cwd: str, env: dict, timeout_s: float, tmp: Path) -> tuple[int | None, str, str]:
+    """Run argv (never a shell) as the leader of a new session and process group; returns
+    (exit code or None on timeout, stdout, stderr). When the leader ends, times out, or this
+    process is interrupted, the whole group is killed with SIGKILL: a worker that ignores SIGTERM
+    or outlives its parent must not load the machine while the next run is timed. Output goes
+    to files, not pipes: a child that keeps the pipes open would hold a pipe reader until the
+    timeout even after the leader exited."""
+    out_path, err_path = tmp / "run.stdout", tmp / "run.stderr"
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                start_new_session=True)
+    _LIVE_GROUPS.add(proc.pid)
+    code = None
+    try:
+        with _sigterm_interrupts():
+            try:
+                code = proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                code = None
+    finally:
+        _kill_group(proc.pid)  # the group outlives its leader while any member is left
+        _LIVE_GROUPS.discard(proc.pid)
+        proc.wait()
+    return code, _read_text(out_path), _read_text(err_path)
+
+
+def _read_text(path: Path) -> str:
+    return path.read_bytes().decode("utf-8", "replace")
+
+
 # ---- the runners ----------------------------------------------------------------------------
 class LocalRunner:
     """A fresh process on this node, its argv list (never a shell), the plan's environment."""
@@ -167,14 +243,11 @@ class LocalRunner:
             start, err, code, stdout, stderr = time.time_ns(), None, None, "", ""
             with self._watch() as watch:
                 try:
-                    proc = subprocess.run(req.spec["argv"], cwd=req.spec["cwd"], env=env, capture_output=True, text=True,
-                                          timeout=policy.run_timeout_s, check=False)
-                    code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+                    code, stdout, stderr = run_group(req.spec["argv"], req.spec["cwd"], env, policy.run_timeout_s, Path(tmp))
                     if log:
-                        log.write(f"--- run {entry['index']} arm {entry['arm']} attempt {req.attempt} exit {code}\n{proc.stderr[-4000:]}")
-                except subprocess.TimeoutExpired as exc:
-                    err = f"timed out after {policy.run_timeout_s:g} s"
-                    stderr = exc.stderr.decode("utf-8", "replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+                        log.write(f"--- run {entry['index']} arm {entry['arm']} attempt {req.attempt} exit {code}\n{stderr[-4000:]}")
+                    if code is None:
+                        err = f"timed out after {policy.run_timeout_s:g} s"
                 except OSError as exc:
                     err = f"could not start: {exc}"
             end = time.time_ns()

@@ -1,10 +1,10 @@
-"""Configuration errors in one line: the failing key and what it accepts (not the whole schema).
+"""The configuration's schema: errors in one line (the failing key and what it accepts, not the whole schema).
 
 `check(config, schema_path)` raises ConfigError naming the key path (`trials.blocks`), the
 value given, and what the schema accepts there (type, range, choices, its description),
 with "did you mean" for an unknown key. Snakemake's own `validate` prints the entire schema
-after the first line; the workflow calls this first (rules/common.smk) and Snakemake's
-`validate` after it only to fill in defaults. `describe(schema)` lists every key and what it
+after the first line; the workflow calls this first (config.exit_on_error in rules/common.smk)
+and Snakemake's `validate` after it only to fill in defaults. `describe(schema)` lists every key and what it
 accepts, for `stallcase doctor`.
 """
 
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import jsonschema
 
-from .errors import StallcaseError
+from ..errors import StallcaseError
 
-CONFIG_SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.json"
+CONFIG_SCHEMA = Path(__file__).resolve().parents[3] / "schemas" / "config.schema.json"
 
 
 class ConfigError(StallcaseError):
@@ -67,9 +67,12 @@ def _props(node: dict) -> dict:
     return {}
 
 
-def _subschema(schema: dict, path) -> dict:
+def subschema(schema: dict, path) -> dict:
     node = schema
     for part in path:
+        if isinstance(part, int):  # a list's item
+            node = node.get("items", {}) if isinstance(node.get("items"), dict) else {}
+            continue
         props = _props(node)
         if part in props:
             node = props[part]
@@ -83,7 +86,7 @@ def _subschema(schema: dict, path) -> dict:
 def _message(err: jsonschema.ValidationError, schema: dict) -> str:
     path = list(err.absolute_path)
     if err.validator == "additionalProperties":
-        parent = _subschema(schema, path)
+        parent = subschema(schema, path)
         known = list(_props(parent))
         extra = [k for k in err.instance if k not in known] if isinstance(err.instance, dict) else []
         bad = extra[0] if extra else "?"
@@ -93,10 +96,10 @@ def _message(err: jsonschema.ValidationError, schema: dict) -> str:
         return f"unknown key '{_key([*path, bad])}' {where}: {hint}accepted keys: {', '.join(known)}"
     if err.validator == "required":
         missing = err.message.split("'")[1] if "'" in err.message else err.message
-        sub = _subschema(schema, [*path, missing])
+        sub = subschema(schema, [*path, missing])
         return f"missing key '{_key([*path, missing])}': accepts {accepts(sub)}" + (
             f" ({sub['description']})" if sub.get("description") else "")
-    sub = _subschema(schema, path)
+    sub = subschema(schema, path)
     given = json.dumps(err.instance) if not isinstance(err.instance, (dict, list)) else type(err.instance).__name__
     desc = f" ({sub['description']})" if sub.get("description") else ""
     return f"key '{_key(path)}' is {given}: accepts {accepts(sub) if sub else err.message}{desc}"
@@ -132,15 +135,3 @@ def describe(schema: dict | None = None) -> list[str]:
 
     walk(schema, [], set(schema.get("required", [])))
     return out
-
-
-def exit_on_error(config: dict, schema_path: str | os.PathLike = CONFIG_SCHEMA) -> None:
-    """For the Snakefile: print the one-line error and exit 1 (an exception raised while
-    Snakemake parses the Snakefile is printed with its traceback)."""
-    import sys
-
-    try:
-        check(config, schema_path)
-    except ConfigError as exc:
-        print(f"error: {exc.oneline()}", file=sys.stderr, flush=True)
-        raise SystemExit(1) from None

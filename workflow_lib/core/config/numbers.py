@@ -1,4 +1,4 @@
-"""One check for every numeric option a user sets: config keys, CLI flags, recorder options.
+"""Numbers a user sets: one check for config keys, CLI flags and recorder options, and the caps.
 
 A number a person types (`--min-wait-ms nan`, `latency:k=inf`, `trials.blocks: 1e9`) must be
 finite, of the right kind (an integer where a count is meant), inside its range and read in a
@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .bounds import INT64_MAX, show
-from .errors import StallcaseError
+from ..bounds import INT64_MAX, show
+from ..errors import StallcaseError
 
 # Peak RSS any one stallcase process may reach whatever its input (docs/security.md; the
 # corpus runner fails an entry over it).
@@ -123,7 +123,7 @@ TRIGGER_OPTIONS: dict[str, tuple[str, Spec]] = {
 }
 
 # ---- the workflow configuration's numeric keys (types are the schema's; this adds finite,
-# range and unit; `config_check.check_config_numbers` adds the caps that depend on several keys)
+# range and unit; `check_numbers` below adds the caps that depend on several keys)
 CONFIG_NUMBERS: dict[tuple[str, ...], Spec] = {
     ("trials", "blocks"): Spec(1, MAX_BLOCKS, "blocks", integer=True),
     ("trials", "runs_per_arm"): Spec(1, MAX_RUNS, "runs", integer=True),
@@ -153,3 +153,31 @@ def check_design_size(blocks: int, runs_per_arm: int, control_runs: int, warmup_
         raise StallcaseError(where, f"blocks x runs per block is {blocks} x {per} = {total} runs, over the cap of {MAX_RUNS} runs "
                                     f"in {MAX_BLOCKS} blocks at most ({BYTES_PER_RUN >> 10} KiB per run, half of the "
                                     f"{MEMORY_BUDGET_BYTES >> 30} GiB memory budget)")
+
+
+def min_blocks(confidence: float) -> int:
+    """Fewest blocks for which a signed-rank interval at `confidence` exists at all:
+    the smallest n with 2 * 2**-n <= 1 - confidence (6 at 0.95, 8 at 0.99). Defined here, where
+    a design below it is refused; the comparison (compare/stats.py) reads the same function."""
+    alpha = 1.0 - confidence
+    return max(1, math.ceil(math.log2(2.0 / alpha) - 1e-12))
+
+
+def check_numbers(config: dict, where: str = "config") -> None:
+    """Refuse a numeric key that is not finite or out of range, a design over the run cap, and a
+    design that can never conclude (fewer blocks than an interval needs at its confidence)."""
+    got: dict[tuple[str, ...], int | float] = {}
+    for path, spec in CONFIG_NUMBERS.items():
+        node: Any = config
+        for part in path:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, (int, float)) and not isinstance(node, bool):  # other types: the schema's line
+            got[path] = number(node, f"{where} {'.'.join(path)}", spec)
+    trials = {p[1]: v for p, v in got.items() if p[0] == "trials" and len(p) == 2}
+    if {"blocks", "runs_per_arm", "control_runs", "warmup_runs"} <= trials.keys():
+        check_design_size(trials["blocks"], trials["runs_per_arm"], trials["control_runs"], trials["warmup_runs"], f"{where} trials")
+    if "blocks" in trials and "confidence" in trials:
+        need = min_blocks(trials["confidence"])
+        if trials["blocks"] < need:
+            raise StallcaseError(f"{where} trials.blocks", f"is {trials['blocks']}: at confidence {trials['confidence']} no interval exists "
+                                                           f"below {need} blocks, so the comparison could never conclude; use blocks >= {need}")

@@ -1,0 +1,1 @@
+print('the workload as it is now')
