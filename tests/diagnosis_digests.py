@@ -74,7 +74,7 @@ def files_digest(record_path: Path, imported: bool = False) -> dict:
 
     out = {name: table_digest(p) for name, p in table_paths(record_path).items() if p.exists()}
     rec = json.loads(record_path.read_bytes())
-    for name, t in (rec.get("tables") or {}).items():
+    for name, t in rec.get("step_tables", {}).items():  # version 3; older records hold steps inline
         t["digest"] = out.get(name, "absent")
     if imported:
         rec["snapshot_digest"] = RUN_DEPENDENT
