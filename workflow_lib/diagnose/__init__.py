@@ -25,23 +25,15 @@ from ..snapshot import build as snapshot_build
 from . import evidence as evidence_mod
 from . import excess as excess_mod
 from . import job as job_mod
-from . import columns, measures, next_experiments, timeline, warmup
+from . import columns, measures, next_experiments, warmup
 from .batch import StepFrame
-from .checks import CHECKS, NAMES
-from .checks.base import CheckInput, make_base
+from .checks import NAMES
 from .steps import step_table
 from .stored import Diagnosis, as_diagnosis, load_diagnosis, table_paths, write_diagnosis
-from .types import INLINE_STEPS_VERSION, DiagnoseOptions, Finding, Intervals, StepWindow
+from .types import INLINE_STEPS_VERSION, DiagnoseOptions
 
 __all__ = ["diagnose", "diagnose_dir", "diagnose_to_file", "DiagnoseOptions", "NAMES", "Diagnosis", "load_diagnosis",
            "as_diagnosis", "write_diagnosis", "table_paths"]
-
-# Above this many steps in an incident the checks run over all steps of a rank at once
-# (columns.py): per step, ~15 checks of ~10 NumPy calls each cost 0.4-0.6 ms a step, 1.2 s at
-# 2,000 steps (docs/benchmarks.md, issue 26). Up to it the per-step path keeps every step's
-# evidence; above it the evidence is kept for the steps a reader opens first (warm-up, slow).
-BATCH_ABOVE = 2_000
-
 
 def _step_measures(ev, starts, ends, src) -> dict[str, np.ndarray]:
     wall = ends - starts
@@ -72,13 +64,13 @@ def _window_record(ev, lo: int, hi: int, src, origin: int, opts: DiagnoseOptions
 
 
 def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, options: DiagnoseOptions | None = None,
-             validate: bool = True, collectives: dict | None = None, spool=None, batch: bool | None = None) -> dict:
+             validate: bool = True, collectives: dict | None = None, spool=None) -> dict:
     """Diagnose every step of every rank; returns a diagnosis record (validated unless the
     caller writes it with stored.write_diagnosis, which validates anyway). With a
     spool.StepSpool, each rank's steps go to its tables as the rank is done and the record has
-    no `steps` (write it with spool.write_spooled). `batch`: all steps of a rank at once
-    (diagnose/columns.py) or step by step; by default batched above BATCH_ABOVE steps (the same
-    verdicts and explains either way)."""
+    no `steps` (write it with spool.write_spooled). Each rank's steps are diagnosed all at
+    once (columns.py), with their evidence kept for every step up to
+    columns.EVIDENCE_ALL_UP_TO steps, else for the steps a reader opens first."""
     opts = options or DiagnoseOptions()
     from . import dump_only as coll_diagnosis
 
@@ -115,37 +107,21 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
         cold = warmup.cold_steps(ends - starts, opts)
         windows.append(_window_record(ev, int(starts.min()), int(ends.max()), src, origin, opts))
 
-        def step_record(i: int) -> dict:
-            sw = StepWindow(int(ids[i]), ev.rank, int(tids[i]), int(starts[i]), int(ends[i]))
-            return _step_record(sw, ev, src, opts, m, i, origin, coll.get((ev.rank, int(ids[i]))), cold[i])
-
-        if (batch if batch is not None else steps.num_rows > BATCH_ABOVE) and StepFrame.disjoint(starts, ends):
-            cols = columns.diagnose_rank(ev, StepFrame(ids, tids, starts, ends), src, opts, m, cold, origin, coll, step_record)
-            rows = excess_mod.slow_steps([cols.detail[k] for k in sorted(cols.detail)], opts.slow_step_factor)
-            pos = {int(ids[k]): k for k in cols.detail}
-            slow.extend(_with_findings(_growth(rows, pos, cols.excess, ev, starts, ends), cols.detail, pos))
-            acc.totals = columns.step_totals(cols, acc.totals)
-            columns.experiments(cols, acc.experiments)
-            acc.job.append(columns.rank_digest(cols))
-            ev = m = None  # the rank's evidence is not needed for its tables: let it go first
-            if spool is None:
-                step_records.extend(columns.step_dict(cols, k) for k in range(sel.size))
-            else:
-                for pair in columns.tables(cols):
-                    spool.add_tables(*pair)
-            del cols
+        frame = StepFrame(ids, tids, starts, ends)
+        cols = columns.diagnose_rank(ev, frame, src, opts, m, cold, origin, coll, keep_all=steps.num_rows <= columns.EVIDENCE_ALL_UP_TO)
+        rows = excess_mod.slow_steps([cols.detail[k] for k in sorted(cols.detail)], opts.slow_step_factor)
+        pos = {int(ids[k]): k for k in cols.detail}
+        slow.extend(_with_findings(_growth(rows, pos, cols.excess, ev, starts, ends), cols.detail, pos))
+        acc.totals = columns.step_totals(cols, acc.totals)
+        columns.experiments(cols, acc.experiments)
+        acc.job.append(columns.rank_digest(cols))
+        ev = m = None  # the rank's evidence is not needed for its tables: let it go first
+        if spool is None:
+            step_records.extend(columns.step_dict(cols, k) for k in range(sel.size))
         else:
-            rank_recs = [step_record(i) for i in range(sel.size)]  # steps, not events
-            ref = excess_mod.attach(rank_recs, opts)
-            rows = excess_mod.slow_steps(rank_recs, opts.slow_step_factor)
-            pos = {r["step_id"]: i for i, r in enumerate(rank_recs)}
-            slow.extend(_with_findings(_growth(rows, pos, ref, ev, starts, ends), dict(enumerate(rank_recs)), pos))
-            acc.add(rank_recs)
-            if spool is None:
-                step_records.extend(rank_recs)
-            else:
-                spool.add(rank_recs)
-            del rank_recs
+            for pair in columns.tables(cols):
+                spool.add_tables(*pair)
+        del cols
         if profile is not None and acc.job[-1] is not None:
             acc.job[-1]["span_profile"] = profile
         ev = m = None  # before the next rank's evidence is built
@@ -214,62 +190,6 @@ def _collective_findings(incident: Incident, analysis: dict | None = None) -> di
 
     analysis = analysis if analysis is not None else analyze_collectives([incident])
     return {(f["rank"], f["step_id"]): f for f in collective_wait_findings(analysis, steps_from_incidents([incident]))}
-
-
-def _collective_claim(f: dict, sw: StepWindow, ev) -> Finding:
-    """The analysis's finding as a claim on this step's timeline.
-
-    A peer's late arrival keeps this rank's NCCL kernel spinning: the wait is the first
-    `wait_ns` of the step's NCCL kernel time, where NCCL kernels were observed. Without
-    them the wait cannot be placed, so it is credited last, to time no other check took.
-    """
-    if f["verdict"] != "attributed":
-        return Finding("collective_wait", f["verdict"], measures.empty(), {"ops": f["evidence"]}, tuple(f["missing"]))
-    wait = int(f["explains_ns"])
-    evidence = {"wait_ns": wait, "ops": f["evidence"]}
-    if f.get("placed"):  # matched from the collectives' host spans: the wait is on those spans
-        lo, hi = (np.array(x, np.int64) for x in zip(*f["placed"]))
-        evidence["placement"] = "the collective's host span, from this rank's arrival to the last rank's"
-        evidence["waited_for_ranks"] = sorted({e["waited_for_rank"] for e in f["evidence"]})
-        return Finding("collective_wait", "attributed", measures.union(lo, hi), evidence, ())
-    nccl = measures.clip(ev.nccl_union, sw.start_ns, sw.end_ns)
-    if nccl.total_ns == 0:
-        evidence["placement"] = "not placed: no NCCL kernels observed; credited only with time no other check explained"
-        return Finding("collective_wait", "attributed", measures.empty(), evidence, ())
-    lengths = nccl.end_ns - nccl.start_ns
-    before = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-    take = np.clip(wait - before, 0, lengths)
-    keep = take > 0
-    evidence["placement"] = "first wait_ns of the step's NCCL kernel time"
-    return Finding("collective_wait", "attributed", Intervals(nccl.start_ns[keep], nccl.start_ns[keep] + take[keep]), evidence, ())
-
-
-def _step_record(sw: StepWindow, ev, src, opts, m: dict, i: int, origin: int, coll: dict | None = None,
-                 cold: dict | None = None) -> dict:
-    base = make_base(sw, ev, opts.min_gap_ns)
-    ci = CheckInput(sw, base, ev, src, opts, cold)
-    found = [c.check(ci) for c in CHECKS]
-    if coll is not None:
-        # A wait matched across ranks by communicator and sequence number names the cause of
-        # the time a sync or a busy GPU also shows: it is credited first.
-        k = NAMES.index("collective_wait")
-        found.pop(k)
-        found.insert(0, _collective_claim(coll, sw, ev))
-    findings, explained = timeline.resolve(sw, found)
-    if coll is not None and coll["verdict"] == "attributed" and findings[0]["explains_ns"] == 0 and "not placed" in findings[0]["evidence"].get("placement", ""):
-        findings[0]["explains_ns"] = int(min(coll["explains_ns"], sw.wall_ns - explained))
-        explained += findings[0]["explains_ns"]
-    findings.sort(key=lambda f: NAMES.index(f["check"]))
-    rec = {k: _at(v, i) for k, v in m.items()}
-    g = base.idle if src.kernels else measures.empty()
-    rec.update(
-        step_id=sw.step_id, rank=sw.rank, thread_id=sw.thread_id,
-        start_ns=sw.start_ns + origin, end_ns=sw.end_ns + origin,
-        overlap_factor=measures.overlap_factor(rec["kernel_sum_ns"], rec["busy_ns"]) if src.kernels else None,
-        gaps={"count": len(g), "total_ns": g.total_ns, "longest": measures.gap_records(g, origin, opts.max_gaps_listed)},
-        findings=findings, explained_ns=int(explained), unexplained_ns=int(sw.wall_ns - explained),
-    )
-    return rec
 
 
 def _growth(rows: list[dict], pos: dict, ref: dict, ev, starts, ends) -> list[dict]:

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import batch, excess as excess_mod, measures
-from .checks import CHECKS, NAMES
-from .types import FINDING_VERDICTS
+from . import batch, describe, excess as excess_mod, measures
+from .checks import CHECKS, NAMES, collective_wait
+from .types import FINDING_VERDICTS, Intervals
 
 _I64 = np.int64
 
@@ -63,12 +63,12 @@ class Longest:
                 for s, e, n in zip(self.start_ns[a:b], self.end_ns[a:b], self.length_ns[a:b])]
 
 
-def _gaps(frame: batch.StepFrame, base: batch.StepsBase, observed: bool, origin: int, limit: int):
-    n = frame.n
+def _gaps(n: int, g, k: np.ndarray, observed: bool, origin: int, limit: int):
+    """Per step: its GPU idle gaps' count, total and `limit` longest, from the idle pieces `g`
+    and the step index `k` of each (the pieces of one step in time order)."""
     if not observed:
         z = np.zeros(0, _I64)
         return np.zeros(n, _I64), np.zeros(n, _I64), Longest(np.zeros(n + 1, _I64), z, z, z)
-    g, k = base.idle, base.idle_step
     length = g.end_ns - g.start_ns
     count = np.bincount(k, minlength=n)[:n].astype(_I64)
     total = np.bincount(k, weights=length, minlength=n)[:n].astype(_I64)
@@ -81,66 +81,123 @@ def _gaps(frame: batch.StepFrame, base: batch.StepsBase, observed: bool, origin:
     return count, total, Longest(offsets, g.start_ns[top] + origin, g.end_ns[top] + origin, length[top])
 
 
+# A diagnosis of up to this many steps keeps every step's evidence; above it, the evidence of
+# the steps a reader opens first (warm-up, slow, and those whose collective wait was matched
+# across ranks). Evidence is free-form per check and made step by step (checks' `describe`):
+# ~0.5 ms a step, 1 s at 2,000 steps (docs/benchmarks.md, issue 26); verdicts, credit and
+# the tables are made for all steps at once whatever the size.
+EVIDENCE_ALL_UP_TO = 2_000
+
+
+def disjoint_groups(starts: np.ndarray, ends: np.ndarray) -> list[np.ndarray]:
+    """The rank's steps (indices) in groups whose steps never overlap, each in time order: one
+    group unless steps overlap (nested steps, two threads' steps at once). Greedy interval
+    partitioning: each step joins the first group whose last step ended by its start."""
+    order = np.argsort(starts, kind="stable")
+    if batch.StepFrame.disjoint(starts[order], ends[order]):
+        return [order]
+    groups: list[list[int]] = []
+    last: list[int] = []
+    for i in order.tolist():  # only for overlapping steps: groups are few
+        for g, end in enumerate(last):
+            if starts[i] >= end:
+                groups[g].append(i)
+                last[g] = int(ends[i])
+                break
+        else:
+            groups.append([i])
+            last.append(int(ends[i]))
+    return [np.asarray(g, _I64) for g in groups]
+
+
+class _Missing:
+    """Per check, the distinct missing-evidence tuples of a rank (code 0 is ())."""
+
+    def __init__(self, nc: int):
+        self.lists = [[()] for _ in range(nc)]
+        self._at = [{(): 0} for _ in range(nc)]
+
+    def codes(self, j: int, tuples: list) -> np.ndarray:
+        at, lst = self._at[j], self.lists[j]
+        out = []
+        for t in tuples:
+            t = tuple(t)
+            if t not in at:
+                at[t] = len(lst)
+                lst.append(t)
+            out.append(at[t])
+        return np.asarray(out, np.int32)
+
+
 def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, origin: int,
-                  coll: dict | None, step_record) -> RankColumns:
-    """All checks over all of the rank's steps; `m` the per-step measures (_step_measures),
-    `coll` (rank, step_id) -> matched collective finding, `step_record(k)` the per-step path's
-    record of step index k (for the steps kept in detail)."""
-    base = batch.make_base(frame, ev, opts.min_gap_ns)
-    si = batch.StepsInput(frame, base, ev, src, opts, cold)
-    cnt, tot, longest = _gaps(frame, base, src.kernels, origin, opts.max_gaps_listed)
+                  coll: dict | None, keep_all: bool) -> RankColumns:
+    """All checks over all of the rank's steps (`frame` in the steps table's order, overlapping
+    or not); `m` the per-step measures, `cold` warmup.cold_steps, `coll` (rank, step_id) ->
+    the collectives analysis' finding for the steps it matched. Evidence for every step when
+    `keep_all`, else for the warm-up, slow and matched steps."""
     n, nc = frame.n, len(CHECKS)
+    jc = NAMES.index("collective_wait")
     verdict = np.zeros((n, nc), np.int8)
     missing_code = np.zeros((n, nc), np.int32)
     explains = np.zeros((n, nc), _I64)
-    missing, spans, kinds = [], [], {}
-    credit = batch.Resolver(frame)
-    for j, c in enumerate(CHECKS):  # resolved as they come: one check's claim held at a time
-        f = c.check_steps(si) if hasattr(c, "check_steps") else batch.per_step(c, si, ev.rank)
-        explains[:, j] = credit.credit(f.claimed)
-        verdict[:, j], missing_code[:, j] = f.verdict, f.missing_code
-        missing.append(f.missing)
-        spans.append(f.spans_ns)
-        kinds.update(f.kinds_ns)
-        del f
-    cold_rows = np.flatnonzero(si.is_cold).tolist()
-    del si, base
-    cols = RankColumns(ev.rank, frame, origin, m, src.kernels, cnt, tot, longest, verdict, explains, missing,
-                       missing_code, credit.explained(), kinds_ns=kinds, spans_ns=spans)
-    del credit
-    # Steps whose collective wait was matched across ranks: the per-step path credits that
-    # wait first (diagnose._collective_claim); they are made there and their rows replaced.
-    if coll:
-        for k in np.flatnonzero([(ev.rank, int(i)) in coll for i in frame.ids]).tolist():
-            _take_record(cols, k, step_record(k))
+    explained = np.zeros(n, _I64)
+    missing = _Missing(nc)
+    spans: list[dict] = [{} for _ in range(nc)]
+    kinds: dict = {}
+    idle_parts: list = []
+    matched_rows: list[np.ndarray] = []
+    for g in disjoint_groups(frame.starts, frame.ends):
+        fr = batch.StepFrame(frame.ids[g], frame.tids[g], frame.starts[g], frame.ends[g])
+        base = batch.make_base(fr, ev, opts.min_gap_ns)
+        si = batch.StepsInput(fr, base, ev, src, opts, [cold[i] for i in g.tolist()])
+        idle_parts.append((base.idle, g[base.idle_step]))
+        credit = batch.Resolver(fr)
+        # A wait matched across ranks by communicator and sequence number names the cause of
+        # the time a sync or a busy GPU also shows: it is credited first (collective_wait.matched).
+        matched = collective_wait.matched(si, coll)
+        if matched is not None:
+            explains[g, jc] = credit.credit(matched.claims.claimed)
+            matched_rows.append(g[matched.rows])
+        for j, c in enumerate(CHECKS):  # resolved as they come: one check's claim held at a time
+            f = c.check_steps(si)
+            if j == jc and matched is not None:
+                f = matched.over(f)
+            else:
+                explains[g, j] = credit.credit(f.claimed)
+            verdict[g, j] = f.verdict
+            missing_code[g, j] = missing.codes(j, f.missing)[f.missing_code] if f.missing_code is not None else 0
+            for name, ns in f.spans_ns.items():
+                spans[j][name] = spans[j].get(name, 0) + ns
+            kinds.update({int(g[k]): v for k, v in f.kinds_ns.items()})
+            del f
+        explained[g] = credit.explained()
+        if matched is not None and matched.unplaced.size:
+            # A wait with no NCCL kernels or host span to place it on: credited last, with
+            # time no other check explained.
+            rows = g[matched.unplaced]
+            extra = np.minimum(matched.unplaced_ns, frame.wall[rows] - explained[rows])
+            explains[rows, jc] += extra
+            explained[rows] += extra
+        del si, base, credit
+    idle = Intervals(np.concatenate([p.start_ns for p, _ in idle_parts]), np.concatenate([p.end_ns for p, _ in idle_parts]))
+    cnt, tot, longest = _gaps(n, idle, np.concatenate([k for _, k in idle_parts]), src.kernels, origin, opts.max_gaps_listed)
+    cols = RankColumns(ev.rank, frame, origin, m, src.kernels, cnt, tot, longest, verdict, explains, missing.lists,
+                       missing_code, explained, kinds_ns=kinds, spans_ns=spans)
     cols.excess = excess_mod.attach_columns(frame.wall, cols.explains_ns, opts)
-    slow = excess_mod.slow_rows(cols.excess, frame.wall, opts.slow_step_factor, frame.ids)
-    for k in sorted((set(cold_rows) | set(slow.tolist())) - set(cols.detail)):
-        _take_record(cols, k, step_record(k))
-    for k, rec in cols.detail.items():
-        excess_mod.fill_record(rec, cols.excess, k)
+    if keep_all:
+        kept = range(n)
+    else:
+        slow = excess_mod.slow_rows(cols.excess, frame.wall, opts.slow_step_factor, frame.ids)
+        cold_rows = [i for i, c in enumerate(cold) if c is not None]
+        kept = sorted(set(cold_rows) | set(slow.tolist()) | set(np.concatenate(matched_rows or [np.zeros(0, _I64)]).tolist()))
+    for k in kept:
+        cols.detail[k] = step_dict(cols, k, describe.evidence(ev, src, opts, cols, k, cold[k], origin, coll))
     return cols
 
 
-def _take_record(cols: RankColumns, k: int, rec: dict) -> None:
-    """Step k as the per-step path made it (its findings in NAMES order)."""
-    cols.detail[k] = rec
-    for j, f in enumerate(rec["findings"]):
-        cols.verdict[k, j] = FINDING_VERDICTS.index(f["verdict"])
-        cols.explains_ns[k, j] = f["explains_ns"]
-        ms = cols.missing[j]
-        t = tuple(f["missing"])
-        if t not in ms:
-            ms.append(t)
-        cols.missing_code[k, j] = ms.index(t)
-        if f["check"] == "transfer_stall" and f["verdict"] == "attributed":
-            cols.kinds_ns[k] = {kind: int(b.get("critical_ns", 0)) for kind, b in f["evidence"].get("by_kind", {}).items()}
-    cols.explained_ns[k] = rec["explained_ns"]
-
-
-def step_dict(cols: RankColumns, k: int) -> dict:
-    """Step k as a step record; the evidence is the per-step path's where kept, else None."""
-    if k in cols.detail:
+def step_dict(cols: RankColumns, k: int, evidence: list | None = None) -> dict:
+    """Step k as a step record: its evidence (per check, NAMES order) where kept, else None."""
+    if evidence is None and k in cols.detail:
         return cols.detail[k]
     fr = cols.frame
     rec = {name: (None if v is None else int(v[k])) for name, v in cols.measures.items()}
@@ -150,7 +207,7 @@ def step_dict(cols: RankColumns, k: int) -> dict:
                gaps={"count": int(cols.gaps_count[k]), "total_ns": int(cols.gaps_total_ns[k]),
                      "longest": cols.gaps_longest.of(k)},
                findings=[{"check": name, "verdict": FINDING_VERDICTS[int(cols.verdict[k, j])],
-                          "explains_ns": int(cols.explains_ns[k, j]), "evidence": None,
+                          "explains_ns": int(cols.explains_ns[k, j]), "evidence": None if evidence is None else evidence[j],
                           "missing": list(cols.missing[j][int(cols.missing_code[k, j])])} for j, name in enumerate(NAMES)],
                explained_ns=int(cols.explained_ns[k]), unexplained_ns=int(fr.wall[k] - cols.explained_ns[k]))
     excess_mod.fill_record(rec, cols.excess, k)

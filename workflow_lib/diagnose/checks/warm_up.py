@@ -24,7 +24,7 @@ from .base import CheckInput, attributed, not_applicable, top_names
 NAME = "warm_up"
 
 
-def check(ci: CheckInput) -> Finding:
+def describe(ci: CheckInput) -> Finding:
     w = ci.warm_up
     if w is None:
         return not_applicable(NAME, note="a steady-state step")
@@ -47,5 +47,5 @@ def check(ci: CheckInput) -> Finding:
 
 
 def check_steps(si: StepsInput) -> StepFindings:
-    """check() for every step of a rank at once (diagnose/batch.py): the cold steps whole."""
+    """describe() for every step of a rank at once (diagnose/batch.py): the cold steps whole."""
     return answer(NAME, si.frame, si.is_cold, si.frame.windows)
