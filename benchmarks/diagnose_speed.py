@@ -114,7 +114,7 @@ from workflow_lib.diagnose.spool import StepSpool, write_spooled
 inc = big_incident(int(sys.argv[1]), with_kernels=sys.argv[2] == 'kernels')
 t = time.perf_counter()
 with StepSpool(sys.argv[3]) as spool:  # the same writer, the per-step path
-    rec = diagnose(inc, incident_id='big', snapshot_digest='0' * 64, validate=False, spool=spool, batch=False)
+    rec = diagnose(inc, incident_id='big', snapshot_digest='0' * 64, validate=False, spool=spool)
     write_spooled(sys.argv[3], rec, spool)
 print(json.dumps({'seconds': time.perf_counter() - t, 'hwm_kib': HWM()}))
 """

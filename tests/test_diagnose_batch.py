@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from benchmarks.big_incident import big_incident
+from tests import reference_diagnosis
 from tests.diagnose_crosscheck import assert_same
 from workflow_lib.core.incident import read_incident
 from workflow_lib.diagnose import columns, diagnose, load_diagnosis, measures
@@ -25,11 +26,11 @@ INCIDENTS = sorted({p.parent for p in FIXTURES.rglob("manifest.json")})
 
 
 def _same(inc, monkeypatch, tmp) -> None:
-    a = diagnose(inc, incident_id="x", snapshot_digest="0" * 64, batch=False, validate=False)
+    a = reference_diagnosis.diagnose(inc, incident_id="x", snapshot_digest="0" * 64)
     ranks = []
     real = columns.diagnose_rank
     monkeypatch.setattr(columns, "diagnose_rank", lambda ev, *a, **k: ranks.append(ev.rank) or real(ev, *a, **k))
-    b = diagnose(inc, incident_id="x", snapshot_digest="0" * 64, batch=True, validate=True)
+    b = diagnose(inc, incident_id="x", snapshot_digest="0" * 64, validate=True)
     assert len(ranks) == len({s["rank"] for s in b["steps"]})  # every rank went through the batched path
     assert_same(a, b)
     # Written: the tables made straight from the columns (columns.tables, in chunks of 7 steps
@@ -37,7 +38,7 @@ def _same(inc, monkeypatch, tmp) -> None:
     monkeypatch.setattr(columns, "CHUNK_STEPS", 7)
     out = tmp / "d.json"
     with StepSpool(out) as spool:
-        rec = diagnose(inc, incident_id="x", snapshot_digest="0" * 64, batch=True, validate=False, spool=spool)
+        rec = diagnose(inc, incident_id="x", snapshot_digest="0" * 64, validate=False, spool=spool)
         write_spooled(out, rec, spool)
     got = load_diagnosis(out)
     assert got.steps() == b["steps"]

@@ -9,7 +9,7 @@ per-step set of step k is exactly the pieces whose step is k. An operation on su
 (measures.covered_between), per-piece facts are one `searchsorted` to their step.
 
 A check answers for all steps with `StepFindings`: a verdict per step, its claimed pieces
-(inside the steps it attributed), and the missing evidence per step. `Resolver` then does
+(inside the steps it attributed), and the missing evidence per step. `credit.Resolver` then does
 what the per-step reference's resolution does step by step: in check order, each check is credited with the
 part of its claim no earlier check took.
 
@@ -204,23 +204,3 @@ def top_names_summed(step: np.ndarray, names, rows: np.ndarray, weights: np.ndar
     for c, t in zip(cd[top].tolist(), tot[top].tolist()):  # distinct (step, name) pairs kept
         out[text[c]] = out.get(text[c], 0) + int(t)
     return out
-
-
-class Resolver:
-    """The timeline's credit rule for all steps, one finding at a time in check order: each is credited
-    with the part of its claim no earlier finding took (its claim can be dropped after)."""
-
-    def __init__(self, frame: StepFrame):
-        self.frame = frame
-        self.taken = measures.empty()
-
-    def credit(self, claimed: Intervals) -> np.ndarray:
-        """explains_ns per step of the next finding."""
-        if len(claimed) == 0:
-            return np.zeros(self.frame.n, _I64)
-        own = measures.subtract(claimed, self.taken) if len(self.taken) else claimed
-        self.taken = measures.union_many(self.taken, own)
-        return self.frame.per_step(own)
-
-    def explained(self) -> np.ndarray:
-        return self.frame.per_step(self.taken)

@@ -15,7 +15,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import batch, describe, excess as excess_mod, measures
+from . import batch, describe, excess as excess_mod, measures, warmup
+from .credit import Resolver
+from .job import MAX_LINKED_SPANS
+from .record import empty_totals
 from .checks import CHECKS, NAMES, collective_wait
 from .types import FINDING_VERDICTS, Intervals
 
@@ -151,7 +154,7 @@ def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, or
         base = batch.make_base(fr, ev, opts.min_gap_ns)
         si = batch.StepsInput(fr, base, ev, src, opts, [cold[i] for i in g.tolist()])
         idle_parts.append((base.idle, g[base.idle_step]))
-        credit = batch.Resolver(fr)
+        credit = Resolver(fr)
         # A wait matched across ranks by communicator and sequence number names the cause of
         # the time a sync or a busy GPU also shows: it is credited first (collective_wait.matched).
         matched = collective_wait.matched(si, coll)
@@ -215,12 +218,10 @@ def step_dict(cols: RankColumns, k: int, evidence: list | None = None) -> dict:
 
 
 # What the summary, the next experiments and the job summary add up over a rank's steps, from
-# the columns (diagnose.step_totals, next_experiments.totals and job.rank_digest over records).
+# the columns (what the summary, the next experiments and the job summary read: record.Sums).
 
 def step_totals(cols: RankColumns, into: dict | None) -> dict:
-    from . import step_totals as record_totals, warmup
-
-    t = record_totals([], into)
+    t = into if into is not None else empty_totals()
     cold = [cols.detail[k] for k in sorted(cols.detail)
             if cols.verdict[k, NAMES.index("warm_up")] == batch.ATTRIBUTED]
     t["warm_up"] = warmup.totals(cold, t["warm_up"])
@@ -259,16 +260,14 @@ def experiments(cols: RankColumns, acc: dict) -> dict:
 
 
 def rank_digest(cols: RankColumns) -> dict | None:
-    """job.rank_digest from columns (the span names behind the top cause: its checks' evidence
+    """What the job summary needs from one rank (job.summary_of) (the span names behind the top cause: its checks' evidence
     "spans" summed over its attributed steps, StepFindings.spans_ns)."""
-    from .job import MAX_LINKED_SPANS
-
     if cols.rank is None:
         return None
     ids = cols.frame.ids
     last = np.zeros(ids.size, bool)
     _, first_rev = np.unique(ids[::-1], return_index=True)
-    last[ids.size - 1 - first_rev] = True  # the last row of each step id, as job.rank_digest keeps
+    last[ids.size - 1 - first_rev] = True  # the last row of each step id
     att = (cols.verdict == batch.ATTRIBUTED) & (cols.explains_ns != 0) & last[:, None]
     totals = {name: int(cols.explains_ns[att[:, j], j].sum()) for j, name in enumerate(NAMES) if att[:, j].any()}
     own = {k: v for k, v in totals.items() if k != "collective_wait"}

@@ -35,8 +35,8 @@ def verdict(analysis: dict) -> dict:
 def dump_only_diagnosis(incident: Incident, *, incident_id: str, snapshot_digest: str, options,
                         analysis: dict | None = None, validate: bool = True) -> dict:
     """The diagnosis record of a dump-only incident: no steps, the collectives verdict."""
-    from . import diagnosis_record  # the diagnosis' own shape, zero steps
     from ..collectives.analyze import analyze_collectives
+    from .record import diagnosis_record  # the diagnosis' own shape, zero steps
 
     if analysis is None:
         analysis = analyze_collectives([incident])
