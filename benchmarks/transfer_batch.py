@@ -31,7 +31,7 @@ from tests import reference_diagnosis  # noqa: E402  (the per-step reference: te
 from workflow_lib.diagnose import batch, evidence, measures  # noqa: E402
 from workflow_lib.diagnose.checks import transfer_stall  # noqa: E402
 from workflow_lib.diagnose.types import DiagnoseOptions  # noqa: E402
-from workflow_lib.diagnose import warmup  # noqa: E402
+from workflow_lib.diagnose.checks import warm_up as warmup  # noqa: E402
 
 
 def steps_input(inc, n: int | None = None) -> batch.StepsInput:

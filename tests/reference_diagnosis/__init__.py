@@ -19,7 +19,8 @@ from workflow_lib.diagnose import dump_only as coll_diagnosis
 from workflow_lib.diagnose import evidence as evidence_mod
 from workflow_lib.diagnose import excess as excess_mod
 from workflow_lib.diagnose import job as job_mod
-from workflow_lib.diagnose import measures, next_experiments, warmup
+from workflow_lib.diagnose import measures, next_experiments
+from workflow_lib.diagnose.checks import warm_up as warmup
 from workflow_lib.diagnose.checks import CHECKS, NAMES, collective_wait
 from workflow_lib.diagnose.batch import StepFindings, StepsInput
 from workflow_lib.diagnose.checks.base import CheckInput, make_base

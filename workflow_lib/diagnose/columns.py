@@ -1,12 +1,11 @@
 """One rank's diagnosis as columns: every step at once (diagnose/batch.py), no dict per step.
 
-`diagnose_rank` gives, for the rank's steps, what the per-step path gives in its step records
-(the measures, the gaps, each check's verdict, explains_ns and missing evidence, the excess
-over the typical step and each finding's share of it), as arrays. Evidence (free-form per
-check) is kept in full only for the steps a reader looks at first: the warm-up steps, the
-slow steps (summary.slow_steps) and the steps whose collective wait was matched across ranks;
-those steps are made by the per-step path itself (`detail`), so their records are exactly
-what the per-step path writes.
+`diagnose_rank` gives, for all of the rank's steps, the measures, the gaps, each check's
+verdict, explains_ns and missing evidence, the excess over the typical step and each
+finding's share of it, as arrays: warm-up steps, slow steps and steps whose collective wait
+was matched across ranks included. Evidence (free-form per check, describe.py) is kept for
+every step of a diagnosis of up to EVIDENCE_ALL_UP_TO steps, else for the steps a reader
+looks at first (warm-up, slow, matched collective); those steps' records are in `detail`.
 """
 
 from __future__ import annotations
@@ -15,11 +14,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import batch, describe, excess as excess_mod, measures, warmup
+from . import batch, describe, excess as excess_mod, measures
 from .credit import Resolver
 from .job import MAX_LINKED_SPANS
 from .record import empty_totals
 from .checks import CHECKS, NAMES, collective_wait
+from .checks import warm_up as warmup
 from .types import FINDING_VERDICTS, Intervals
 
 _I64 = np.int64
@@ -41,7 +41,7 @@ class RankColumns:
     missing_code: np.ndarray  # (steps, checks) int32 into missing[check]
     explained_ns: np.ndarray
     excess: dict = field(default_factory=dict)  # excess_mod.attach_columns' result
-    detail: dict = field(default_factory=dict)  # step index -> the per-step path's record
+    detail: dict = field(default_factory=dict)  # step index -> its step record, evidence kept
     kinds_ns: dict = field(default_factory=dict)  # step index -> transfer_stall {kind: critical ns}
     spans_ns: list = field(default_factory=list)  # per check: its evidence "spans" summed over attributed steps
 

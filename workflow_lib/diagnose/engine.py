@@ -20,8 +20,9 @@ from . import dump_only as coll_diagnosis
 from . import evidence as evidence_mod
 from . import excess as excess_mod
 from . import job as job_mod
-from . import columns, warmup
+from . import columns
 from .batch import StepFrame
+from .checks import warm_up as warmup
 from .claims import collective_findings
 from .record import Sums, diagnosis_record, growth, step_measures, window_record, with_findings
 from .steps import step_table

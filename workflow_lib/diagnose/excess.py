@@ -7,7 +7,7 @@ be slow without moving it. With fewer than `min_comparable_steps` comparable ste
 reference and `excess` is null; warm-up steps get null too.
 
 Split of a positive excess (`excess_ns = wall_ns - typical_ns`): each step's findings already
-credit disjoint time to causes (timeline.resolve). Per cause, the typical amount is the median
+credit disjoint time to causes (credit.py). Per cause, the typical amount is the median
 of that cause's credited ns over the comparable steps; the step's growth in a cause is
 max(0, credited - typical). Busy time (gpu_work and gpu_bound) is the cause
 "gpu_work_growth", host-only span time "host_work", every other cause keeps its check's name.

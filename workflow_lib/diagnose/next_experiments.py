@@ -47,7 +47,7 @@ CANDIDATES = {
 
 
 def steady_steps(steps: list[dict]) -> list[dict]:
-    """The steps that are not warm-up (no attributed warm_up finding: diagnose/warmup.py)."""
+    """The steps that are not warm-up (no attributed warm_up finding: checks/warm_up.py)."""
     return [st for st in steps
             if not any(f["check"] == "warm_up" and f["verdict"] == "attributed" for f in st["findings"])]
 

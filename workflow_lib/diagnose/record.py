@@ -13,8 +13,9 @@ import numpy as np
 from ..core.incident import Incident
 from . import excess as excess_mod
 from . import job as job_mod
-from . import measures, next_experiments, warmup
+from . import measures, next_experiments
 from .checks import NAMES
+from .checks import warm_up as warmup
 from .types import INLINE_STEPS_VERSION, DiagnoseOptions
 
 
