@@ -33,7 +33,7 @@ def slow_steps(records: list[dict], factor: float) -> list[dict]:
     """Steps at least `factor` x typical, largest excess first (at most MAX_SLOW_LISTED)."""
     out = []
     for r in records:
-        x = r.get("excess")
+        x = r["excess"]  # every step record has it (null outside the reference): columns.step_dict
         if x is None or x["typical_ns"] <= 0 or r["wall_ns"] < factor * x["typical_ns"]:
             continue
         out.append({"rank": r["rank"], "step_id": r["step_id"], "wall_ns": r["wall_ns"], "typical_ns": x["typical_ns"],

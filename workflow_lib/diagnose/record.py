@@ -83,8 +83,8 @@ def diagnosis_record(incident: Incident, incident_id: str, snapshot_digest: str,
         "incident_id": incident_id,
         "snapshot_digest": snapshot_digest,
         "options": opts.as_record(),
-        "sources": {name: {"status": s.get("status"), "reason": s.get("reason")}
-                    for name, s in sorted(incident.manifest.get("sources", {}).items())},
+        "sources": {name: {"status": s["status"], "reason": s["reason"]}  # both required (incident_manifest schema)
+                    for name, s in sorted(incident.manifest["sources"].items())},
         "checks": list(NAMES),
         **({"steps": steps} if spool is None else {}),
         "summary": summary,

@@ -119,7 +119,7 @@ def matched(si: StepsInput, coll: dict | None) -> Matched | None:
             c = measures.clip(found.claimed, sw.start_ns, sw.end_ns)
             cs.append(c.start_ns)
             ce.append(c.end_ns)
-            if found.evidence.get("placement") == NOT_PLACED:
+            if found.evidence["placement"] == NOT_PLACED:  # claim() places every attributed wait or says why not
                 unplaced.append(k)
                 unplaced_ns.append(int(f["explains_ns"]))
     claimed = measures.union(np.concatenate(cs), np.concatenate(ce)) if cs else measures.empty()
