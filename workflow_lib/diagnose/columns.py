@@ -13,10 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyarrow as pa
 
 from . import batch, describe, excess as excess_mod, measures
+from . import step_tables as st
 from .credit import Resolver
 from .job import MAX_LINKED_SPANS
+from .next_experiments import CANDIDATES
 from .record import empty_totals
 from .checks import CHECKS, NAMES, collective_wait
 from .checks import warm_up as warmup
@@ -239,8 +242,6 @@ def step_totals(cols: RankColumns, into: dict | None) -> dict:
 
 
 def experiments(cols: RankColumns, acc: dict) -> dict:
-    from .next_experiments import CANDIDATES
-
     steady = cols.verdict[:, NAMES.index("warm_up")] != batch.ATTRIBUTED
     acc["steady"] += int(steady.sum())
     for j, name in enumerate(NAMES):
@@ -315,10 +316,6 @@ CHUNK_STEPS = 1 << 17
 def tables(cols: RankColumns):
     """(steps table, findings table) pairs of step_tables.py for the rank's steps, CHUNK_STEPS
     steps at a time (findings' step_row relative to their chunk)."""
-    import pyarrow as pa
-
-    from . import step_tables as st
-
     n, nc = cols.frame.n, len(NAMES)
     # The `missing` texts: one dictionary for the rank, each check's codes mapped into it.
     texts: list[str] = []
@@ -337,10 +334,6 @@ def tables(cols: RankColumns):
 
 
 def _chunk(cols: RankColumns, lo: int, hi: int, code_of: list, texts):
-    import pyarrow as pa
-
-    from . import step_tables as st
-
     fr, n, nc = cols.frame, hi - lo, len(NAMES)
     i64, f64 = pa.int64(), pa.float64()
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .checks import NAMES
+
 BUSY_CHECKS = ("gpu_work", "gpu_bound")
 MAX_SLOW_LISTED = 20
 _MAX_TYPICAL_SAMPLE = 2000  # comparable steps sampled for the per-kernel typical (bounded memory)
@@ -84,8 +86,6 @@ def attach_columns(wall: np.ndarray, explains: np.ndarray, opts) -> dict:
     (steps, checks) in checks.NAMES order. Returns {} without a reference, else the typical
     step, the comparable rows, the causes, each step's excess and by-cause split (an int
     matrix) and each finding's share of the excess (NaN where null)."""
-    from .checks import NAMES
-
     n = int(wall.size)
     comp = np.arange(opts.warmup_steps, n)
     if comp.size < opts.min_comparable_steps:

@@ -12,6 +12,8 @@ transfer_stall's change depends on the kind of copy: the kind that explains most
 
 from __future__ import annotations
 
+from .checks.transfer_stall import FIXES
+
 # check -> (candidate change, risk, why the risk)
 CANDIDATES = {
     "sync_stall": ("remove or defer the synchronizing call (e.g. keep .item()/.cpu() off the step's hot path, "
@@ -53,8 +55,6 @@ def steady_steps(steps: list[dict]) -> list[dict]:
 
 
 def _transfer_change(kinds: dict[str, int]) -> str:
-    from .checks.transfer_stall import FIXES
-
     if not kinds:
         return FIXES["copy"]
     top = max(sorted(kinds), key=kinds.get)
