@@ -153,17 +153,23 @@ def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, or
     idle_parts: list = []
     matched_rows: list[np.ndarray] = []
     for g in disjoint_groups(frame.starts, frame.ends):
-        fr = batch.StepFrame(frame.ids[g], frame.tids[g], frame.starts[g], frame.ends[g])
+        if g.size == n and bool(np.all(g == np.arange(n))):
+            # The usual case: one group, the table's order. Slices, not copies and scatters.
+            fr, g, g_cold = frame, slice(None), cold
+        else:
+            fr = batch.StepFrame(frame.ids[g], frame.tids[g], frame.starts[g], frame.ends[g])
+            g_cold = [cold[i] for i in g.tolist()]
         base = batch.make_base(fr, ev, opts.min_gap_ns)
-        si = batch.StepsInput(fr, base, ev, src, opts, [cold[i] for i in g.tolist()])
-        idle_parts.append((base.idle, g[base.idle_step]))
+        si = batch.StepsInput(fr, base, ev, src, opts, g_cold)
+        rows_of = (lambda k: k) if isinstance(g, slice) else (lambda k, g=g: g[k])  # frame rows of group rows
+        idle_parts.append((base.idle, rows_of(base.idle_step)))
         credit = Resolver(fr)
         # A wait matched across ranks by communicator and sequence number names the cause of
         # the time a sync or a busy GPU also shows: it is credited first (collective_wait.matched).
         matched = collective_wait.matched(si, coll)
         if matched is not None:
             explains[g, jc] = credit.credit(matched.claims.claimed)
-            matched_rows.append(g[matched.rows])
+            matched_rows.append(rows_of(matched.rows))
         for j, c in enumerate(CHECKS):  # resolved as they come: one check's claim held at a time
             f = c.check_steps(si)
             if j == jc and matched is not None:
@@ -174,13 +180,13 @@ def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, or
             missing_code[g, j] = missing.codes(j, f.missing)[f.missing_code] if f.missing_code is not None else 0
             for name, ns in f.spans_ns.items():
                 spans[j][name] = spans[j].get(name, 0) + ns
-            kinds.update({int(g[k]): v for k, v in f.kinds_ns.items()})
+            kinds.update({int(rows_of(k)): v for k, v in f.kinds_ns.items()})
             del f
         explained[g] = credit.explained()
         if matched is not None and matched.unplaced.size:
             # A wait with no NCCL kernels or host span to place it on: credited last, with
             # time no other check explained.
-            rows = g[matched.unplaced]
+            rows = rows_of(matched.unplaced)
             extra = np.minimum(matched.unplaced_ns, frame.wall[rows] - explained[rows])
             explains[rows, jc] += extra
             explained[rows] += extra
@@ -194,7 +200,7 @@ def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, or
         kept = range(n)
     else:
         slow = excess_mod.slow_rows(cols.excess, frame.wall, opts.slow_step_factor, frame.ids)
-        cold_rows = [i for i, c in enumerate(cold) if c is not None]
+        cold_rows = [i for i, c in enumerate(cold[:opts.warmup_steps]) if c is not None]  # only the first steps can be cold
         kept = sorted(set(cold_rows) | set(slow.tolist()) | set(np.concatenate(matched_rows or [np.zeros(0, _I64)]).tolist()))
     for k in kept:
         cols.detail[k] = step_dict(cols, k, describe.evidence(ev, src, opts, cols, k, cold[k], origin, coll))
