@@ -106,19 +106,6 @@ rec = diagnose_to_file(sys.argv[1], sys.argv[2])  # read rank by rank; the two s
 print(json.dumps({'seconds': time.perf_counter() - t, 'steps': rec['summary']['steps'], 'hwm_kib': HWM()}))
 """
 
-CHILD["steps_reference"] = """
-import json, sys, time
-from benchmarks.big_incident import big_incident
-from workflow_lib.diagnose import diagnose
-from workflow_lib.diagnose.spool import StepSpool, write_spooled
-inc = big_incident(int(sys.argv[1]), with_kernels=sys.argv[2] == 'kernels')
-t = time.perf_counter()
-with StepSpool(sys.argv[3]) as spool:  # the same writer, the per-step path
-    rec = diagnose(inc, incident_id='big', snapshot_digest='0' * 64, validate=False, spool=spool, batch=False)
-    write_spooled(sys.argv[3], rec, spool)
-print(json.dumps({'seconds': time.perf_counter() - t, 'hwm_kib': HWM()}))
-"""
-
 HWM_SRC = """
 def HWM():
     for line in open('/proc/self/status'):
@@ -280,9 +267,6 @@ def _med(v: list[float]) -> float:
     return 0.5 * (v[(len(v) - 1) // 2] + v[len(v) // 2])
 
 
-REFERENCE_STEPS = 5_000
-
-
 def bench_steps(steps: int, work: Path) -> dict:
     """A synthetic N-step incident written to a directory (one child), then diagnosed from it
     as the writers do (diagnose_to_file, another child: its own peak RSS)."""
@@ -293,13 +277,10 @@ def bench_steps(steps: int, work: Path) -> dict:
         run_child("steps_write", sys.executable, [str(steps), kind, str(inc)], env)
         r = run_child("steps", sys.executable, [str(inc), str(inc / "diagnosis.json")], env)
         shutil.rmtree(inc, ignore_errors=True)
-        # The reference in the same run: the per-step path on the first REFERENCE_STEPS steps.
-        ref = run_child("steps_reference", sys.executable, [str(REFERENCE_STEPS), kind, str(work / "reference.json")], env)
-        per, ref_per = r["seconds"] / steps, ref["seconds"] / REFERENCE_STEPS
+        # Against the code it replaced, in one run: benchmarks/diagnose_engine_ratio.py --base.
+        per = r["seconds"] / steps
         print(f"{steps} steps ({kind}): diagnose + write {r['seconds']:.2f} s, {1e6 * per:.1f} us/step, "
-              f"peak RSS {r['peak_rss_mib']:.0f} MiB (targets at 1M steps: < 60 s, < 2048 MiB); "
-              f"per-step path {1e6 * ref_per:.0f} us/step on {REFERENCE_STEPS} steps: batched {ref_per / per:.0f}x faster")
-        r["reference_seconds_per_step"] = ref_per
+              f"peak RSS {r['peak_rss_mib']:.0f} MiB (targets at 1M steps: < 60 s, < 2048 MiB)")
         out[kind] = r
     return out
 

@@ -5,7 +5,7 @@
 Builds benchmarks/copies_incident.py's incident (every step has copies: pageable, DtoH packs,
 .item() reads with their op spans, memsets, side-stream prefetches, copies without a call),
 then times transfer_stall.check_steps on all --steps steps and the per-step check
-(diagnose/batch.per_step, the reference) on the first --reference-steps of the same frame,
+(tests/reference_diagnosis.per_step, the reference) on the first --reference-steps of the same frame,
 and prints the time per step of each and their ratio (the per-step time is linear in steps);
 times are CPU seconds of this process (time.process_time: on the shared machine others' load
 stretches wall time, not these), the batched one the least of --repeats runs; wall seconds too.
@@ -27,10 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 
 from benchmarks.copies_incident import copies_incident  # noqa: E402
+from tests import reference_diagnosis  # noqa: E402  (the per-step reference: tests/reference_diagnosis)
 from workflow_lib.diagnose import batch, evidence, measures  # noqa: E402
 from workflow_lib.diagnose.checks import transfer_stall  # noqa: E402
 from workflow_lib.diagnose.types import DiagnoseOptions  # noqa: E402
-from workflow_lib.diagnose import warmup  # noqa: E402
+from workflow_lib.diagnose.checks import warm_up as warmup  # noqa: E402
 
 
 def steps_input(inc, n: int | None = None) -> batch.StepsInput:
@@ -66,7 +67,7 @@ def main() -> None:
         t_fast, wall_fast = min(t_fast, time.process_time() - t), min(wall_fast, time.perf_counter() - w)
     ref_si = steps_input(inc, a.reference_steps)
     t, w = time.process_time(), time.perf_counter()
-    ref = batch.per_step(transfer_stall, ref_si, ref_si.ev.rank)
+    ref = reference_diagnosis.per_step(transfer_stall, ref_si, ref_si.ev.rank)
     t_ref, wall_ref = time.process_time() - t, time.perf_counter() - w
     m = a.reference_steps
     same = (fast.verdict[:m].tolist() == ref.verdict.tolist()

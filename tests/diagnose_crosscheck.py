@@ -1,6 +1,6 @@
-"""The two diagnosis paths (per step, and all steps of a rank at once) must agree: what
-tests/test_diagnose_batch.py asserts on the fixtures, and what conftest.py asserts around
-every diagnosis the check tests make (their synthetic incidents hold the branches of each
+"""The diagnosis (all steps of a rank at once) must agree with the per-step reference
+(tests/reference_diagnosis): what tests/test_diagnose_batch.py asserts on the fixtures, and
+what conftest.py asserts around every diagnosis the check tests make (their synthetic incidents hold the branches of each
 check: launch-bound loops, throttled clocks, violation counters, scheduler brackets)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ def without_evidence(step: dict) -> dict:
 
 
 def assert_same(per_step: dict, batched: dict) -> None:
-    """The batched record equals the per-step one but for the evidence of steps it did not keep."""
+    """The diagnosis equals the per-step reference but for the evidence of steps it did not keep."""
     assert len(per_step["steps"]) == len(batched["steps"])
     for sa, sb in zip(per_step["steps"], batched["steps"]):
         assert without_evidence(sa) == without_evidence(sb), (sa["rank"], sa["step_id"])
@@ -22,13 +22,13 @@ def assert_same(per_step: dict, batched: dict) -> None:
 
 
 def crosschecked(diagnose):
-    """`diagnose` that also runs the batched path on the same input and compares."""
+    """`diagnose` that also runs the per-step reference on the same input and compares."""
+    from tests import reference_diagnosis
 
     def both(incident, **kw):
-        if kw.get("batch") is not None or kw.get("spool") is not None:
-            return diagnose(incident, **kw)
-        rec = diagnose(incident, **kw, batch=False)
-        assert_same(rec, diagnose(incident, **dict(kw, validate=False), batch=True))
+        rec = diagnose(incident, **kw)
+        if kw.get("spool") is None:
+            assert_same(reference_diagnosis.diagnose(incident, **dict(kw, validate=False)), rec)
         return rec
 
     return both

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from benchmarks.big_incident import big_incident
+from tests import reference_diagnosis
 from tests.diagnose_crosscheck import assert_same
 from workflow_lib.core.incident import read_incident
 from workflow_lib.diagnose import columns, diagnose, load_diagnosis, measures
@@ -25,11 +26,11 @@ INCIDENTS = sorted({p.parent for p in FIXTURES.rglob("manifest.json")})
 
 
 def _same(inc, monkeypatch, tmp) -> None:
-    a = diagnose(inc, incident_id="x", snapshot_digest="0" * 64, batch=False, validate=False)
+    a = reference_diagnosis.diagnose(inc, incident_id="x", snapshot_digest="0" * 64)
     ranks = []
     real = columns.diagnose_rank
     monkeypatch.setattr(columns, "diagnose_rank", lambda ev, *a, **k: ranks.append(ev.rank) or real(ev, *a, **k))
-    b = diagnose(inc, incident_id="x", snapshot_digest="0" * 64, batch=True, validate=True)
+    b = diagnose(inc, incident_id="x", snapshot_digest="0" * 64, validate=True)
     assert len(ranks) == len({s["rank"] for s in b["steps"]})  # every rank went through the batched path
     assert_same(a, b)
     # Written: the tables made straight from the columns (columns.tables, in chunks of 7 steps
@@ -37,7 +38,7 @@ def _same(inc, monkeypatch, tmp) -> None:
     monkeypatch.setattr(columns, "CHUNK_STEPS", 7)
     out = tmp / "d.json"
     with StepSpool(out) as spool:
-        rec = diagnose(inc, incident_id="x", snapshot_digest="0" * 64, batch=True, validate=False, spool=spool)
+        rec = diagnose(inc, incident_id="x", snapshot_digest="0" * 64, validate=False, spool=spool)
         write_spooled(out, rec, spool)
     got = load_diagnosis(out)
     assert got.steps() == b["steps"]
@@ -90,3 +91,30 @@ def test_batched_equals_per_step_on_random_incidents(seed, monkeypatch, tmp_path
     from tests.random_incident import random_incident
 
     _same(random_incident(seed), monkeypatch, tmp_path)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_overlapping_steps_equal_per_step(seed, monkeypatch, tmp_path):
+    """Steps that overlap (a second thread's steps straddling the first's, one step nested in
+    another) are diagnosed in groups of disjoint steps (columns.disjoint_groups), each group all
+    at once: the same as the per-step reference, which reads each step on its own."""
+    import dataclasses
+
+    import pyarrow as pa
+
+    from tests.random_incident import random_incident
+
+    inc = random_incident(seed)
+    st = inc.table("steps")
+    s, e = st["start_ns"].to_numpy(), st["end_ns"].to_numpy()
+    extra = {"step_id": st["step_id"].to_pylist() + list(range(100, 100 + s.size // 2)) + [999],
+             "thread_id": st["thread_id"].to_pylist() + [2] * (s.size // 2) + [3],
+             "start_ns": s.tolist() + ((s[: s.size // 2] + e[: s.size // 2]) // 2).tolist() + [int(s[3]) + 1],
+             "end_ns": e.tolist() + (e[1: s.size // 2 + 1]).tolist() + [int(e[3]) - 1]}
+    for name in st.schema.names:  # the other columns (rank, role, items, tokens): null
+        extra.setdefault(name, [None] * len(extra["step_id"]))
+    steps = pa.Table.from_pydict(extra, schema=st.schema)
+    inc = dataclasses.replace(inc, tables=dict(inc.tables, steps=steps))
+    groups = columns.disjoint_groups(steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy())
+    assert len(groups) >= 2 and sorted(np.concatenate(groups).tolist()) == list(range(steps.num_rows))
+    _same(inc, monkeypatch, tmp_path)

@@ -14,6 +14,7 @@ import pytest
 
 from host_incident import bracket_tie_incident, host_incident
 from test_diagnose_batch import _same
+from tests import reference_diagnosis
 from workflow_lib.diagnose import diagnose, measures
 from workflow_lib.diagnose.batch import StepFrame
 from workflow_lib.diagnose.checks import base_steps
@@ -33,7 +34,7 @@ CASES = {
 def _outcomes(case: str) -> dict[str, collections.Counter]:
     """Per check: how often each verdict, and each missing string's first words, came out of the per-step path."""
     seed, kw = CASES[case]
-    d = diagnose(host_incident(seed, **kw), incident_id="x", snapshot_digest="0" * 64, batch=False, validate=False)
+    d = reference_diagnosis.diagnose(host_incident(seed, **kw), incident_id="x", snapshot_digest="0" * 64, validate=False)
     out = {"host_submission": collections.Counter(), "cpu_contention": collections.Counter()}
     for s in d["steps"]:
         for f in s["findings"]:
@@ -70,7 +71,7 @@ def test_the_cases_reach_every_branch():
 def test_samples_exactly_twice_the_gap_apart_bracket_it(monkeypatch, tmp_path):
     inc = bracket_tie_incident()
     _same(inc, monkeypatch, tmp_path)
-    d = diagnose(inc, incident_id="x", snapshot_digest="0" * 64, batch=False, validate=False)
+    d = reference_diagnosis.diagnose(inc, incident_id="x", snapshot_digest="0" * 64, validate=False)
     hs = [next(f for f in s["findings"] if f["check"] == "host_submission") for s in d["steps"]]
     assert [f["verdict"] for f in hs] == ["attributed", "unresolved"]
     assert hs[0]["evidence"]["examples"][0]["host_state_basis"] == "gap"

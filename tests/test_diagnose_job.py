@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from builders import make_incident, span, step
 
+from tests import reference_diagnosis
 from workflow_lib.diagnose import DiagnoseOptions, diagnose
 
 MS = 1_000_000
@@ -50,14 +51,14 @@ def test_the_late_rank_is_named_with_its_own_cause_and_the_others_wait_in_the_co
     assert top["check"] == "host_work" and "on rank 2" in top["candidate_change"] and "augment" in top["candidate_change"]
 
 
-@pytest.mark.parametrize("batch", [False, True])
-def test_a_rank_slow_on_every_step_is_read_against_its_peers_not_its_own_typical_step(batch):
+@pytest.mark.parametrize("diagnose", [reference_diagnosis.diagnose, diagnose], ids=["reference", "engine"])
+def test_a_rank_slow_on_every_step_is_read_against_its_peers_not_its_own_typical_step(diagnose):
     # Rank 2's augment is 40 ms every step, so its steps are no slower than its own typical step;
     # what varies from step to step is the all-reduce's tail (1 or 9 ms, every rank). Read
     # against itself, rank 2's excess lies in all_reduce (as a CI run of the torchrun test
     # found); read against ranks 0 and 1, it spends 40 ms a step more in augment.
     d = diagnose(_sync_job(steps=12, tail=lambda s: 9 * MS if s % 3 == 2 else MS), incident_id="sync",
-                 snapshot_digest="0" * 64, batch=batch)
+                 snapshot_digest="0" * 64)
     cause = d["summary"]["job"]["slowest_rank_cause"]
     assert d["summary"]["job"]["slowest_rank"] == 2
     assert cause["spans"] == ["augment"], cause

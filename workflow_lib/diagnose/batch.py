@@ -9,14 +9,13 @@ per-step set of step k is exactly the pieces whose step is k. An operation on su
 (measures.covered_between), per-piece facts are one `searchsorted` to their step.
 
 A check answers for all steps with `StepFindings`: a verdict per step, its claimed pieces
-(inside the steps it attributed), and the missing evidence per step. `Resolver` then does
-what timeline.resolve does step by step: in check order, each check is credited with the
+(inside the steps it attributed), and the missing evidence per step. `credit.Resolver` then does
+what the per-step reference's resolution does step by step: in check order, each check is credited with the
 part of its claim no earlier check took.
 
-The per-step path (diagnose/__init__.py `_step_record`) stays the reference:
-tests/test_diagnose_batch.py checks that both give the same verdicts, explains_ns and
-missing evidence on every fixture incident. A check without a `check_steps` runs through
-`per_step`, the per-step check called once per step (the same answer, at per-step speed).
+The diagnosis runs this way for every incident (columns.py). The per-step reference
+(tests/reference_diagnosis: each check's `describe` step by step, resolved step by step) is
+what tests/test_diagnose_batch.py holds it equal to on every fixture and random incident.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ import numpy as np
 
 from . import measures
 from .evidence import RankEvidence, Sources
-from .types import FINDING_VERDICTS, DiagnoseOptions, Intervals, StepWindow
+from .types import FINDING_VERDICTS, DiagnoseOptions, Intervals
 
 _I64 = np.int64
 ATTRIBUTED, UNRESOLVED, NOT_APPLICABLE = (FINDING_VERDICTS.index(v) for v in ("attributed", "unresolved", "not_applicable"))
@@ -185,37 +184,6 @@ def answer(check: str, frame: StepFrame, attributed: np.ndarray, claimed: Interv
     return StepFindings(check, verdict, frame.only(claimed, attributed), [()], np.zeros(frame.n, np.int32))
 
 
-def per_step(check_module, si: StepsInput, rank: int | None, keep_evidence: np.ndarray | None = None) -> StepFindings:
-    """A per-step check run on each step: the reference answer at per-step speed (for checks
-    without a batched form). Evidence is kept where `keep_evidence` holds."""
-    from .checks.base import CheckInput
-    from .checks.base import make_base as step_base
-
-    f, n = si.frame, si.frame.n
-    verdict = np.zeros(n, np.int8)
-    codes = np.zeros(n, np.int32)
-    missing: dict[tuple, int] = {(): 0}
-    cs, ce = [], []
-    evidence, kinds, spans = {}, {}, {}
-    for k in range(n):  # steps: this is the slow path
-        sw = StepWindow(int(f.ids[k]), rank, int(f.tids[k]), int(f.starts[k]), int(f.ends[k]))
-        got = check_module.check(CheckInput(sw, step_base(sw, si.ev, si.opts.min_gap_ns), si.ev, si.src, si.opts, si.cold[k]))
-        verdict[k] = FINDING_VERDICTS.index(got.verdict)
-        codes[k] = missing.setdefault(tuple(got.missing), len(missing))
-        if got.verdict == "attributed":
-            c = measures.clip(got.claimed, sw.start_ns, sw.end_ns)
-            cs.append(c.start_ns)
-            ce.append(c.end_ns)
-            if "by_kind" in got.evidence:
-                kinds[k] = {kind: int(b.get("critical_ns", 0)) for kind, b in got.evidence["by_kind"].items()}
-            for name, ns in (got.evidence.get("spans") or {}).items():
-                spans[name] = spans.get(name, 0) + int(ns)
-        if keep_evidence is not None and keep_evidence[k]:
-            evidence[k] = got.evidence
-    claimed = measures.union(np.concatenate(cs), np.concatenate(ce)) if cs else measures.empty()
-    return StepFindings(check_module.NAME, verdict, f.pieces(claimed), list(missing), codes, evidence, kinds, spans)
-
-
 def top_names_summed(step: np.ndarray, names, rows: np.ndarray, weights: np.ndarray, limit: int = 5) -> dict[str, int]:
     """checks/base.top_names of each step's rows (event rows into the Names `names`, weighted),
     summed over the steps: what the per-step evidence "spans" add up to."""
@@ -236,23 +204,3 @@ def top_names_summed(step: np.ndarray, names, rows: np.ndarray, weights: np.ndar
     for c, t in zip(cd[top].tolist(), tot[top].tolist()):  # distinct (step, name) pairs kept
         out[text[c]] = out.get(text[c], 0) + int(t)
     return out
-
-
-class Resolver:
-    """timeline.resolve for all steps, one finding at a time in check order: each is credited
-    with the part of its claim no earlier finding took (its claim can be dropped after)."""
-
-    def __init__(self, frame: StepFrame):
-        self.frame = frame
-        self.taken = measures.empty()
-
-    def credit(self, claimed: Intervals) -> np.ndarray:
-        """explains_ns per step of the next finding."""
-        if len(claimed) == 0:
-            return np.zeros(self.frame.n, _I64)
-        own = measures.subtract(claimed, self.taken) if len(self.taken) else claimed
-        self.taken = measures.union_many(self.taken, own)
-        return self.frame.per_step(own)
-
-    def explained(self) -> np.ndarray:
-        return self.frame.per_step(self.taken)

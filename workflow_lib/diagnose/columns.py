@@ -1,12 +1,11 @@
 """One rank's diagnosis as columns: every step at once (diagnose/batch.py), no dict per step.
 
-`diagnose_rank` gives, for the rank's steps, what the per-step path gives in its step records
-(the measures, the gaps, each check's verdict, explains_ns and missing evidence, the excess
-over the typical step and each finding's share of it), as arrays. Evidence (free-form per
-check) is kept in full only for the steps a reader looks at first: the warm-up steps, the
-slow steps (summary.slow_steps) and the steps whose collective wait was matched across ranks;
-those steps are made by the per-step path itself (`detail`), so their records are exactly
-what the per-step path writes.
+`diagnose_rank` gives, for all of the rank's steps, the measures, the gaps, each check's
+verdict, explains_ns and missing evidence, the excess over the typical step and each
+finding's share of it, as arrays: warm-up steps, slow steps and steps whose collective wait
+was matched across ranks included. Evidence (free-form per check, describe.py) is kept for
+every step of a diagnosis of up to EVIDENCE_ALL_UP_TO steps, else for the steps a reader
+looks at first (warm-up, slow, matched collective); those steps' records are in `detail`.
 """
 
 from __future__ import annotations
@@ -14,10 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyarrow as pa
 
-from . import batch, excess as excess_mod, measures
-from .checks import CHECKS, NAMES
-from .types import FINDING_VERDICTS
+from . import batch, describe, excess as excess_mod, measures
+from . import step_tables as st
+from .credit import Resolver
+from .job import MAX_LINKED_SPANS
+from .next_experiments import CANDIDATES
+from .record import empty_totals
+from .checks import CHECKS, NAMES, collective_wait
+from .checks import warm_up as warmup
+from .types import FINDING_VERDICTS, Intervals
 
 _I64 = np.int64
 
@@ -38,7 +44,7 @@ class RankColumns:
     missing_code: np.ndarray  # (steps, checks) int32 into missing[check]
     explained_ns: np.ndarray
     excess: dict = field(default_factory=dict)  # excess_mod.attach_columns' result
-    detail: dict = field(default_factory=dict)  # step index -> the per-step path's record
+    detail: dict = field(default_factory=dict)  # step index -> its step record, evidence kept
     kinds_ns: dict = field(default_factory=dict)  # step index -> transfer_stall {kind: critical ns}
     spans_ns: list = field(default_factory=list)  # per check: its evidence "spans" summed over attributed steps
 
@@ -63,12 +69,12 @@ class Longest:
                 for s, e, n in zip(self.start_ns[a:b], self.end_ns[a:b], self.length_ns[a:b])]
 
 
-def _gaps(frame: batch.StepFrame, base: batch.StepsBase, observed: bool, origin: int, limit: int):
-    n = frame.n
+def _gaps(n: int, g, k: np.ndarray, observed: bool, origin: int, limit: int):
+    """Per step: its GPU idle gaps' count, total and `limit` longest, from the idle pieces `g`
+    and the step index `k` of each (the pieces of one step in time order)."""
     if not observed:
         z = np.zeros(0, _I64)
         return np.zeros(n, _I64), np.zeros(n, _I64), Longest(np.zeros(n + 1, _I64), z, z, z)
-    g, k = base.idle, base.idle_step
     length = g.end_ns - g.start_ns
     count = np.bincount(k, minlength=n)[:n].astype(_I64)
     total = np.bincount(k, weights=length, minlength=n)[:n].astype(_I64)
@@ -81,66 +87,129 @@ def _gaps(frame: batch.StepFrame, base: batch.StepsBase, observed: bool, origin:
     return count, total, Longest(offsets, g.start_ns[top] + origin, g.end_ns[top] + origin, length[top])
 
 
+# A diagnosis of up to this many steps keeps every step's evidence; above it, the evidence of
+# the steps a reader opens first (warm-up, slow, and those whose collective wait was matched
+# across ranks). Evidence is free-form per check and made step by step (checks' `describe`):
+# ~0.5 ms a step, 1 s at 2,000 steps (docs/benchmarks.md, issue 26); verdicts, credit and
+# the tables are made for all steps at once whatever the size.
+EVIDENCE_ALL_UP_TO = 2_000
+
+
+def disjoint_groups(starts: np.ndarray, ends: np.ndarray) -> list[np.ndarray]:
+    """The rank's steps (indices) in groups whose steps never overlap, each in time order: one
+    group unless steps overlap (nested steps, two threads' steps at once). Greedy interval
+    partitioning: each step joins the first group whose last step ended by its start."""
+    order = np.argsort(starts, kind="stable")
+    if batch.StepFrame.disjoint(starts[order], ends[order]):
+        return [order]
+    groups: list[list[int]] = []
+    last: list[int] = []
+    for i in order.tolist():  # only for overlapping steps: groups are few
+        for g, end in enumerate(last):
+            if starts[i] >= end:
+                groups[g].append(i)
+                last[g] = int(ends[i])
+                break
+        else:
+            groups.append([i])
+            last.append(int(ends[i]))
+    return [np.asarray(g, _I64) for g in groups]
+
+
+class _Missing:
+    """Per check, the distinct missing-evidence tuples of a rank (code 0 is ())."""
+
+    def __init__(self, nc: int):
+        self.lists = [[()] for _ in range(nc)]
+        self._at = [{(): 0} for _ in range(nc)]
+
+    def codes(self, j: int, tuples: list) -> np.ndarray:
+        at, lst = self._at[j], self.lists[j]
+        out = []
+        for t in tuples:
+            t = tuple(t)
+            if t not in at:
+                at[t] = len(lst)
+                lst.append(t)
+            out.append(at[t])
+        return np.asarray(out, np.int32)
+
+
 def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, origin: int,
-                  coll: dict | None, step_record) -> RankColumns:
-    """All checks over all of the rank's steps; `m` the per-step measures (_step_measures),
-    `coll` (rank, step_id) -> matched collective finding, `step_record(k)` the per-step path's
-    record of step index k (for the steps kept in detail)."""
-    base = batch.make_base(frame, ev, opts.min_gap_ns)
-    si = batch.StepsInput(frame, base, ev, src, opts, cold)
-    cnt, tot, longest = _gaps(frame, base, src.kernels, origin, opts.max_gaps_listed)
+                  coll: dict | None, keep_all: bool) -> RankColumns:
+    """All checks over all of the rank's steps (`frame` in the steps table's order, overlapping
+    or not); `m` the per-step measures, `cold` warmup.cold_steps, `coll` (rank, step_id) ->
+    the collectives analysis' finding for the steps it matched. Evidence for every step when
+    `keep_all`, else for the warm-up, slow and matched steps."""
     n, nc = frame.n, len(CHECKS)
+    jc = NAMES.index("collective_wait")
     verdict = np.zeros((n, nc), np.int8)
     missing_code = np.zeros((n, nc), np.int32)
     explains = np.zeros((n, nc), _I64)
-    missing, spans, kinds = [], [], {}
-    credit = batch.Resolver(frame)
-    for j, c in enumerate(CHECKS):  # resolved as they come: one check's claim held at a time
-        f = c.check_steps(si) if hasattr(c, "check_steps") else batch.per_step(c, si, ev.rank)
-        explains[:, j] = credit.credit(f.claimed)
-        verdict[:, j], missing_code[:, j] = f.verdict, f.missing_code
-        missing.append(f.missing)
-        spans.append(f.spans_ns)
-        kinds.update(f.kinds_ns)
-        del f
-    cold_rows = np.flatnonzero(si.is_cold).tolist()
-    del si, base
-    cols = RankColumns(ev.rank, frame, origin, m, src.kernels, cnt, tot, longest, verdict, explains, missing,
-                       missing_code, credit.explained(), kinds_ns=kinds, spans_ns=spans)
-    del credit
-    # Steps whose collective wait was matched across ranks: the per-step path credits that
-    # wait first (diagnose._collective_claim); they are made there and their rows replaced.
-    if coll:
-        for k in np.flatnonzero([(ev.rank, int(i)) in coll for i in frame.ids]).tolist():
-            _take_record(cols, k, step_record(k))
+    explained = np.zeros(n, _I64)
+    missing = _Missing(nc)
+    spans: list[dict] = [{} for _ in range(nc)]
+    kinds: dict = {}
+    idle_parts: list = []
+    matched_rows: list[np.ndarray] = []
+    for g in disjoint_groups(frame.starts, frame.ends):
+        if g.size == n and bool(np.all(g == np.arange(n))):
+            # The usual case: one group, the table's order. Slices, not copies and scatters.
+            fr, g, g_cold = frame, slice(None), cold
+        else:
+            fr = batch.StepFrame(frame.ids[g], frame.tids[g], frame.starts[g], frame.ends[g])
+            g_cold = [cold[i] for i in g.tolist()]
+        base = batch.make_base(fr, ev, opts.min_gap_ns)
+        si = batch.StepsInput(fr, base, ev, src, opts, g_cold)
+        rows_of = (lambda k: k) if isinstance(g, slice) else (lambda k, g=g: g[k])  # frame rows of group rows
+        idle_parts.append((base.idle, rows_of(base.idle_step)))
+        credit = Resolver(fr)
+        # A wait matched across ranks by communicator and sequence number names the cause of
+        # the time a sync or a busy GPU also shows: it is credited first (collective_wait.matched).
+        matched = collective_wait.matched(si, coll)
+        if matched is not None:
+            explains[g, jc] = credit.credit(matched.claims.claimed)
+            matched_rows.append(rows_of(matched.rows))
+        for j, c in enumerate(CHECKS):  # resolved as they come: one check's claim held at a time
+            f = c.check_steps(si)
+            if j == jc and matched is not None:
+                f = matched.over(f)
+            else:
+                explains[g, j] = credit.credit(f.claimed)
+            verdict[g, j] = f.verdict
+            missing_code[g, j] = missing.codes(j, f.missing)[f.missing_code] if f.missing_code is not None else 0
+            for name, ns in f.spans_ns.items():
+                spans[j][name] = spans[j].get(name, 0) + ns
+            kinds.update({int(rows_of(k)): v for k, v in f.kinds_ns.items()})
+            del f
+        explained[g] = credit.explained()
+        if matched is not None and matched.unplaced.size:
+            # A wait with no NCCL kernels or host span to place it on: credited last, with
+            # time no other check explained.
+            rows = rows_of(matched.unplaced)
+            extra = np.minimum(matched.unplaced_ns, frame.wall[rows] - explained[rows])
+            explains[rows, jc] += extra
+            explained[rows] += extra
+        del si, base, credit
+    idle = Intervals(np.concatenate([p.start_ns for p, _ in idle_parts]), np.concatenate([p.end_ns for p, _ in idle_parts]))
+    cnt, tot, longest = _gaps(n, idle, np.concatenate([k for _, k in idle_parts]), src.kernels, origin, opts.max_gaps_listed)
+    cols = RankColumns(ev.rank, frame, origin, m, src.kernels, cnt, tot, longest, verdict, explains, missing.lists,
+                       missing_code, explained, kinds_ns=kinds, spans_ns=spans)
     cols.excess = excess_mod.attach_columns(frame.wall, cols.explains_ns, opts)
-    slow = excess_mod.slow_rows(cols.excess, frame.wall, opts.slow_step_factor, frame.ids)
-    for k in sorted((set(cold_rows) | set(slow.tolist())) - set(cols.detail)):
-        _take_record(cols, k, step_record(k))
-    for k, rec in cols.detail.items():
-        excess_mod.fill_record(rec, cols.excess, k)
+    if keep_all:
+        kept = range(n)
+    else:
+        slow = excess_mod.slow_rows(cols.excess, frame.wall, opts.slow_step_factor, frame.ids)
+        cold_rows = [i for i, c in enumerate(cold[:opts.warmup_steps]) if c is not None]  # only the first steps can be cold
+        kept = sorted(set(cold_rows) | set(slow.tolist()) | set(np.concatenate(matched_rows or [np.zeros(0, _I64)]).tolist()))
+    for k in kept:
+        cols.detail[k] = step_dict(cols, k, describe.evidence(ev, src, opts, cols, k, cold[k], origin, coll))
     return cols
 
 
-def _take_record(cols: RankColumns, k: int, rec: dict) -> None:
-    """Step k as the per-step path made it (its findings in NAMES order)."""
-    cols.detail[k] = rec
-    for j, f in enumerate(rec["findings"]):
-        cols.verdict[k, j] = FINDING_VERDICTS.index(f["verdict"])
-        cols.explains_ns[k, j] = f["explains_ns"]
-        ms = cols.missing[j]
-        t = tuple(f["missing"])
-        if t not in ms:
-            ms.append(t)
-        cols.missing_code[k, j] = ms.index(t)
-        if f["check"] == "transfer_stall" and f["verdict"] == "attributed":
-            cols.kinds_ns[k] = {kind: int(b.get("critical_ns", 0)) for kind, b in f["evidence"].get("by_kind", {}).items()}
-    cols.explained_ns[k] = rec["explained_ns"]
-
-
-def step_dict(cols: RankColumns, k: int) -> dict:
-    """Step k as a step record; the evidence is the per-step path's where kept, else None."""
-    if k in cols.detail:
+def step_dict(cols: RankColumns, k: int, evidence: list | None = None) -> dict:
+    """Step k as a step record: its evidence (per check, NAMES order) where kept, else None."""
+    if evidence is None and k in cols.detail:
         return cols.detail[k]
     fr = cols.frame
     rec = {name: (None if v is None else int(v[k])) for name, v in cols.measures.items()}
@@ -150,7 +219,7 @@ def step_dict(cols: RankColumns, k: int) -> dict:
                gaps={"count": int(cols.gaps_count[k]), "total_ns": int(cols.gaps_total_ns[k]),
                      "longest": cols.gaps_longest.of(k)},
                findings=[{"check": name, "verdict": FINDING_VERDICTS[int(cols.verdict[k, j])],
-                          "explains_ns": int(cols.explains_ns[k, j]), "evidence": None,
+                          "explains_ns": int(cols.explains_ns[k, j]), "evidence": None if evidence is None else evidence[j],
                           "missing": list(cols.missing[j][int(cols.missing_code[k, j])])} for j, name in enumerate(NAMES)],
                explained_ns=int(cols.explained_ns[k]), unexplained_ns=int(fr.wall[k] - cols.explained_ns[k]))
     excess_mod.fill_record(rec, cols.excess, k)
@@ -158,12 +227,10 @@ def step_dict(cols: RankColumns, k: int) -> dict:
 
 
 # What the summary, the next experiments and the job summary add up over a rank's steps, from
-# the columns (diagnose.step_totals, next_experiments.totals and job.rank_digest over records).
+# the columns (what the summary, the next experiments and the job summary read: record.Sums).
 
 def step_totals(cols: RankColumns, into: dict | None) -> dict:
-    from . import step_totals as record_totals, warmup
-
-    t = record_totals([], into)
+    t = into if into is not None else empty_totals()
     cold = [cols.detail[k] for k in sorted(cols.detail)
             if cols.verdict[k, NAMES.index("warm_up")] == batch.ATTRIBUTED]
     t["warm_up"] = warmup.totals(cold, t["warm_up"])
@@ -181,8 +248,6 @@ def step_totals(cols: RankColumns, into: dict | None) -> dict:
 
 
 def experiments(cols: RankColumns, acc: dict) -> dict:
-    from .next_experiments import CANDIDATES
-
     steady = cols.verdict[:, NAMES.index("warm_up")] != batch.ATTRIBUTED
     acc["steady"] += int(steady.sum())
     for j, name in enumerate(NAMES):
@@ -202,16 +267,14 @@ def experiments(cols: RankColumns, acc: dict) -> dict:
 
 
 def rank_digest(cols: RankColumns) -> dict | None:
-    """job.rank_digest from columns (the span names behind the top cause: its checks' evidence
+    """What the job summary needs from one rank (job.summary_of) (the span names behind the top cause: its checks' evidence
     "spans" summed over its attributed steps, StepFindings.spans_ns)."""
-    from .job import MAX_LINKED_SPANS
-
     if cols.rank is None:
         return None
     ids = cols.frame.ids
     last = np.zeros(ids.size, bool)
     _, first_rev = np.unique(ids[::-1], return_index=True)
-    last[ids.size - 1 - first_rev] = True  # the last row of each step id, as job.rank_digest keeps
+    last[ids.size - 1 - first_rev] = True  # the last row of each step id
     att = (cols.verdict == batch.ATTRIBUTED) & (cols.explains_ns != 0) & last[:, None]
     totals = {name: int(cols.explains_ns[att[:, j], j].sum()) for j, name in enumerate(NAMES) if att[:, j].any()}
     own = {k: v for k, v in totals.items() if k != "collective_wait"}
@@ -259,10 +322,6 @@ CHUNK_STEPS = 1 << 17
 def tables(cols: RankColumns):
     """(steps table, findings table) pairs of step_tables.py for the rank's steps, CHUNK_STEPS
     steps at a time (findings' step_row relative to their chunk)."""
-    import pyarrow as pa
-
-    from . import step_tables as st
-
     n, nc = cols.frame.n, len(NAMES)
     # The `missing` texts: one dictionary for the rank, each check's codes mapped into it.
     texts: list[str] = []
@@ -281,10 +340,6 @@ def tables(cols: RankColumns):
 
 
 def _chunk(cols: RankColumns, lo: int, hi: int, code_of: list, texts):
-    import pyarrow as pa
-
-    from . import step_tables as st
-
     fr, n, nc = cols.frame, hi - lo, len(NAMES)
     i64, f64 = pa.int64(), pa.float64()
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..core import records
 from ..core.incident import Incident
+from .record import diagnosis_record  # the diagnosis' own shape, zero steps
 
 CULPRITS_LISTED = 20
 
@@ -35,7 +36,6 @@ def verdict(analysis: dict) -> dict:
 def dump_only_diagnosis(incident: Incident, *, incident_id: str, snapshot_digest: str, options,
                         analysis: dict | None = None, validate: bool = True) -> dict:
     """The diagnosis record of a dump-only incident: no steps, the collectives verdict."""
-    from . import diagnosis_record  # the diagnosis' own shape, zero steps
     from ..collectives.analyze import analyze_collectives
 
     if analysis is None:

@@ -199,7 +199,7 @@ def sources_of(inc: Incident) -> Sources:
     def seen(name: str) -> bool:
         src = inc.manifest["sources"].get(name)
         if src is not None:
-            return src.get("status") == "observed"
+            return src["status"] == "observed"  # required by the manifest schema
         return inc.table(name).num_rows > 0
 
     return Sources(

@@ -7,7 +7,7 @@ be slow without moving it. With fewer than `min_comparable_steps` comparable ste
 reference and `excess` is null; warm-up steps get null too.
 
 Split of a positive excess (`excess_ns = wall_ns - typical_ns`): each step's findings already
-credit disjoint time to causes (timeline.resolve). Per cause, the typical amount is the median
+credit disjoint time to causes (credit.py). Per cause, the typical amount is the median
 of that cause's credited ns over the comparable steps; the step's growth in a cause is
 max(0, credited - typical). Busy time (gpu_work and gpu_bound) is the cause
 "gpu_work_growth", host-only span time "host_work", every other cause keeps its check's name.
@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .checks import NAMES
+
 BUSY_CHECKS = ("gpu_work", "gpu_bound")
 MAX_SLOW_LISTED = 20
 _MAX_TYPICAL_SAMPLE = 2000  # comparable steps sampled for the per-kernel typical (bounded memory)
@@ -29,56 +31,11 @@ def cause_of(check: str) -> str:
     return "gpu_work_growth" if check in BUSY_CHECKS else check
 
 
-def attach(records: list[dict], opts) -> dict:
-    """Fill records[i]['excess'] and each finding's share_of_excess for one rank's steps (in
-    time order). Returns {'typical_ns', 'comparable': indices, 'typical_by_cause'} or {}."""
-    n = len(records)
-    comp = np.arange(opts.warmup_steps, n)
-    for r in records:
-        r["excess"] = None
-        for f in r["findings"]:
-            f["share_of_excess"] = None
-    if comp.size < opts.min_comparable_steps:
-        return {}
-    wall = np.array([r["wall_ns"] for r in records], np.int64)
-    typical = int(np.median(wall[comp]))
-    causes = sorted({cause_of(f["check"]) for r in records for f in r["findings"]})
-    col = {c: k for k, c in enumerate(causes)}
-    amt = np.zeros((n, len(causes)), np.int64)
-    for i, r in enumerate(records):
-        for f in r["findings"]:
-            if f["explains_ns"]:
-                amt[i, col[cause_of(f["check"])]] += f["explains_ns"]
-    typ = np.median(amt[comp], axis=0).astype(np.int64) if causes else np.zeros(0, np.int64)
-    growth = np.maximum(amt - typ, 0)
-    for i in comp:
-        r = records[i]
-        excess = int(wall[i] - typical)
-        by = {}
-        if excess > 0 and causes:
-            g = growth[i].astype(float)
-            tot = g.sum()
-            if tot > excess:
-                g = np.floor(g * (excess / tot))
-            by = {causes[k]: int(g[k]) for k in range(len(causes)) if g[k] > 0}
-        unexplained = max(excess - sum(by.values()), 0) if excess > 0 else 0
-        r["excess"] = {"typical_ns": typical, "excess_ns": excess, "by_cause": by, "unexplained_ns": int(unexplained)}
-        for f in r["findings"]:
-            if excess > 0:
-                c = cause_of(f["check"])
-                share = by.get(c, 0) / excess
-                # Busy time is split over two findings (gpu_bound, gpu_work): credit the one that explains it.
-                if c == "gpu_work_growth" and f["explains_ns"] == 0:
-                    share = 0.0
-                f["share_of_excess"] = round(float(share), 6)
-    return {"typical_ns": typical, "comparable": comp, "typical_by_cause": {c: int(typ[k]) for c, k in col.items()}}
-
-
 def slow_steps(records: list[dict], factor: float) -> list[dict]:
     """Steps at least `factor` x typical, largest excess first (at most MAX_SLOW_LISTED)."""
     out = []
     for r in records:
-        x = r.get("excess")
+        x = r["excess"]  # every step record has it (null outside the reference): columns.step_dict
         if x is None or x["typical_ns"] <= 0 or r["wall_ns"] < factor * x["typical_ns"]:
             continue
         out.append({"rank": r["rank"], "step_id": r["step_id"], "wall_ns": r["wall_ns"], "typical_ns": x["typical_ns"],
@@ -125,12 +82,10 @@ def grew(starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, names, ev_star
 
 
 def attach_columns(wall: np.ndarray, explains: np.ndarray, opts) -> dict:
-    """attach() for one rank's steps held as columns (diagnose/columns.py): explains is
+    """The excess of one rank's steps held as columns (diagnose/columns.py): explains is
     (steps, checks) in checks.NAMES order. Returns {} without a reference, else the typical
     step, the comparable rows, the causes, each step's excess and by-cause split (an int
     matrix) and each finding's share of the excess (NaN where null)."""
-    from .checks import NAMES
-
     n = int(wall.size)
     comp = np.arange(opts.warmup_steps, n)
     if comp.size < opts.min_comparable_steps:
@@ -148,7 +103,7 @@ def attach_columns(wall: np.ndarray, explains: np.ndarray, opts) -> dict:
     in_comp = np.zeros(n, bool)
     in_comp[comp] = True
     ex = (wall - typical).astype(np.int64)
-    tot = by.sum(axis=1).astype(float)  # attach(): g.sum() of the float growths (exact below 2**53)
+    tot = by.sum(axis=1).astype(float)  # the sum of the float growths (exact below 2**53)
     over = in_comp & (ex > 0) & (tot > ex)
     by[over] = np.floor(by[over].astype(float) * (ex[over] / tot[over])[:, None]).astype(np.int64)
     by[~(in_comp & (ex > 0))] = 0
@@ -160,7 +115,7 @@ def attach_columns(wall: np.ndarray, explains: np.ndarray, opts) -> dict:
         busy = np.array([cause_of(c) == "gpu_work_growth" for c in NAMES], bool)
         s[:, busy] = np.where(explains[pos][:, busy] == 0, 0.0, s[:, busy])
         nz = s != 0
-        s[nz] = [round(float(v), 6) for v in s[nz].tolist()]  # Python's round, as attach() rounds
+        s[nz] = [round(float(v), 6) for v in s[nz].tolist()]  # Python's round (to 6 places)
         share[pos] = s
     return {"typical_ns": typical, "comparable": comp, "in_comp": in_comp, "causes": causes, "excess_ns": ex,
             "by_cause": by, "unexplained_ns": unexplained, "share": share,

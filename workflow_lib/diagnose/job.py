@@ -179,42 +179,6 @@ def _late_rank(step_id: int, ranks: list[int], coll: dict) -> int | None:
     return max(sorted(weight), key=weight.get) if weight else None
 
 
-def rank_digest(step_records: list[dict]) -> dict | None:
-    """What the job summary needs from one rank's step records (None for steps without a rank):
-    its steps' walls, its attributed time per check, and the span names behind its own top
-    cause. Small next to the records: the summary can be made while they go to disk (spool.py)."""
-    recs = [r for r in step_records if r.get("rank") is not None]  # validated after: spool.validate
-    if not recs:
-        return None
-    by = {r["step_id"]: r for r in recs}  # the last record of a step id, as summary reads them
-    totals: dict[str, int] = {}
-    for rec in by.values():
-        for f in rec["findings"]:
-            if f["verdict"] == "attributed" and f["explains_ns"]:
-                totals[f["check"]] = totals.get(f["check"], 0) + int(f["explains_ns"])
-    own = {k: v for k, v in totals.items() if k != "collective_wait"}  # a rank's own cause: not its wait for others
-    top = max(sorted(own), key=own.get) if own else None
-    names: dict[str, int] = {}
-    for rec in by.values():
-        for f in rec["findings"]:
-            if f["check"] == top and f["verdict"] == "attributed":
-                for name, ns in (f["evidence"].get("spans") or {}).items():  # name -> ns (checks/base.top_names)
-                    names[name] = names.get(name, 0) + int(ns)
-    return {"rank": recs[0]["rank"], "walls": {s: int(r["wall_ns"]) for s, r in by.items()},
-            "cause": {"check": top, "explains_ns": totals.get(top, 0) if top else 0},
-            "spans": [n for n, _ in sorted(names.items(), key=lambda kv: -kv[1])[:MAX_LINKED_SPANS]],
-            "wait_ns": totals.get("collective_wait", 0)}
-
-
-def summary(incident: Incident, step_records: list[dict], wait_regex, coll: dict | None = None) -> dict | None:
-    """The diagnosis's `summary.job` (None for a single-rank incident)."""
-    by_rank: dict[int, list[dict]] = {}
-    for r in step_records:
-        if r["rank"] is not None:
-            by_rank.setdefault(r["rank"], []).append(r)
-    return summary_of(incident, [rank_digest(recs) for recs in by_rank.values()], wait_regex, coll)
-
-
 def summary_of(incident: Incident, digests: list[dict | None], wait_regex, coll: dict | None = None) -> dict | None:
     """`summary.job` from each rank's rank_digest. In a synchronous job every rank's step lasts
     as long as the slowest's, so a step's slowest rank is the one the others waited for inside

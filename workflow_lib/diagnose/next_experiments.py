@@ -12,6 +12,8 @@ transfer_stall's change depends on the kind of copy: the kind that explains most
 
 from __future__ import annotations
 
+from .checks.transfer_stall import FIXES
+
 # check -> (candidate change, risk, why the risk)
 CANDIDATES = {
     "sync_stall": ("remove or defer the synchronizing call (e.g. keep .item()/.cpu() off the step's hot path, "
@@ -47,14 +49,12 @@ CANDIDATES = {
 
 
 def steady_steps(steps: list[dict]) -> list[dict]:
-    """The steps that are not warm-up (no attributed warm_up finding: diagnose/warmup.py)."""
+    """The steps that are not warm-up (no attributed warm_up finding: checks/warm_up.py)."""
     return [st for st in steps
             if not any(f["check"] == "warm_up" and f["verdict"] == "attributed" for f in st["findings"])]
 
 
 def _transfer_change(kinds: dict[str, int]) -> str:
-    from .checks.transfer_stall import FIXES
-
     if not kinds:
         return FIXES["copy"]
     top = max(sorted(kinds), key=kinds.get)

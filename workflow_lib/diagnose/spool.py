@@ -2,10 +2,9 @@
 
 A step record is ~9 KB of Python objects (3 KB of JSON): 16 ranks x 3,313 steps held ~480 MiB
 until the record was written, and a 1M-step incident would hold ~9 GB (issue 26). Here each
-rank's steps become rows of the diagnosis' two Parquet tables (stored.TablesWriter: checked row
-by row, written as one row group per rank) as soon as the rank is diagnosed: from its step
-records, or as the batched path's columns (columns.tables); the summary's sums are made rank by
-rank beside it (diagnose.Sums). The record has no `steps`; write_spooled writes
+rank's steps become rows of the diagnosis' two Parquet tables (stored.TablesWriter) as soon as
+the rank is diagnosed, straight from its columns (columns.tables); the summary's sums are made
+rank by rank beside it (record.Sums). The record has no `steps`; write_spooled writes
 it, last, naming the tables: the same files stored.write_diagnosis writes from the whole list.
 """
 

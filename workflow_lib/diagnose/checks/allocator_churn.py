@@ -25,7 +25,7 @@ from .base import CheckInput, attributed, call_windows, calls_in_step, needs_cal
 NAME = "allocator_churn"
 
 
-def check(ci: CheckInput) -> Finding:
+def describe(ci: CheckInput) -> Finding:
     gate = needs_calls_and_kernels(ci, NAME)
     if gate is not None:
         return gate
@@ -50,5 +50,5 @@ def check(ci: CheckInput) -> Finding:
 
 
 def check_steps(si: StepsInput) -> StepFindings:
-    """check() for every step of a rank at once (diagnose/batch.py)."""
+    """describe() for every step of a rank at once (diagnose/batch.py)."""
     return base_steps.call_cause(si, NAME, si.ev.rt_alloc)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import measures
-from ..batch import UNRESOLVED, StepFrame, StepsInput, uniform
+from ..batch import UNRESOLVED, StepFrame, StepsInput, answer, uniform
 from ..lanes import Lanes
 from ..types import Intervals
 from .base import next_gpu_start, next_host_start
@@ -47,8 +47,6 @@ def call_cause(si: StepsInput, check: str, kind: np.ndarray, less_allocator: boo
     call windows (call_windows) of the calls where `kind` holds, attributed where a step has
     such a call and at least min_gap_ns of it; `less_allocator`: allocator time outside these
     calls is not theirs (sync_stall's rule)."""
-    from ..batch import answer
-
     gate = needs_calls_and_kernels(si, check)
     if gate is not None:
         return gate

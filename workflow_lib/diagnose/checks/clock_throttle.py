@@ -129,7 +129,7 @@ def _clock_window(ci: CheckInput):
     return _window(clocks[0], ci.step.start_ns, ci.step.end_ns) if clocks is not None else None
 
 
-def check(ci: CheckInput) -> Finding:
+def describe(ci: CheckInput) -> Finding:
     ev, step, opts = ci.ev, ci.step, ci.opts
     if not ci.src.nvml or not ev.nvml:
         return unresolved(NAME, ["NVML samples (nvml not observed)"])
@@ -221,7 +221,7 @@ def _tail_steps(frame, busy: Intervals, amount: np.ndarray) -> Intervals:
 
 
 def check_steps(si: StepsInput) -> StepFindings:
-    """check() for every step of a rank at once (diagnose/batch.py)."""
+    """describe() for every step of a rank at once (diagnose/batch.py)."""
     fr, ev, opts = si.frame, si.ev, si.opts
     n = fr.n
     if not si.src.nvml or not ev.nvml:

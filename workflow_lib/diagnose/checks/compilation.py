@@ -27,7 +27,7 @@ from .base import CheckInput, attributed, not_applicable, top_names, unresolved
 NAME = "compilation"
 
 
-def check(ci: CheckInput) -> Finding:
+def describe(ci: CheckInput) -> Finding:
     if ci.warm_up is not None:
         return not_applicable(NAME, note="a warm-up step: compilation there is warm_up's, once per process")
     if not ci.src.spans:
@@ -68,7 +68,7 @@ def _first_seen_regions(ci: CheckInput, sel: np.ndarray) -> list[str]:
 
 
 def check_steps(si: StepsInput) -> StepFindings:
-    """check() for every step of a rank at once (diagnose/batch.py)."""
+    """describe() for every step of a rank at once (diagnose/batch.py)."""
     fr, ev = si.frame, si.ev
     cold = si.is_cold
     if not si.src.spans:

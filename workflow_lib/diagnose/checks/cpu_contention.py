@@ -42,7 +42,7 @@ def _unsampled(threads: list[int]) -> str:
     return f"scheduler counters of threads {threads} at the step's boundaries"
 
 
-def check(ci: CheckInput) -> Finding:
+def describe(ci: CheckInput) -> Finding:
     ev, step, src = ci.ev, ci.step, ci.src
     missing = _sources_missing(src)
     if missing:
@@ -86,7 +86,7 @@ def check(ci: CheckInput) -> Finding:
 
 
 def check_steps(si: StepsInput) -> StepFindings:
-    """check() for every step of a rank at once (diagnose/batch.py)."""
+    """describe() for every step of a rank at once (diagnose/batch.py)."""
     fr, ev, opts = si.frame, si.ev, si.opts
     n = fr.n
     missing = _sources_missing(si.src)
@@ -126,7 +126,7 @@ def check_steps(si: StepsInput) -> StepFindings:
 
 def _mark_unsampled(out: StepFindings, fr, where: np.ndarray, threads: np.ndarray, launches: np.ndarray) -> None:
     """Steps none of whose launching threads has counters: unresolved, naming the threads as
-    check() lists them (the step's own first, then the others ascending)."""
+    describe() lists them (the step's own first, then the others ascending)."""
     rows = np.flatnonzero(where)
     if rows.size == 0:
         return

@@ -18,7 +18,7 @@ from .base import CheckInput, attributed, not_applicable, unresolved
 NAME = "gpu_bound"
 
 
-def check(ci: CheckInput) -> Finding:
+def describe(ci: CheckInput) -> Finding:
     if not ci.src.kernels:
         return unresolved(NAME, ["GPU activity (kernels table not observed)"])
     wall = ci.step.wall_ns
@@ -33,7 +33,7 @@ def check(ci: CheckInput) -> Finding:
 
 
 def check_steps(si: StepsInput) -> StepFindings:
-    """check() for every step of a rank at once (diagnose/batch.py)."""
+    """describe() for every step of a rank at once (diagnose/batch.py)."""
     if not si.src.kernels:
         return uniform(NAME, si.frame.n, UNRESOLVED, ("GPU activity (kernels table not observed)",))
     wall = si.frame.wall

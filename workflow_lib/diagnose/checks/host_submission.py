@@ -109,7 +109,7 @@ def _host_state(ev: RankEvidence, tid: int, a: int, b: int) -> tuple[str | None,
     return ("running_or_runnable" if r >= 0.5 else "sleeping_or_blocked"), {"R_fraction": round(r, 4)}
 
 
-def check(ci: CheckInput) -> Finding:
+def describe(ci: CheckInput) -> Finding:
     ev, step, src, opts = ci.ev, ci.step, ci.src, ci.opts
     if not src.kernels:
         return unresolved(NAME, [_NO_KERNELS])
@@ -197,7 +197,7 @@ def check(ci: CheckInput) -> Finding:
 
 def _host_in(ev: RankEvidence, tids: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Per (thread, time): whether the thread was in a host span or a non-synchronizing call
-    then (tier 1 of check(): only whether one exists decides the verdict)."""
+    then (tier 1 of describe(): only whether one exists decides the verdict)."""
     out = np.zeros(t.size, bool)
     for tid in np.unique(tids).tolist():  # threads are few
         m = tids == tid
@@ -221,7 +221,7 @@ def _bracketed(ev: RankEvidence, tid: int, a: np.ndarray, b: np.ndarray) -> np.n
 
 
 def _host_state_known(si: StepsInput, tids: np.ndarray, k: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Per gap: whether check() finds the host state, from samples bracketing the gap or else
+    """Per gap: whether describe() finds the host state, from samples bracketing the gap or else
     from the thread's counters over the step."""
     fr, out = si.frame, np.zeros(a.size, bool)
     for tid in np.unique(tids).tolist():  # threads are few
@@ -241,7 +241,7 @@ def _host_state_known(si: StepsInput, tids: np.ndarray, k: np.ndarray, a: np.nda
 
 
 def check_steps(si: StepsInput) -> StepFindings:
-    """check() for every step of a rank at once (diagnose/batch.py)."""
+    """describe() for every step of a rank at once (diagnose/batch.py)."""
     fr, ev, src, opts = si.frame, si.ev, si.src, si.opts
     n = fr.n
     if not src.kernels:
@@ -275,7 +275,7 @@ def check_steps(si: StepsInput) -> StepFindings:
 
 
 def _missing(fr, unresolved_step, k, no_corr, no_clock, wide, no_host, length, unc, opts):
-    """check()'s sorted set of reasons over an unresolved step's gaps, as codes into a list of
+    """describe()'s sorted set of reasons over an unresolved step's gaps, as codes into a list of
     distinct tuples. The fixed reasons combine as bits; a wide clock names each gap's length."""
     n = fr.n
     bits = np.zeros(n, np.int64)

@@ -29,7 +29,7 @@ def host_span_rows(ci: CheckInput) -> np.ndarray:
     return sel[~whole]
 
 
-def check(ci: CheckInput) -> Finding:
+def describe(ci: CheckInput) -> Finding:
     if ci.src.kernels:
         return not_applicable(NAME, note="GPU activity observed: host time is read through the GPU's idle gaps (host_submission)")
     if not ci.src.spans:
@@ -48,7 +48,7 @@ def check(ci: CheckInput) -> Finding:
 
 
 def check_steps(si: StepsInput) -> StepFindings:
-    """check() for every step of a rank at once (diagnose/batch.py)."""
+    """describe() for every step of a rank at once (diagnose/batch.py)."""
     n, ev, fr = si.frame.n, si.ev, si.frame
     if si.src.kernels:
         return uniform(NAME, n, NOT_APPLICABLE)

@@ -17,7 +17,7 @@ from .base import CheckInput, attributed, not_applicable, top_names, unresolved
 NAME = "input_starvation"
 
 
-def check(ci: CheckInput) -> Finding:
+def describe(ci: CheckInput) -> Finding:
     if not ci.src.spans:
         return unresolved(NAME, ["host spans (spans table not observed)"])
     ev, step = ci.ev, ci.step
@@ -43,7 +43,7 @@ def check(ci: CheckInput) -> Finding:
 
 
 def check_steps(si: StepsInput) -> StepFindings:
-    """check() for every step of a rank at once (diagnose/batch.py)."""
+    """describe() for every step of a rank at once (diagnose/batch.py)."""
     if not si.src.spans:
         return uniform(NAME, si.frame.n, UNRESOLVED, ("host spans (spans table not observed)",))
     fr, ev = si.frame, si.ev

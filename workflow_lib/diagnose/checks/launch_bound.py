@@ -34,7 +34,7 @@ def _missing(src) -> list[str]:
     return missing
 
 
-def check(ci: CheckInput) -> Finding:
+def describe(ci: CheckInput) -> Finding:
     missing = _missing(ci.src)
     if missing:
         return unresolved(NAME, missing)
@@ -105,7 +105,7 @@ def _running_max_by_group(g: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 
 def check_steps(si: StepsInput) -> StepFindings:
-    """check() for every step of a rank at once (diagnose/batch.py)."""
+    """describe() for every step of a rank at once (diagnose/batch.py)."""
     missing = _missing(si.src)
     fr, ev, opts = si.frame, si.ev, si.opts
     n = fr.n

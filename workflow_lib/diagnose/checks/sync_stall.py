@@ -21,7 +21,7 @@ from .base import (CheckInput, attributed, call_windows, calls_in_step, needs_ca
 NAME = "sync_stall"
 
 
-def check(ci: CheckInput) -> Finding:
+def describe(ci: CheckInput) -> Finding:
     gate = needs_calls_and_kernels(ci, NAME)
     if gate is not None:
         return gate
@@ -52,5 +52,5 @@ def check(ci: CheckInput) -> Finding:
 
 
 def check_steps(si: StepsInput) -> StepFindings:
-    """check() for every step of a rank at once (diagnose/batch.py)."""
+    """describe() for every step of a rank at once (diagnose/batch.py)."""
     return base_steps.call_cause(si, NAME, si.ev.rt_sync, less_allocator=True)

@@ -175,7 +175,7 @@ def _read_op_spans(ev, crow: np.ndarray, read: np.ndarray) -> dict[int, Interval
     return out
 
 
-def check(ci: CheckInput) -> Finding:
+def describe(ci: CheckInput) -> Finding:
     if not ci.src.kernels:
         return unresolved(NAME, ["GPU activity (kernels/memcpy not observed)"])
     ev, step = ci.ev, ci.step
@@ -256,14 +256,14 @@ def check(ci: CheckInput) -> Finding:
 
 
 # All steps of a rank at once (diagnose/batch.py): the rules above over (copy, step) pairs, one
-# pair per copy and step it overlaps. check() stays the reference and the path for small
-# incidents; tests/test_diagnose_batch.py compares the two on every fixture.
+# pair per copy and step it overlaps: the verdicts and credit of every step (describe() gives
+# the evidence of the steps kept in detail; tests/test_diagnose_batch.py holds the two equal).
 
 _FAR = np.iinfo(np.int64).max
 
 
 def check_steps(si: StepsInput) -> StepFindings:
-    """check() for every step of a rank at once."""
+    """describe() for every step of a rank at once."""
     fr, ev, opts = si.frame, si.ev, si.opts
     if not si.src.kernels:
         return uniform(NAME, fr.n, UNRESOLVED, ("GPU activity (kernels/memcpy not observed)",))
@@ -302,7 +302,7 @@ def check_steps(si: StepsInput) -> StepFindings:
     found = answer(NAME, fr, att, claimed)
     sel = att[pk]  # next_experiments reads the kinds of attributed steps only
     if sel.any():
-        # Per copy, as check()'s by_kind loop: its compute-free time if a kernel waited for it,
+        # Per copy, as describe()'s by_kind loop: its compute-free time if a kernel waited for it,
         # or more, the compute-free time in its call (a blocking copy) or in its own windows (a read).
         crit = np.zeros(pc.size, np.int64)
         d = np.flatnonzero(sel & delaying)

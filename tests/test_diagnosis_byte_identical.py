@@ -1,0 +1,19 @@
+"""The diagnosis of every committed fixture case is what the code at 3ae5cf8 wrote (issue 37):
+the record byte for byte (its table digests aside, which follow how the tables were split into
+row groups) and both Parquet tables by content. tests/diagnosis_digests.py says which cases,
+what is compared and how tests/fixtures/diagnosis_digests.json was made."""
+
+from __future__ import annotations
+
+import json
+
+from tests.diagnosis_digests import EXPECTED, compute
+
+
+def test_every_fixture_diagnosis_is_as_before():
+    expected = json.loads(EXPECTED.read_text())["cases"]
+    got = compute()
+    assert sorted(got) == sorted(expected), "the cases changed: regenerate from the base checkout (tests/diagnosis_digests.py)"
+    changed = {name: sorted(k for k in got[name] if got[name].get(k) != expected[name].get(k))
+               for name in got if got[name] != expected[name]}
+    assert not changed, f"{len(changed)} of {len(got)} diagnoses differ: {changed}"
