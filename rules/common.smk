@@ -9,7 +9,7 @@ import workflow_lib.capture.demo
 import workflow_lib.collectives.rule
 import workflow_lib.compare.rule
 import workflow_lib.core.config
-import workflow_lib.diagnose
+import workflow_lib.diagnose.rule
 import workflow_lib.missing_incident
 import workflow_lib.core.layout as layout
 import workflow_lib.plan.build

@@ -15,4 +15,4 @@ rule diagnose:
     log:
         layout.incident_log(RESULTS, "{incident}", "diagnose.log"),
     run:
-        rulelog.logged(log[0], workflow_lib.diagnose.diagnose_snapshot_file, input[0], STORE, output[0], settings=params.settings, collectives_path=input.collectives)
+        rulelog.logged(log[0], workflow_lib.diagnose.rule.run, input[0], STORE, output[0], settings=params.settings, collectives_path=input.collectives)
