@@ -23,12 +23,17 @@ Modes (one process each: CUPTI allows one activity subscriber, so CUPTI and torc
 never share a process):
   aa              A/A: the default recorder on in both windows of a pair (labels only): the
                   design's own noise, an interval around 0 whose width is what it can resolve;
-  default         host spans/steps, NVML, sched (the always-on layer);
+  default         `FlightRecorder()` as a program gets it: host spans/steps, NVML, sched, and
+                  where a GPU and CUPTI are present, GPU evidence in windows (capture/gpu_arming.py:
+                  baseline windows and the recorder's own latency trigger; their cost is in it);
+  no_gpu          the always-on layer alone (host, NVML, sched, collectives: the default without
+                  a GPU, and the default before GPU evidence);
   host_only       the default's parts one at a time, to attribute its cost: host spans and
   host_sched      steps alone; with the scheduler sampler (its periodic all-thread sample
   host_nvml       and the step-boundary marks); with NVML's poll and driver-sample drain
                   (`--modes parts` runs these with aa and default; they are not in `all`);
-  tiered_idle     the default plus CUPTI triggered, no window fired (CUPTI never enabled);
+  tiered_idle     the always-on layer plus CUPTI triggered, no window ever armed (no trigger, no
+                  baseline windows: CUPTI never enabled);
   tiered_fired    the same, every on-window an armed window (`arm_gpu(K)`): the overhead per
                   armed step, the arming included;
   cupti           CUPTI always on, default activity kinds (kernels, memcpy/memset, runtime,
@@ -60,9 +65,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(1, str(Path(__file__).resolve().parent))  # overhead_workload
 
 from workflow_lib.compare import stats  # noqa: E402
-from workflow_lib.capture import FlightRecorder, LatencyTrigger  # noqa: E402
+from workflow_lib.capture import FlightRecorder  # noqa: E402
+from workflow_lib.capture.gpu_arming import DEFAULT_SOURCES  # noqa: E402
 
-MODES = ("aa", "default", "tiered_idle", "tiered_fired", "cupti", "cupti_kernel", "cupti_binding", "torch_profiler")
+MODES = ("aa", "default", "no_gpu", "tiered_idle", "tiered_fired", "cupti", "cupti_kernel", "cupti_binding", "torch_profiler")
 # The default recorder's sources one at a time (attribution of its cost).
 PARTS = {"host_only": ("host",), "host_sched": ("host", "sched"), "host_nvml": ("host", "nvml")}
 # `--modes parts`: the A/A, the default and each of its parts (not in `all`: the H200 script's
@@ -99,18 +105,20 @@ def cpu_loop(rec):
 
 
 def build_recorder(mode: str, k: int, incidents_dir: str) -> FlightRecorder:
-    never = LatencyTrigger(k=1e9, warmup_steps=10**9)  # tiered with no window fired by the trigger
     if mode in ("aa", "default"):
         return FlightRecorder(incident_id="ovh", incidents_dir=incidents_dir)
+    if mode == "no_gpu":
+        return FlightRecorder(incident_id="ovh", incidents_dir=incidents_dir, sources=DEFAULT_SOURCES)
     if mode in PARTS:
         return FlightRecorder(incident_id="ovh", incidents_dir=incidents_dir, sources=PARTS[mode])
     if mode in ("tiered_idle", "tiered_fired"):
+        # No trigger and no baseline windows: CUPTI is armed only by arm_gpu() (tiered_fired).
         return FlightRecorder(incident_id="ovh", incidents_dir=incidents_dir,
-                              sources=("host", "nvml", "sched", "collectives", "cupti"), trigger=never,
-                              cupti_mode="triggered", gpu_window_steps=k)
+                              sources=(*DEFAULT_SOURCES, "cupti"), cupti_mode="triggered",
+                              gpu_window_steps=k, gpu_baseline_steps=0)
     if mode in ("cupti", "cupti_kernel", "cupti_binding"):
         return FlightRecorder(incident_id="ovh", incidents_dir=incidents_dir,
-                              sources=("host", "nvml", "sched", "collectives", "cupti"), cupti_mode="always",
+                              sources=(*DEFAULT_SOURCES, "cupti"), cupti_mode="always",
                               cupti_kinds="kernel" if mode == "cupti_kernel" else None,
                               cupti_parser="binding" if mode == "cupti_binding" else "raw")
     if mode == "torch_profiler":  # the reference alone: the recorder is off (steps only)
@@ -265,6 +273,8 @@ def run_mode(mode: str, pairs: int, k: int, loop: str, budget_s: float, seed: in
                         "raw_buffers_unread": cu.raw.unread if cu.raw else None, "errors": cu.errors[:3]}
     if mode == "tiered_fired":
         out["armed_windows"] = sw.armed_windows
+    if rec.enabled:  # which GPU windows the recorder armed by itself (the default's baseline and trigger)
+        out["gpu_evidence"] = rec.report()["gpu_evidence"]
     return out
 
 
@@ -331,6 +341,10 @@ def summarize(results: list[dict], startup: dict | None = None) -> dict:
             "cupti_high_below_half_profiler_low": c["high"] <= 0.5 * t["low"],
             "rule": "CUPTI always on <= 1/2 of torch.profiler: cupti's upper end <= half of the profiler's lower end",
         }
+    d = by.get("default")
+    if d:  # the recorder's budget: the default's upper end within 1%
+        summary["default_budget"] = {"high_pct": d["overhead_pct"]["high"], "within_1pct": d["overhead_pct"]["high"] <= 1.0,
+                                     "gpu_evidence": d.get("gpu_evidence")}
     aa = by.get("aa")
     if aa:
         o = aa["overhead_pct"]
@@ -358,6 +372,9 @@ def table(summary: dict) -> str:
     if "aa" in summary:
         lines.append(f"A/A: interval covers 0: {summary['aa']['covers_zero']}, half-width "
                      f"{summary['aa']['half_width_pct']:.2f}%")
+    if "default_budget" in summary:
+        b = summary["default_budget"]
+        lines.append(f"default: upper end {b['high_pct']:+.2f}% (budget 1%: {'within' if b['within_1pct'] else 'OVER'})")
     if "process_startup_teardown" in summary:
         p = summary["process_startup_teardown"]["added_ms"]
         lines.append(f"process start-up + teardown of the default recorder: {p['estimate']:+.0f} ms "

@@ -13,6 +13,7 @@ stored.write_diagnosis). The record validates against schemas/diagnosis.schema.j
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
@@ -21,6 +22,7 @@ import pyarrow as pa
 from ..core import records
 from ..core.incident import Incident
 from ..core.incident_stream import RankedIncident, read_incident_by_rank
+from ..capture.sources.cupti import covered_steps
 from ..snapshot import build as snapshot_build
 from . import evidence as evidence_mod
 from . import excess as excess_mod
@@ -54,6 +56,18 @@ def _step_measures(ev, starts, ends, src) -> dict[str, np.ndarray]:
         "host_api_ns": measures.covered_between(ev.api_union, starts, ends) if src.runtime_api else None,
         "host_sync_api_ns": measures.covered_between(ev.sync_union, starts, ends) if src.runtime_api else None,
     }
+
+
+def _gpu_covered(manifest: dict, src, start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray | None:
+    """Per step, whether it lies inside a window of recorded GPU activity; None when every
+    step shares the rank's sources (no kernels at all, CUPTI always on, or all covered)."""
+    if not src.kernels:
+        return None
+    detail = ((manifest.get("sources") or {}).get("cupti") or {}).get("detail") or {}
+    if detail.get("windows") is None:
+        return None
+    cov = covered_steps(manifest, start_ns, end_ns)
+    return None if cov.all() else cov
 
 
 def _at(arr, i):
@@ -110,6 +124,13 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
         ids = steps["step_id"].to_numpy()[sel]
         tids = steps["thread_id"].to_numpy()[sel]
         m = _step_measures(ev, starts, ends, src)
+        # CUPTI armed in windows (capture/gpu.py): a step outside them is read as a rank
+        # without GPU evidence ("kernels not observed"), never as a step with an idle GPU.
+        covered = _gpu_covered(incident.manifest, src, starts + origin, ends + origin)
+        src_off = m_off = None
+        if covered is not None:
+            src_off = dataclasses.replace(src, kernels=False, runtime_api=False)
+            m_off = _step_measures(ev, starts, ends, src_off)
         # A job's ranks are read against each other by what their steps spend in each span (job.py).
         profile = job_mod.span_profile(ev, tids, starts, ends) if job_ranks else None
         cold = warmup.cold_steps(ends - starts, opts)
@@ -117,9 +138,13 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
 
         def step_record(i: int) -> dict:
             sw = StepWindow(int(ids[i]), ev.rank, int(tids[i]), int(starts[i]), int(ends[i]))
+            if covered is not None and not covered[i]:
+                return _step_record(sw, ev, src_off, opts, m_off, i, origin, coll.get((ev.rank, int(ids[i]))), cold[i])
             return _step_record(sw, ev, src, opts, m, i, origin, coll.get((ev.rank, int(ids[i]))), cold[i])
 
-        if (batch if batch is not None else steps.num_rows > BATCH_ABOVE) and StepFrame.disjoint(starts, ends):
+        # The batched checks take one set of sources per rank: partly covered ranks go step by step.
+        if (covered is None and (batch if batch is not None else steps.num_rows > BATCH_ABOVE)
+                and StepFrame.disjoint(starts, ends)):
             cols = columns.diagnose_rank(ev, StepFrame(ids, tids, starts, ends), src, opts, m, cold, origin, coll, step_record)
             rows = excess_mod.slow_steps([cols.detail[k] for k in sorted(cols.detail)], opts.slow_step_factor)
             pos = {int(ids[k]): k for k in cols.detail}
