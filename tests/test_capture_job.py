@@ -168,7 +168,7 @@ def test_stallcase_record_around_torchrun_gives_one_incident_per_run(tmp_path):
     torchrun = Path(sys.executable).parent / "torchrun"
     stallcase = Path(sys.executable).parent / "stallcase"
     (tmp_path / "job.py").write_text(GLOO_JOB)
-    argv = [str(stallcase), "record", "--incident", "tr", "--incidents-dir", str(tmp_path / "inc"), "--",
+    argv = [str(stallcase), "record", "--outside", "--incident", "tr", "--incidents-dir", str(tmp_path / "inc"), "--",
             str(torchrun), "--standalone", "--nproc_per_node", "2", "job.py"]
     for _ in range(2):
         subprocess.run(argv, cwd=tmp_path, env=_env(), check=True, timeout=180, capture_output=True)

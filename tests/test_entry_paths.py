@@ -64,7 +64,7 @@ def test_kineto_import_without_a_program_is_one_line_error(tmp_path):
 
 def test_record_without_step_pattern_gets_a_per_run_metric(tmp_path):
     (tmp_path / "prog.py").write_text(PROGRAM)
-    r = cli("record", "--incident", "rx", "--incidents-dir", str(tmp_path / "inc"), "--",
+    r = cli("record", "--outside", "--incident", "rx", "--incidents-dir", str(tmp_path / "inc"), "--",
             sys.executable, "prog.py", "0.1", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "no --step-pattern" in r.stderr and "process wall time" in r.stderr

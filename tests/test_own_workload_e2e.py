@@ -92,7 +92,7 @@ def world(tmp_path_factory):
     aa = _keep(checkout, "slow-step-0412", root / "kept" / "aa")
     show = _sh([".venv/bin/stallcase", "show", "slow-step-0412"], checkout, env).stdout
     # Or around any program.
-    _sh([checkout / ".venv/bin/stallcase", "record", "--incident", "rec-0412", "--",
+    _sh([checkout / ".venv/bin/stallcase", "record", "--outside", "--incident", "rec-0412", "--",
          PY, "train.py", "--steps", STEPS, "--workers", "1"], repo, env)
     _sh([*smk_paths, "incident=rec-0412", "experiment=around-the-program"], checkout, env)
     rec = _keep(checkout, "rec-0412", root / "kept" / "rec")

@@ -19,7 +19,7 @@ times its steps has). One cause per process, on known steps:
 
 Each case runs in two processes (torch.profiler and cupti-python both own CUPTI):
   recorder  FlightRecorder with host, nvml, sched, cupti; torch._dynamo's compile callbacks, the
-            compiler's entry points (COMPILE_ENTRY_POINTS, by code object: Python >= 3.12)
+            compiler's entry points (compile_hooks.COMPILE_ENTRY_POINTS, by code object: Python >= 3.12)
             and Triton's autotuner benchmark open recorder spans ("dynamo.compile",
             "dynamo.compile.frame", "inductor.*", "triton.autotune.benchmark": hooks that name
             what the trace cannot)
@@ -123,118 +123,25 @@ def _triton_kernel():
     return run
 
 
-# Compiler entry points whose whole run is compilation, named in the recorder by their code
-# objects (sys.monitoring, Python >= 3.12): dynamo's per-frame compile (bytecode tracing, the
-# backend, guards: torch._dynamo's compile callbacks fire only around part of it, 1.2 of 2.6 s
-# on the H200's recompile step), inductor's graph compile (forward, and backward in the autograd
-# thread, compiled lazily on the first backward), and inductor's first-run autotune. A code
-# object, unlike a module attribute, is the same whichever name a caller imported it under.
-COMPILE_ENTRY_POINTS = (
-    ("torch._dynamo.convert_frame", "_compile", "dynamo.compile.frame"),
-    ("torch._inductor.compile_fx", "compile_fx_inner", "inductor.compile_fx_inner"),
-    ("torch._inductor.runtime.triton_heuristics", "CachingAutotuner.benchmark_all_configs",
-     "inductor.CachingAutotuner.benchmark_all_configs"),
-)
-
-
-def _monitor_spans(rec, entries) -> list[str]:
-    """Open a recorder span named `span` for every run of each (module, qualname, span) entry's
-    code, on the thread that runs it (PY_START/PY_RETURN on those code objects only, PY_UNWIND
-    for a compile that raises). Returns what was installed, one line each."""
-    import importlib
-    import inspect
-    import threading
-
-    mon = getattr(sys, "monitoring", None)
-    if rec is None or mon is None:
-        return [] if rec is None else ["no compile entry-point spans (sys.monitoring needs Python >= 3.12)"]
-    names, out = {}, []
-    for module, qual, span_name in entries:
-        try:
-            obj = importlib.import_module(module)
-            for part in qual.split("."):
-                obj = getattr(obj, part)
-            code = inspect.unwrap(obj).__code__
-        except (ImportError, AttributeError, RuntimeError) as exc:  # a module absent or failing to import here
-            out.append(f"no span for {module}.{qual} ({type(exc).__name__})")
-            continue
-        names[code] = span_name
-        out.append(f"{module}.{qual} -> span {span_name}")
-    if not names:
-        return out
-    tool = next((t for t in range(6) if mon.get_tool(t) is None), None)
-    if tool is None:
-        return out + ["no sys.monitoring tool id free"]
-    mon.use_tool_id(tool, "stallcase-compile-spans")
-    local = threading.local()
-
-    def start(code, _offset):
-        name = names.get(code)
-        if name is not None:
-            cm = rec.span(name)
-            cm.__enter__()
-            local.__dict__.setdefault("open", []).append((code, cm))
-
-    def stop(code, _offset, _value):
-        stack = local.__dict__.get("open")
-        if code in names and stack and stack[-1][0] is code:
-            stack.pop()[1].__exit__(None, None, None)
-
-    mon.register_callback(tool, mon.events.PY_START, start)
-    mon.register_callback(tool, mon.events.PY_RETURN, stop)
-    mon.register_callback(tool, mon.events.PY_UNWIND, stop)
-    for code in names:
-        mon.set_local_events(tool, code, mon.events.PY_START | mon.events.PY_RETURN)
-    mon.set_events(tool, mon.events.PY_UNWIND)  # not a local event; stop() ignores other code
-    return out
-
-
 def _hooks(rec, record_function):
-    """Name compiles and autotune benchmarks in the recorder (and in Kineto for Triton, which
-    annotates nothing itself): torch._dynamo's compile callbacks, the compiler's entry points
-    (_monitor_spans), Triton's Autotuner._bench."""
-    installed = []
-    try:
-        from torch._dynamo.callback import callback_handler
+    """Name compiles and autotune benchmarks in the recorder through the product's hooks
+    (workflow_lib/capture/inprocess/compile_hooks.py: dynamo's compile callbacks, the compiler's
+    entry points, Triton's Autotuner._bench), and in Kineto for Triton, which annotates nothing
+    itself; the autotune case counts its benchmarks (its truth)."""
+    from contextlib import contextmanager
 
-        open_spans = []
+    from workflow_lib.capture.inprocess import compile_hooks
 
-        def start(*_a, **_k):
-            cm = rec.span("dynamo.compile") if rec is not None else None
-            if cm is not None:
-                cm.__enter__()
-            open_spans.append(cm)
+    @contextmanager
+    def around(name):
+        BENCH_CALLS[0] += 1
+        with record_function(name):
+            yield
 
-        def end(*_a, **_k):
-            if open_spans:
-                cm = open_spans.pop()
-                if cm is not None:
-                    cm.__exit__(None, None, None)
+    from workflow_lib.capture.steps import NULL_SPAN
 
-        callback_handler.register_start_callback(start)
-        callback_handler.register_end_callback(end)
-        installed.append("torch._dynamo callback_handler start/end -> span dynamo.compile")
-    except (ImportError, AttributeError) as exc:
-        installed.append(f"no dynamo compile callbacks ({type(exc).__name__})")
-    installed += _monitor_spans(rec, COMPILE_ENTRY_POINTS)
-    try:
-        from triton.runtime import autotuner
-
-        orig = autotuner.Autotuner._bench
-
-        def bench(self, *a, **k):
-            BENCH_CALLS[0] += 1
-            with record_function("triton.autotune.benchmark"):
-                if rec is None:
-                    return orig(self, *a, **k)
-                with rec.span("triton.autotune.benchmark"):
-                    return orig(self, *a, **k)
-
-        autotuner.Autotuner._bench = bench
-        installed.append("triton Autotuner._bench -> span triton.autotune.benchmark")
-    except (ImportError, AttributeError) as exc:
-        installed.append(f"no triton autotuner hook ({type(exc).__name__})")
-    return installed
+    span = rec.span if rec is not None else (lambda name: NULL_SPAN)
+    return compile_hooks.install(span, around)
 
 
 def run_case(case: str, form: str, tiny: bool, work: Path) -> dict:

@@ -68,6 +68,7 @@ from .budget import Budget, TargetTracker
 from .clock import now_ns, unix_minus_host_ns
 from . import gpu_arming
 from .gpu_arming import GpuArming
+from .inprocess import adopt
 from .sources.cupti import CuptiSource, cupti_kinds_of
 from .sources.host import HostSource
 from .sources.nvml import NvmlSampler
@@ -92,12 +93,31 @@ CUPTI_MODES = ("always", "triggered")
 MAX_PAUSES = 1024  # paused intervals remembered (bounded, like every other record)
 
 
+MAX_AUTO_PATHS = 64  # automatic snapshots remembered for the end-of-run announcement
+
+
 class FlightRecorder:
+    _session = None  # the in-process capture session that owns this recorder (inprocess/session.py)
+    inprocess = None  # what that session installed, for the manifest (set at its end)
+    workload_override = None  # that session's workload: the whole wrapped command
+
+    def __new__(cls, *args, **kwargs):
+        # Under `stallcase record` (in-process), the program's own recorder is the run's: one
+        # incident per run, never two (inprocess/adopt.py).
+        sess = adopt.current
+        if sess is not None and cls is FlightRecorder:
+            rec = sess.adopt(args, kwargs)
+            if rec is not None:
+                return rec
+        return super().__new__(cls)
+
     def __init__(self, incident_id: str | None = None, incidents_dir: str = "incidents", budget: Budget | None = None,
                  sources: tuple[str, ...] | None = None, trigger: LatencyTrigger | None = None,
                  cupti_mode: str = "always", gpu_window_steps: int = 32, mode: str | None = None,
                  cupti_kinds: str | tuple[str, ...] | None = None, cupti_buffer_bytes: int = 0,
                  cupti_parser: str = "raw", role: str | None = None, gpu_baseline_steps: int | None = None):
+        if self._session is not None:  # adopted (see __new__): already made
+            return
         if incident_id is not None:
             check_incident_id(incident_id, "FlightRecorder(incident_id)")
         # No sources named: the default, with GPU evidence in windows where there is a GPU
@@ -161,6 +181,7 @@ class FlightRecorder:
         self.dropped_snapshots = 0
         self.failed_snapshots = 0
         self.auto_snapshots = 0
+        self.auto_snapshots_written: list[tuple[str, str]] = []  # (path, reason), announced at the run's end
         self._snap_n = itertools.count(1)
         self._inputs: list[str] = []
         self._sources: list[str] = []
@@ -219,6 +240,8 @@ class FlightRecorder:
 
     def stop(self) -> None:
         """Stop samplers and the writer (queued snapshots finish); write STALLCASE_STEPS_OUT."""
+        if self._session is not None:  # the in-process session stops it at the process's exit
+            return
         if self.enabled and self._running:
             if self.paused:  # close the open paused interval; nothing is re-enabled
                 self._end_pause()
@@ -452,8 +475,14 @@ class FlightRecorder:
         dropped (budget of concurrent writes) or failed (the error is recorded)."""
         if not self.enabled:
             return None
+        if self._session is not None and not automatic:
+            # In-process capture: the run's one incident is written at exit, with this reason.
+            return self._session.snapshot_requested(str(reason))
         try:
-            return snapshot_mod.take(self, str(reason), wait, automatic)
+            path = snapshot_mod.take(self, str(reason), wait, automatic)
+            if automatic and path is not None and len(self.auto_snapshots_written) < MAX_AUTO_PATHS:
+                self.auto_snapshots_written.append((str(path), str(reason)))
+            return path
         except Exception as exc:
             self._error(f"snapshot: {type(exc).__name__}: {exc}")
             self.failed_snapshots += 1
@@ -519,6 +548,8 @@ class FlightRecorder:
             "gpu_evidence": {"default": self.gpu_default, "own_trigger": self.own_trigger, **self.gpu.describe()},
             # How this incident's steps were made; the plan's `auto` metric reads it (metric.py).
             "steps": dict(self.steps_from),
+            # In-process capture (`stallcase record -- python ...`): the hooks installed.
+            "inprocess": self.inprocess,
             # Which span path recorded the spans: "c" (_spanext) or "python" (host.py).
             "span_path": self.host.span_path if self.host is not None else None,
             "paused": {"now": self.paused, "intervals": self.paused_intervals() if self.enabled else [],

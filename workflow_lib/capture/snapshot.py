@@ -55,6 +55,7 @@ def take(rec, reason: str, wait: bool, automatic: bool) -> Path | None:
     copies = {}
     if rec.host is not None:
         copies["spans"], copies["steps"] = rec.host.spans.copy(), rec.host.steps.copy()
+        copies["span_details"] = rec.host.details.copy()
     for name, src in (("sched", rec.sched), ("nvml", rec.nvml)):
         if src is not None:
             copies[name] = src.ring.copy()
@@ -84,6 +85,9 @@ def build(rec, path: Path, reason: str, trig, copies: dict, since: int, until: i
         tables["spans"] = drop_paused(rec.host.spans_table(copies["spans"], since, until),
                                        rec.paused_intervals(since, until))
         tables["steps"] = rec.host.steps_table(copies["steps"], since, until)
+        details = rec.host.details_table(copies["span_details"], since, until)
+        if details.num_rows:
+            tables["span_details"] = details
         sources["host"] = source("observed", None, **host_detail(rec, copies, tables))
     else:
         sources["host"] = source("not_observed", rec._why_not("host"))
@@ -154,6 +158,9 @@ def build(rec, path: Path, reason: str, trig, copies: dict, since: int, until: i
     if rec.launcher is not None:
         # The job is the launcher's command: the plan rebuilds it whole, never one rank.
         manifest["workload"] = dict(workload, argv=list(rec.launcher["argv"]), cwd=os.getcwd())
+    override = getattr(rec, "workload_override", None)
+    if override:  # in-process capture: the whole wrapped command (inprocess/runner.py)
+        manifest["workload"] = dict(manifest["workload"], argv=list(override["argv"]), cwd=override["cwd"])
     if rec.producer != "recorder":
         manifest["producer"] = rec.producer
     return path, manifest, tables

@@ -9,7 +9,8 @@ GPU timestamps are already mapped onto that timeline; the mapping's uncertainty 
 Version history (bump TABLES_VERSION when a column changes meaning or type):
   1 - first version. (Additive, same version: nullable collectives.gpu_duration_ns; nullable
       steps.items and steps.tokens, the work a step declared; nullable memcpy.src_kind,
-      memcpy.dst_kind and memcpy.is_async; nullable role on every table with a rank.)
+      memcpy.dst_kind and memcpy.is_async; nullable role on every table with a rank; the
+      span_details table, GC and checkpoint spans' attributes.)
 """
 
 from __future__ import annotations
@@ -106,6 +107,14 @@ TABLES: dict[str, pa.Schema] = {
         ("enqueue_ns", _i64, True), ("gpu_start_ns", _i64, True), ("gpu_end_ns", _i64, True),
         ("state", _str, True), ("thread_id", _i64, True), ("record_id", _i64, True),
         ("gpu_duration_ns", _i64, True),
+    ),
+    # What a few host spans carry besides their times (the in-process capture's Python GC
+    # collections and checkpoint saves, capture/inprocess/): the same span is also a row of
+    # `spans`, found there by (thread_id, start_ns, name). Null: not known for that span.
+    "span_details": _schema(
+        ("name", _str, False), ("thread_id", _i64, False), ("start_ns", _i64, False), ("end_ns", _i64, False),
+        ("generation", _i32, True), ("objects", _i64, True), ("uncollectable", _i64, True),
+        ("bytes", _i64, True), ("rank", _i32, True),
     ),
 }
 

@@ -38,6 +38,7 @@ from ..ring import Ring, RingCopy
 NAME_BITS = 20
 MAX_NAMES = (1 << NAME_BITS) - 1
 OVERFLOW_NAME = "<span names over budget>"
+DETAIL_CAPACITY = 4096  # span_details rows kept (GC collections and checkpoint saves: a few per step)
 
 try:  # optional C span path; see setup.py
     from .. import _spanext  # type: ignore
@@ -156,6 +157,10 @@ class HostSource:
         # items/tokens: the step's work as the workload declared it; -1 = not declared.
         self.steps = Ring("steps", {"step_id": "q", "tid": "q", "start_ns": "q", "end_ns": "q",
                                     "items": "q", "tokens": "q"}, step_capacity)
+        # Attributes of a few spans (GC collections, checkpoint saves: low rate, Python-side),
+        # -1 = not known; the span itself is also in `spans` (tables.py `span_details`).
+        self.details = Ring("span_details", {"start_ns": "q", "end_ns": "q", "code": "q", "generation": "q",
+                                             "objects": "q", "uncollectable": "q", "bytes": "q"}, DETAIL_CAPACITY)
         self._names: dict[str, int] = {}
         self._name_list: list[str] = []
         self._names_lock = threading.Lock()
@@ -171,7 +176,7 @@ class HostSource:
 
     @property
     def nbytes(self) -> int:
-        return self.spans.nbytes + self.steps.nbytes
+        return self.spans.nbytes + self.steps.nbytes + self.details.nbytes
 
     def name_id(self, name: str) -> int:
         i = self._names.get(name)
@@ -223,6 +228,26 @@ class HostSource:
         """One complete span of the calling thread whose times were taken elsewhere (the
         recorder's between-steps wait). Low rate: once per step, through the ring's append."""
         self.spans.append(start_ns, end_ns, current_tid_shifted() | self.name_id(name))
+
+    def record_detail(self, name: str, start_ns: int, end_ns: int, *, generation: int = -1, objects: int = -1,
+                      uncollectable: int = -1, nbytes: int = -1) -> None:
+        """A complete span with its attributes, in `spans` and `span_details` (low rate)."""
+        code = current_tid_shifted() | self.name_id(name)
+        self.spans.append(start_ns, end_ns, code)
+        self.details.append(start_ns, end_ns, code, generation, objects, uncollectable, nbytes)
+
+    def details_table(self, copy: RingCopy, since_ns: int, until_ns: int) -> pa.Table:
+        c = copy.columns
+        keep = (c["end_ns"] >= since_ns) & (c["end_ns"] <= until_ns)
+        code = c["code"][keep]
+        names = self._name_list + [OVERFLOW_NAME]
+        idx = np.minimum(code & MAX_NAMES, len(names) - 1)
+        cols = {"name": arrow.strings_at(names, idx), "thread_id": arrow.numbers(code >> NAME_BITS),
+                "start_ns": arrow.numbers(c["start_ns"][keep]), "end_ns": arrow.numbers(c["end_ns"][keep])}
+        for col in ("generation", "objects", "uncollectable", "bytes"):
+            v = c[col][keep]
+            cols[col] = arrow.numbers(v, pa.int32() if col == "generation" else pa.int64(), mask=v < 0)
+        return arrow.table(cols)
 
     def add_spans(self, names, thread_ids, start_ns, end_ns) -> None:
         """Vectorized bulk insert of complete spans (tests, importers of host annotations).
