@@ -393,6 +393,8 @@ def main(argv=None) -> int:
     ap.add_argument("--k", type=int, default=10, help="steps per window")
     ap.add_argument("--loop", choices=("auto", "transformer", "cpu"), default="auto")
     ap.add_argument("--budget-s", type=float, default=40.0, help="per mode: stop adding pairs after this (>= 8 pairs)")
+    ap.add_argument("--mode-budget", action="append", default=[], metavar="MODE=S",
+                    help="this mode's own --budget-s (e.g. torch_profiler=40: its effect needs few pairs)")
     ap.add_argument("--seed", type=int, default=28)
     ap.add_argument("--work", default=None, help="directory for the recorder's incidents dir (default: a tmp dir)")
     ap.add_argument("--json", default=None, help="summary (every interval) to this file")
@@ -420,10 +422,17 @@ def main(argv=None) -> int:
     # for cores in one arm more than the other (and the H200 loop runs on the GPU anyway).
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env.setdefault(var, "1")
+    budgets = {}
+    for spec in args.mode_budget:
+        name, _, sec = spec.partition("=")
+        try:
+            budgets[name.strip()] = float(sec)
+        except ValueError:
+            ap.error(f"--mode-budget {spec!r}: expected MODE=SECONDS")
     for m in modes:
         t = time.monotonic()
         cmd = [sys.executable, str(Path(__file__).resolve()), "--one", "--modes", m, "--pairs", str(args.pairs),
-               "--k", str(args.k), "--loop", args.loop, "--budget-s", str(args.budget_s), "--seed", str(args.seed),
+               "--k", str(args.k), "--loop", args.loop, "--budget-s", str(budgets.get(m, args.budget_s)), "--seed", str(args.seed),
                "--work", os.path.join(work, m)]
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.mode_timeout_s)

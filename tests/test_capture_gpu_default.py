@@ -30,13 +30,13 @@ def fake_gpu(monkeypatch):
     return fake
 
 
-def _loop(rec, fake, steps: int, slow: int = -1) -> list[int]:
-    """`steps` steps of ~2 ms; while CUPTI is enabled each step launches "kernels"."""
+def _loop(rec, fake, steps: int, slow: int = -1, sleep_s: float = 0.002) -> list[int]:
+    """`steps` steps of ~`sleep_s`; while CUPTI is enabled each step launches "kernels"."""
     enabled_at = []
     with rec:
         for i in range(steps):
             with rec.step(i):
-                time.sleep(0.3 if i == slow else 0.002)
+                time.sleep(0.3 if i == slow else sleep_s)
                 if fake.enabled:
                     enabled_at.append(i)
                     fake.completed(_records(time.monotonic_ns() + CUPTI_BASE_NS))
@@ -63,18 +63,18 @@ def test_default_arms_baseline_windows_and_says_which_steps_have_gpu_activity(tm
     assert rec.trigger is not None and rec.trigger.k == LatencyTrigger().k
     # A loaded test host varies 2 ms sleeps by more than 2x: the baseline windows alone here.
     rec.trigger = LatencyTrigger(k=1000.0)
-    enabled_at, path = _loop(rec, fake_gpu, 120)
+    enabled_at, path = _loop(rec, fake_gpu, 680, sleep_s=0.0005)
     # A baseline window armed at the end of step 19 (4 steps, +1: see GpuArming.arm), the next
-    # 76 recorded steps after it closed (a 5% duty cycle of 4-step windows).
-    assert enabled_at == [20, 21, 22, 23, 24, 101, 102, 103, 104, 105]
+    # 636 recorded steps after it closed (4 steps of every 640).
+    assert enabled_at == [20, 21, 22, 23, 24, 661, 662, 663, 664, 665]
     inc = read_incident(path)
     cu = inc.manifest["sources"]["cupti"]
     assert cu["status"] == "observed"
     # The first step of a window is whole inside it only when it began after the arming (the
     # scheduler's step mark moves a step's start past the previous step's end).
     cov = cu["detail"]["steps"]
-    assert cov["with_gpu_activity"] in ([[20, 24], [101, 105]], [[21, 24], [102, 105]])
-    assert cov["steps_with"] + cov["steps_without"] == 120 and cov["steps_with"] in (8, 10)
+    assert cov["with_gpu_activity"] in ([[20, 24], [661, 665]], [[21, 24], [662, 665]])
+    assert cov["steps_with"] + cov["steps_without"] == 680 and cov["steps_with"] in (8, 10)
     ge = inc.manifest["recorder"]["gpu_evidence"]
     assert ge["windows_armed"] == {"latency": 0, "baseline": 2} and ge["own_trigger"]
     # No second incident: the recorder's own trigger arms, it never snapshots.
@@ -82,9 +82,9 @@ def test_default_arms_baseline_windows_and_says_which_steps_have_gpu_activity(tm
 
     d = diagnose_dir(path)
     by_id = {s["step_id"]: s for s in d["steps"]}
-    for i in (22, 23, 103):
+    for i in (22, 23, 663):
         assert by_id[i]["kernel_sum_ns"] is not None and by_id[i]["busy_ns"] is not None
-    for i in (5, 40, 90, 110):
+    for i in (5, 40, 300, 670):
         s = by_id[i]
         assert s["kernel_sum_ns"] is None and s["busy_ns"] is None and s["host_api_ns"] is None
         missing = {m for f in s["findings"] for m in f["missing"]}

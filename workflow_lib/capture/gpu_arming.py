@@ -8,13 +8,15 @@ its triggered tier, and CUPTI is on only in windows of whole steps:
     which arms and writes no snapshot of its own) arms CUPTI for `window_steps` steps after a
     slow step: the steps an incident is about;
   - **baseline windows**: `BASELINE_STEPS` steps once the trigger's warm-up has passed, then
-    again after `gap_steps` recorded steps (a duty cycle of `BASELINE_DUTY`) or `MAX_GAP_S`
-    seconds, whichever comes first: typical steps to compare them with. MAX_GAP_S is half a
-    snapshot's window (Budget.window_ns, 120 s), so every snapshot holds some.
-Why windows and not always on: on the H200's 12 ms transformer loop CUPTI always on cost
-+4.5% (kernels only) to +6% (default kinds) against the recorder's budget of 1%
-(docs/benchmarks.md, "GPU evidence by default"). A window costs its own steps that much, plus
-enabling and disabling activity; at a 5% duty cycle that is a few tenths of a percent.
+    `BASELINE_STEPS` of every `BASELINE_EVERY_STEPS` recorded steps, and at least every
+    `MAX_GAP_S` seconds: typical steps to compare them with. MAX_GAP_S is half a snapshot's
+    window (Budget.window_ns, 120 s), so every snapshot holds some.
+Why windows and not always on: on the H200's transformer loop CUPTI always on cost +4.5%
+(kernels only) to +6% (default kinds) against the recorder's budget of 1% (docs/benchmarks.md,
+"GPU evidence by default"). A window costs more than its steps' share of that: enabling and
+disabling activity and the records' parsing cost ~16 ms of the training thread per 4-step
+window there (measured: windows every 80 steps cost +1.54% [+0.95, +2.15]), hence one window
+in 640 steps.
 Steps count only while recording (paused steps are not recorded), so the duty cycle is over
 recorded steps. `STALLCASE_GPU_EVIDENCE=off` (or mode nocupti) keeps CUPTI out.
 
@@ -34,7 +36,6 @@ waits for its window to close, so the incident holds the slow step and the armed
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy as np
 import pyarrow as pa
@@ -44,7 +45,7 @@ from ..core import arrow
 DEFAULT_SOURCES = ("host", "nvml", "sched", "collectives")
 GPU_EVIDENCE_ENV = "STALLCASE_GPU_EVIDENCE"  # "off": the default stays without CUPTI
 BASELINE_STEPS = 4  # whole steps in a baseline window
-BASELINE_DUTY = 0.05  # baseline windows' share of recorded steps
+BASELINE_EVERY_STEPS = 640  # one baseline window per this many recorded steps
 MAX_GAP_S = 60.0  # a baseline window at least this often (half of Budget.window_ns)
 FIRST_AFTER_STEPS = 20  # the first baseline window: after the trigger's default warm-up
 
@@ -91,7 +92,7 @@ class GpuArming:
         self.pending_auto = False  # an automatic snapshot waiting for the armed window to close
         self.kind = None  # "latency" | "baseline" while armed
         self.baseline_steps = int(baseline_steps)
-        self.gap_steps = math.ceil(self.baseline_steps * (1 - BASELINE_DUTY) / BASELINE_DUTY) if self.baseline_steps else 0
+        self.gap_steps = max(1, BASELINE_EVERY_STEPS - self.baseline_steps) if self.baseline_steps else 0
         self.max_gap_ns = int(MAX_GAP_S * 1e9)
         self.since = self.gap_steps - FIRST_AFTER_STEPS  # recorded steps since the last window closed
         self.due_ns = 0  # host ns by which a baseline window is due (set at the first step)
