@@ -10,7 +10,7 @@ import time
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .inprocess.runner import run_inprocess
+    from .inprocess.runner import describe, run_inprocess
     from ..core.errors import StallcaseError
 
     p = argparse.ArgumentParser(prog="python -m workflow_lib.capture.run")
@@ -25,8 +25,10 @@ def main(argv: list[str] | None = None) -> int:
     except StallcaseError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    for line in result.lines:
-        print(line, file=sys.stderr)
+    for path, manifest in result.incidents:
+        print(describe(path, manifest), file=sys.stderr)
+    if result.missing:
+        print(result.missing, file=sys.stderr)
     return result.returncode
 
 

@@ -33,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..capture.inprocess.runner import is_python_command, run_inprocess
     from ..capture.sidecar import record_command
-    from ..report.text import wrote_line
+    from ..report.text import recorded_lines, wrote_line
 
     cmd = list(args.command)
     if cmd and cmd[0] == "--":
@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     incident = args.incident or time.strftime("rec-%Y%m%dT%H%M%SZ", time.gmtime())
     if is_python_command(cmd) and not args.step_pattern and not args.outside and args.trigger is None:
         got = run_inprocess(cmd, incident_id=incident, incidents_dir=args.incidents_dir)
-        for line in got.lines:
+        for line in recorded_lines(got.incidents, got.missing):
             print(line, file=sys.stderr)
         return got.returncode
     result = record_command(cmd, incident_id=incident, incidents_dir=args.incidents_dir,

@@ -289,6 +289,14 @@ def wrote_line(path, detail: str | None = None) -> str:
     return f"wrote {path}" + (f": {detail}" if detail else "")
 
 
+def recorded_lines(incidents, missing: str | None = None) -> list[str]:
+    """`stallcase record` in-process: each incident the run wrote, with its reason (the same
+    wording as `python -m workflow_lib.capture.run`), or why there is none."""
+    from ..capture.inprocess.runner import describe
+
+    return [describe(p, m) for p, m in incidents] + ([missing] if missing else [])
+
+
 def diagnosis_lines(rec: dict, out) -> list[str]:
     """`stallcase diagnose`: where the record went, what it explains, the slow steps, the first
     experiments and the warm-up (once, apart from the ranked experiments: a once-per-process

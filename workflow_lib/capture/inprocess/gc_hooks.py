@@ -1,10 +1,10 @@
 """Python GC collections as spans ("gc.collect"), through `gc.callbacks`.
 
-Each collection is a span on the thread that triggered it; a collection of generation 1 or 2,
-or one of at least DETAIL_MIN_NS, also gets a `span_details` row with its generation and the
-objects collected and found uncollectable. Young collections (generation 0, every few hundred
-allocations) are many and short: they stay spans only, so they never push a full collection
-out of the bounded detail ring.
+Each collection is a span on the thread that triggered it; a collection of generation 1 or 2
+also gets a `span_details` row with its generation and the objects collected and found
+uncollectable. Young collections (generation 0, every few hundred allocations) are many and
+short: they are spans only, through the C span path (a few hundred ns), so they cost little
+and never push a full collection out of the bounded detail ring.
 """
 
 from __future__ import annotations
@@ -14,26 +14,29 @@ import gc
 from ..clock import now_ns
 
 SPAN = "gc.collect"
-DETAIL_MIN_NS = 100_000
 
 
 def install(session) -> list[str]:
-    start = [0]
+    state = {"t0": 0, "span": None}
 
     def callback(phase, info):
+        gen = info.get("generation", -1)
         if phase == "start":
-            start[0] = now_ns()
+            if gen >= 1:  # its details: times taken here, written at stop
+                state["t0"], state["span"] = now_ns(), None
+            else:  # young: the C span path (a few hundred ns)
+                state["t0"], state["span"] = 0, session.span(SPAN)
+                state["span"].__enter__()
+            return
+        span, t0 = state["span"], state["t0"]
+        state["span"], state["t0"] = None, 0
+        if span is not None:
+            span.__exit__(None, None, None)
             return
         host = session.host()
-        if host is None or not start[0]:
-            return
-        t0, t1 = start[0], now_ns()
-        gen = int(info.get("generation", -1))
-        if gen >= 1 or t1 - t0 >= DETAIL_MIN_NS:
-            host.record_detail(SPAN, t0, t1, generation=gen, objects=int(info.get("collected", -1)),
+        if host is not None and t0:
+            host.record_detail(SPAN, t0, now_ns(), generation=int(gen), objects=int(info.get("collected", -1)),
                                uncollectable=int(info.get("uncollectable", -1)))
-        else:
-            host.record_span(SPAN, t0, t1)
 
     gc.callbacks.append(callback)
-    return [f"gc.callbacks -> span {SPAN} (generation, collected, uncollectable in span_details)"]
+    return [f"gc.callbacks -> span {SPAN} (generation 1 and 2: generation, collected, uncollectable in span_details)"]

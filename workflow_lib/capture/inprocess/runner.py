@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ...core.errors import StallcaseError
 from .. import job
-from ..recorder import INCIDENTS_DIR_ENV
+from ..recorder import INCIDENTS_DIR_ENV, RECORDER_ENV
 from .session import CONFIG_ENV, PARENT_ENV, WORKLOAD_ENV
 
 SITE_DIR = Path(__file__).resolve().parent / "site"
@@ -40,8 +40,8 @@ def is_python_command(argv: list[str]) -> bool:
 @dataclass
 class RunResult:
     returncode: int
-    incidents: list[Path]
-    lines: list[str]
+    incidents: list[tuple[Path, dict]]  # (directory, manifest) of every incident the run wrote
+    missing: str | None  # why there is none, when the run should have written one
 
 
 def child_env(incident_id: str, incidents_dir: str, workload: list[str], environ=None) -> dict[str, str]:
@@ -60,7 +60,9 @@ def child_env(incident_id: str, incidents_dir: str, workload: list[str], environ
 def run_inprocess(argv: list[str], *, incident_id: str, incidents_dir: str = "incidents") -> RunResult:
     if not argv:
         raise StallcaseError("record", "no command given after --")
-    workload = [sys.executable, "-m", "workflow_lib.capture.run", "--incident", incident_id, "--", *argv]
+    # No `--` before the program: a candidate's set_args edits the program's options, and an
+    # option parser (the plan's included) stops at `--`.
+    workload = [sys.executable, "-m", "workflow_lib.capture.run", "--incident", incident_id, *argv]
     env = child_env(incident_id, incidents_dir, workload)
     out_dir = Path(env[INCIDENTS_DIR_ENV])
     t_start = time.time()
@@ -84,11 +86,12 @@ def run_inprocess(argv: list[str], *, incident_id: str, incidents_dir: str = "in
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
-    found, lines = written_since(out_dir, incident_id, t_start)
-    if not found:
-        lines.append(f"stallcase record: no incident in {out_dir}: the program did not run under the in-process "
-                     f"capture (see its messages above), or ended before writing it")
-    return RunResult(returncode=rc if rc >= 0 else 128 - rc, incidents=found, lines=lines)
+    found = written_since(out_dir, incident_id, t_start)
+    missing = None
+    if not found and env.get(RECORDER_ENV, "on").strip().lower() not in ("off", "0", "false", "no"):
+        missing = (f"stallcase record: no incident in {out_dir}: the program did not run under the in-process "
+                   f"capture (see its messages above), or ended before writing it")
+    return RunResult(returncode=rc if rc >= 0 else 128 - rc, incidents=found, missing=missing)
 
 
 def threading_main() -> bool:
@@ -97,11 +100,11 @@ def threading_main() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def written_since(out_dir: Path, incident_id: str, t_start: float) -> tuple[list[Path], list[str]]:
-    """The run's incidents (`ID`, `ID.N`, `ID.latency_change-N[.rankR]`) and one line each with its reason."""
-    found, lines = [], []
+def written_since(out_dir: Path, incident_id: str, t_start: float) -> list[tuple[Path, dict]]:
+    """The run's incidents (`ID`, `ID.N`, `ID.latency_change-N[.rankR]`) with their manifests."""
+    found = []
     if not out_dir.is_dir():
-        return found, lines
+        return found
     for d in sorted(out_dir.iterdir()):
         if d.name != incident_id and not d.name.startswith(incident_id + "."):
             continue
@@ -109,16 +112,23 @@ def written_since(out_dir: Path, incident_id: str, t_start: float) -> tuple[list
         try:
             if m.stat().st_mtime < t_start - 1:
                 continue
-            manifest = json.loads(m.read_text(encoding="utf-8"))
+            found.append((d, json.loads(m.read_text(encoding="utf-8"))))
         except (OSError, ValueError):
             continue
-        found.append(d)
-        reason = manifest.get("reason")
-        trig = manifest.get("trigger") or {}
-        why = f"{reason}: {trig.get('last_fire') or trig}" if reason == "latency_change" and trig else reason
-        kind = "automatic snapshot" if reason in ("latency_change", "sigusr1") else "incident"
-        rep = manifest.get("recorder") or {}
-        steps = f"; steps from {(rep.get('steps') or {}).get('from')}: {(rep.get('usage') or {}).get('steps_seen')}" if rep else ""
-        ranks = f"; ranks {manifest['ranks']}" if manifest.get("ranks") else ""
-        lines.append(f"stallcase: {kind} {d} ({why}{steps}{ranks})")
-    return found, lines
+    return found
+
+
+def describe(path: Path, manifest: dict) -> str:
+    """One line for an incident the run wrote: an automatic snapshot says which step set it off."""
+    reason = manifest.get("reason")
+    trig = manifest.get("trigger")
+    why = reason
+    fire = trig.get("last_fire") if isinstance(trig, dict) else None
+    if reason == "latency_change" and isinstance(fire, dict) and "step_id" in fire:
+        why = (f"latency_change: step {fire['step_id']} took {fire.get('duration_ns', 0) / 1e6:.1f} ms, "
+               f"{fire.get('ratio', 0):.1f}x the median {fire.get('median_ns', 0) / 1e6:.1f} ms")
+    kind = "automatic snapshot" if reason in ("latency_change", "sigusr1") else "incident"
+    rep = manifest.get("recorder") or {}
+    steps = f"; steps from {(rep.get('steps') or {}).get('from')}: {(rep.get('usage') or {}).get('steps_seen')}" if rep else ""
+    ranks = f"; ranks {manifest['ranks']}" if manifest.get("ranks") else ""
+    return f"stallcase: {kind} {path} ({why}{steps}{ranks})"

@@ -127,18 +127,18 @@ class Session:
         if self.first_activity_ns is None:
             self.first_activity_ns = t_ns
 
-    def optimizer_step(self, opt, t0: int | None, t1: int) -> None:
+    def optimizer_step(self, opt, t1: int) -> None:
         rec = self.rec
         if rec is None:
             if self.finished:
                 return
             rec = self.recorder()
-        if rec is None or rec.host is None:
+        if rec is None:
             return
-        if t0 is not None and not rec.paused:
-            rec.host.record_span("optimizer.step", t0, t1)
-        if self.steps_from not in (None, "optimizer", "profiler_step"):
-            return
+        # With the recorder off (a trial run that is not recorded: STALLCASE_RECORDER=off) there
+        # are no spans, but the steps still time the run (the steps-out file).
+        if self.steps_from not in (None, "optimizer"):
+            return  # the program's own steps, or ProfilerStep steps already begun: never two kinds
         if self.step_owner is None:
             self.step_owner = id(opt)
             if self.roots is not None:
@@ -159,7 +159,7 @@ class Session:
             host.record_span(name, t0, t1)
         if name.startswith(PROFILER_STEP) and self.steps_from in (None, "profiler_step"):
             rec = self.rec or self.recorder()
-            if rec is not None and rec.host is not None:
+            if rec is not None:
                 self.steps_from = "profiler_step"
                 self.last_end_ns = t0 if self.last_end_ns is None else self.last_end_ns
                 self._end_step(rec, t1)
@@ -187,14 +187,15 @@ class Session:
                 return
             self.finished = True
             rec = self.rec
-        if rec is None or not rec.enabled:
-            if rec is not None:
-                rec._session = None
-                rec.stop()
+        if rec is None:
             return
         if self.steps_from is None:
             self.steps_from = "process"
             rec._end_step(0, self.started_ns, now_ns())
+        if not rec.enabled:  # recorder off: only the steps-out file
+            rec._session = None
+            rec.stop()
+            return
         rec.steps_from = {"from": self.steps_from, "covers": STEPS_FROM[self.steps_from]}
         rec.inprocess = {"hooks": list(self.installed), "eager": self.eager}
         rec._session = None

@@ -38,7 +38,20 @@ TORCH_OWN_NAMES = ("enumerate(DataLoader)", "Optimizer.", "Optimizer.zero_grad",
 
 
 def _timed(session, name: str, fn, detail=None):
-    """fn wrapped in a span `name`; `detail(args, kwargs, result)` -> bytes, for span_details."""
+    """fn wrapped in a span `name` (the recorder's span: C when built); with `detail(args, kwargs)`
+    -> bytes, timed here and written with its bytes to span_details too (a save: rare)."""
+    if detail is None:
+        @functools.wraps(fn)
+        def spanned(*args, **kwargs):
+            span = session.span(name)  # the C span path when built: a few hundred ns
+            span.__enter__()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                span.__exit__(None, None, None)
+        spanned._stallcase = True
+        return spanned
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         host = session.host()
@@ -49,15 +62,12 @@ def _timed(session, name: str, fn, detail=None):
             out = fn(*args, **kwargs)
         finally:
             t1 = now_ns()
-            if detail is None:
-                host.record_span(name, t0, t1)
-        if detail is not None:
-            nbytes = -1
-            try:
-                nbytes = detail(args, kwargs)
-            except Exception:  # a size we cannot read is unknown, never the program's error
-                pass
-            host.record_detail(name, t0, t1, nbytes=nbytes)
+        nbytes = -1
+        try:
+            nbytes = detail(args, kwargs)
+        except Exception:  # a size we cannot read is unknown, never the program's error
+            pass
+        host.record_detail(name, t0, t1, nbytes=nbytes)
         return out
     wrapper._stallcase = True
     return wrapper
@@ -77,10 +87,15 @@ def optimizer(session) -> list[str]:
     local = threading.local()
 
     def pre(opt, args, kwargs):
-        local.t0 = now_ns()
+        local.span = span = session.span("optimizer.step")
+        span.__enter__()
 
     def post(opt, args, kwargs):
-        session.optimizer_step(opt, getattr(local, "t0", None), now_ns())
+        span = getattr(local, "span", None)
+        if span is not None:
+            local.span = None
+            span.__exit__(None, None, None)
+        session.optimizer_step(opt, now_ns())
 
     register_optimizer_step_pre_hook(pre)
     register_optimizer_step_post_hook(post)
@@ -93,15 +108,14 @@ def dataloader(session) -> list[str]:
     orig = dl._BaseDataLoaderIter.__next__
 
     def __next__(self):
-        host = session.host()
-        if host is None:
-            return orig(self)
-        t0 = now_ns()
-        session.activity(t0)
+        if session.first_activity_ns is None:  # step 0 starts at the first batch, recorded or not
+            session.activity(now_ns())
+        span = session.span("dataloader.next")
+        span.__enter__()
         try:
             return orig(self)
         finally:
-            host.record_span("dataloader.next", t0, now_ns())
+            span.__exit__(None, None, None)
 
     dl._BaseDataLoaderIter.__next__ = __next__
     return ["DataLoader iterator __next__ -> span dataloader.next"]
@@ -151,15 +165,14 @@ class RootModules:
         def pre(mod, args):
             d = getattr(local, "depth", 0)
             if d == 0:
-                local.t0 = now_ns()
-                session.activity(local.t0)
+                local.span = span = session.span("forward")
+                span.__enter__()
             local.depth = d + 1
 
         def post(mod, args, out):
             local.depth = d = getattr(local, "depth", 1) - 1
-            host = session.host()
-            if d == 0 and host is not None:
-                host.record_span("forward", local.t0, now_ns())
+            if d == 0:
+                local.span.__exit__(None, None, None)
 
         for m in roots:
             m.register_forward_pre_hook(pre)
@@ -256,14 +269,12 @@ def sync_reads(session, torch) -> list[str]:
             def read(self, *a, **k):
                 if not self.is_cuda:
                     return fn(self, *a, **k)
-                host = session.host()
-                if host is None:
-                    return fn(self, *a, **k)
-                t0 = now_ns()
+                span = session.span(name)
+                span.__enter__()
                 try:
                     return fn(self, *a, **k)
                 finally:
-                    host.record_span(name, t0, now_ns())
+                    span.__exit__(None, None, None)
             return read
 
         setattr(torch.Tensor, attr, make(fn, name))
