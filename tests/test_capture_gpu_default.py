@@ -20,9 +20,23 @@ from workflow_lib.diagnose import diagnose_dir
 from test_capture_cupti import CUPTI_BASE_NS, FakeCupti, _records
 
 
+class FlushingCupti(FakeCupti):
+    """Holds a window's records until CUPTI is flushed (the recorder flushes as a window closes)."""
+
+    def __init__(self):
+        super().__init__()
+        self.pending = []
+
+    def activity_flush_all(self, flag):
+        super().activity_flush_all(flag)
+        recs, self.pending = self.pending, []
+        if recs and self.completed is not None:
+            self.completed(recs)
+
+
 @pytest.fixture
 def fake_gpu(monkeypatch):
-    fake = FakeCupti()
+    fake = FlushingCupti()
     monkeypatch.setattr(cupti_mod, "cupti", fake)
     monkeypatch.setattr(gpu_arming, "gpu_present", lambda: (True, "fake GPU for the test"))
     monkeypatch.delenv(gpu_arming.GPU_EVIDENCE_ENV, raising=False)
@@ -39,7 +53,7 @@ def _loop(rec, fake, steps: int, slow: int = -1, sleep_s: float = 0.002) -> list
                 time.sleep(0.3 if i == slow else sleep_s)
                 if fake.enabled:
                     enabled_at.append(i)
-                    fake.completed(_records(time.monotonic_ns() + CUPTI_BASE_NS))
+                    fake.pending += _records(time.monotonic_ns() + CUPTI_BASE_NS)
         path = rec.snapshot("workload_boundary")
     return enabled_at, path
 
@@ -63,18 +77,18 @@ def test_default_arms_baseline_windows_and_says_which_steps_have_gpu_activity(tm
     assert rec.trigger is not None and rec.trigger.k == LatencyTrigger().k
     # A loaded test host varies 2 ms sleeps by more than 2x: the baseline windows alone here.
     rec.trigger = LatencyTrigger(k=1000.0)
-    enabled_at, path = _loop(rec, fake_gpu, 680, sleep_s=0.0005)
+    enabled_at, path = _loop(rec, fake_gpu, 1040, sleep_s=0.0002)
     # A baseline window armed at the end of step 19 (4 steps, +1: see GpuArming.arm), the next
-    # 636 recorded steps after it closed (4 steps of every 640).
-    assert enabled_at == [20, 21, 22, 23, 24, 661, 662, 663, 664, 665]
+    # 996 recorded steps after it closed (4 steps of every 1,000).
+    assert enabled_at == [20, 21, 22, 23, 24, 1021, 1022, 1023, 1024, 1025]
     inc = read_incident(path)
     cu = inc.manifest["sources"]["cupti"]
     assert cu["status"] == "observed"
     # The first step of a window is whole inside it only when it began after the arming (the
     # scheduler's step mark moves a step's start past the previous step's end).
     cov = cu["detail"]["steps"]
-    assert cov["with_gpu_activity"] in ([[20, 24], [661, 665]], [[21, 24], [662, 665]])
-    assert cov["steps_with"] + cov["steps_without"] == 680 and cov["steps_with"] in (8, 10)
+    assert cov["with_gpu_activity"] in ([[20, 24], [1021, 1025]], [[21, 24], [1022, 1025]])
+    assert cov["steps_with"] + cov["steps_without"] == 1040 and cov["steps_with"] in (8, 10)
     ge = inc.manifest["recorder"]["gpu_evidence"]
     assert ge["windows_armed"] == {"latency": 0, "baseline": 2} and ge["own_trigger"]
     # No second incident: the recorder's own trigger arms, it never snapshots.
@@ -82,9 +96,9 @@ def test_default_arms_baseline_windows_and_says_which_steps_have_gpu_activity(tm
 
     d = diagnose_dir(path)
     by_id = {s["step_id"]: s for s in d["steps"]}
-    for i in (22, 23, 663):
+    for i in (22, 23, 1023):
         assert by_id[i]["kernel_sum_ns"] is not None and by_id[i]["busy_ns"] is not None
-    for i in (5, 40, 300, 670):
+    for i in (5, 40, 500, 1030):
         s = by_id[i]
         assert s["kernel_sum_ns"] is None and s["busy_ns"] is None and s["host_api_ns"] is None
         missing = {m for f in s["findings"] for m in f["missing"]}

@@ -16,7 +16,7 @@ Why windows and not always on: on the H200's transformer loop CUPTI always on co
 "GPU evidence by default"). A window costs more than its steps' share of that: enabling and
 disabling activity and the records' parsing cost ~16 ms of the training thread per 4-step
 window there (measured: windows every 80 steps cost +1.54% [+0.95, +2.15]), hence one window
-in 640 steps.
+in 1,000 steps (every ~15 s on that loop; a 120 s snapshot holds several).
 Steps count only while recording (paused steps are not recorded), so the duty cycle is over
 recorded steps. `STALLCASE_GPU_EVIDENCE=off` (or mode nocupti) keeps CUPTI out.
 
@@ -45,7 +45,7 @@ from ..core import arrow
 DEFAULT_SOURCES = ("host", "nvml", "sched", "collectives")
 GPU_EVIDENCE_ENV = "STALLCASE_GPU_EVIDENCE"  # "off": the default stays without CUPTI
 BASELINE_STEPS = 4  # whole steps in a baseline window
-BASELINE_EVERY_STEPS = 640  # one baseline window per this many recorded steps
+BASELINE_EVERY_STEPS = 1000  # one baseline window per this many recorded steps
 MAX_GAP_S = 60.0  # a baseline window at least this often (half of Budget.window_ns)
 FIRST_AFTER_STEPS = 20  # the first baseline window: after the trigger's default warm-up
 
@@ -138,6 +138,11 @@ class GpuArming:
         self.due_ns = t_ns + self.max_gap_ns if t_ns else 0
         if self.cupti is not None:
             self.cupti.disarm()
+            # The window's records are parsed now, between two steps, not when a buffer fills
+            # later: that parse (tens of ms for a full buffer) inside some later step made it
+            # slow enough to set off the latency trigger (H200: 10 latency windows in 7,500
+            # steps of an A/A run with windows every 80 steps).
+            self.cupti.flush()
         pending, self.pending_auto = self.pending_auto, False
         return pending
 
