@@ -97,6 +97,7 @@ class GpuArming:
         self.since = self.gap_steps - FIRST_AFTER_STEPS  # recorded steps since the last window closed
         self.due_ns = 0  # host ns by which a baseline window is due (set at the first step)
         self.armed = {"latency": 0, "baseline": 0}
+        self.touched = False  # a window was armed or closed at the end of the last step
 
     def arm(self, steps: int | None = None, kind: str = "latency") -> bool:
         """Enable CUPTI activity for the next `steps` steps (default window_steps). A latency
@@ -114,11 +115,13 @@ class GpuArming:
         self.left = int(steps or self.window_steps) + 1
         self.kind = kind
         self.armed[kind] += 1
+        self.touched = True
         return True
 
     def step_ended(self, t_ns: int = 0) -> bool:
         """Count one recorded step; True when that closed an armed window. Arms a baseline
         window when one is due."""
+        self.touched = False
         if self.left:
             self.left -= 1
             return not self.left
@@ -135,6 +138,7 @@ class GpuArming:
         self.left = 0
         self.kind = None
         self.since = 0
+        self.touched = True
         self.due_ns = t_ns + self.max_gap_ns if t_ns else 0
         if self.cupti is not None:
             self.cupti.disarm()

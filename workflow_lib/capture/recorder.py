@@ -235,6 +235,8 @@ class FlightRecorder:
                 self._guard(f"starting {name}", src.start)
         if self.cupti is not None:
             self._guard("starting cupti", lambda: self.cupti.start(armed=self.cupti_mode == "always"))
+            if self.cupti_mode == "triggered" and self.gpu.gap_steps:  # baseline windows will come
+                self._guard("preparing cupti", self.cupti.prepare)
         self._guard("starting writer", self.writer.start)
         return self
 
@@ -433,9 +435,13 @@ class FlightRecorder:
             if gap_from is not None:
                 self.host.record_span(BETWEEN_STEPS, gap_from, t0)
             self.host.record_step(int(step_id), start, t1, thread_id, n_items, n_tokens)
+            # A step that began as a window was armed or closed carries that work (enabling
+            # activity, parsing the window's records) where no step mark moved its start past
+            # it: it is not fed to the trigger, so the windows never set off the trigger.
+            perturbed = self.gpu.touched
             if self.gpu.step_ended(t1):
                 self._close_gpu_window(t1)
-            if self.trigger is not None and self.trigger.observe(step_id, t1 - start):
+            if self.trigger is not None and not perturbed and self.trigger.observe(step_id, t1 - start):
                 armed = self.cupti_mode == "triggered" and self.arm_gpu()
                 if not self.own_trigger:
                     self.auto_snapshots += 1
