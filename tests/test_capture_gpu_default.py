@@ -135,3 +135,28 @@ def test_window_clipping_and_step_runs():
                       "end_ns": pa.array([19, 29, 39, 79], pa.int64())})
     cov = gpu_arming.step_coverage(steps, [[10, 30], [60, 80]])
     assert cov["with_gpu_activity"] == [[1, 2], [7, 7]] and cov["steps_without"] == 1
+
+
+def test_cupti_is_set_up_at_start_and_leaves_no_window(tmp_path, fake_gpu):
+    rec = FlightRecorder(incident_id="prep", incidents_dir=str(tmp_path))
+    rec.start()
+    try:
+        # Registered (callbacks in) and activity enabled-disabled once: nothing left on, no window.
+        assert fake_gpu.completed is not None and fake_gpu.enabled == []
+        assert rec.cupti.windows == [] and not rec.cupti.armed
+    finally:
+        rec.stop()
+
+
+def test_the_step_after_a_window_closes_is_not_fed_to_the_trigger(tmp_path, fake_gpu):
+    """A window's close flushes and parses its records; where a step's start is not moved past
+    that (steps from optimizer hooks), the next step carries it and must not look like a
+    latency change. A slow step right after the first baseline window (steps 20-24) is skipped;
+    the same slow step later fires."""
+    rec = FlightRecorder(incident_id="quiet", incidents_dir=str(tmp_path), gpu_window_steps=4)
+    rec.trigger = LatencyTrigger(k=40.0, cooldown_steps=0)
+    with rec:
+        for i in range(60):
+            with rec.step(i):
+                time.sleep(0.3 if i in (25, 45) else 0.002)
+    assert rec.trigger.fired == 1 and rec.trigger.last_fire["step_id"] == 45
