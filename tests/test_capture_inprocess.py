@@ -117,3 +117,37 @@ def test_without_an_optimizer_the_programs_profiler_steps_are_the_steps(tmp_path
     assert sorted(steps.step_id) == list(range(len(steps))) and len(steps) >= 7
     names = inc.table("spans").to_pandas().name
     assert (names == "decode").sum() == 8  # the program's own record_function names are spans
+
+
+WORKERS_RECORD_THEMSELVES = """
+    import multiprocessing as mp, os, time
+    from workflow_lib.capture import FlightRecorder
+
+
+    def work(rank):
+        os.environ["RANK"], os.environ["WORLD_SIZE"] = str(rank), "2"
+        rec = FlightRecorder(incident_id="workers")
+        with rec:
+            for i in range(10):
+                with rec.step(i):
+                    time.sleep(0.002)
+            rec.snapshot("workload_boundary")
+
+
+    if __name__ == "__main__":
+        ps = [mp.get_context("fork").Process(target=work, args=(r,)) for r in range(2)]
+        for p in ps:
+            p.start()
+        for p in ps:
+            p.join()
+"""
+
+
+def test_forked_workers_with_their_own_recorders_make_the_one_incident(tmp_path):
+    r = _record(tmp_path, WORKERS_RECORD_THEMSELVES, "mpw")
+    assert r.returncode == 0, r.stderr
+    dirs = sorted(p.name for p in (tmp_path / "inc").iterdir() if ".latency_change-" not in p.name and p.name[0] != ".")
+    assert dirs == ["mpw"], (dirs, r.stderr)  # the parent, which stepped nothing, adds no second one
+    inc = read_incident(tmp_path / "inc" / "mpw")
+    assert inc.manifest["ranks"] == [0, 1]
+    assert inc.table("steps").to_pandas().groupby("rank").size().to_dict() == {0: 10, 1: 10}

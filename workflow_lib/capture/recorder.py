@@ -242,7 +242,7 @@ class FlightRecorder:
 
     def stop(self) -> None:
         """Stop samplers and the writer (queued snapshots finish); write STALLCASE_STEPS_OUT."""
-        if self._session is not None:  # the in-process session stops it at the process's exit
+        if self._session is not None and self._session.eager:  # the session stops it at the process's exit
             return
         if self.enabled and self._running:
             if self.paused:  # close the open paused interval; nothing is re-enabled
@@ -482,8 +482,11 @@ class FlightRecorder:
         if not self.enabled:
             return None
         if self._session is not None and not automatic:
-            # In-process capture: the run's one incident is written at exit, with this reason.
-            return self._session.snapshot_requested(str(reason))
+            # In-process capture: the run's one incident is written at exit, with this reason
+            # (a process whose exit the session does not see, a multiprocessing child, writes now).
+            if self._session.eager:
+                return self._session.snapshot_requested(str(reason))
+            self._session.program_wrote = True
         try:
             path = snapshot_mod.take(self, str(reason), wait, automatic)
             if automatic and path is not None and len(self.auto_snapshots_written) < MAX_AUTO_PATHS:

@@ -22,6 +22,7 @@ import json
 import os
 import sys
 import threading
+import time
 
 from ..clock import now_ns
 from ..steps import NULL_SPAN
@@ -41,13 +42,13 @@ STEPS_FROM = {
 }
 
 
-
 class Session:
     def __init__(self, incident: str, eager: bool):
         self.incident = incident
         self.eager = eager
         self.rec = None
         self.started_ns = now_ns()
+        self.started_unix = time.time()
         self.first_activity_ns: int | None = None
         self.steps_from: str | None = None
         self.step_owner = None  # the optimizer whose steps are the steps (weakly: by id)
@@ -55,6 +56,7 @@ class Session:
         self.last_end_ns: int | None = None
         self.installed: list[str] = []
         self.requested_reason: str | None = None
+        self.program_wrote = False  # the program's own snapshot, written at once (a non-eager process)
         self.creating = False
         self.finished = False
         self.lock = threading.RLock()
@@ -189,10 +191,17 @@ class Session:
             rec = self.rec
         if rec is None:
             return
+        if self.steps_from is None and self._written_by_others(rec):
+            # This process stepped nothing (a launcher of workers that record themselves): the
+            # run's incident is theirs; a second one of this process's wall time would split it.
+            rec._session = None
+            rec.stop()
+            return
         if self.steps_from is None:
             self.steps_from = "process"
             rec._end_step(0, self.started_ns, now_ns())
-        if not rec.enabled:  # recorder off: only the steps-out file
+        if not rec.enabled or self.program_wrote or not rec._running:
+            # Recorder off (only the steps-out file), or the program wrote and stopped its own.
             rec._session = None
             rec.stop()
             return
@@ -202,6 +211,12 @@ class Session:
         path = rec.snapshot(self.requested_reason or "exit", wait=True)
         rec.stop()
         _announce(rec, path)
+
+    def _written_by_others(self, rec) -> bool:
+        try:
+            return os.stat(os.path.join(rec.incidents_dir, self.incident, "manifest.json")).st_mtime >= self.started_unix - 1
+        except OSError:
+            return False
 
     def forked(self) -> None:
         """In a forked child: the parent's recorder is the parent's (its threads are not here)."""

@@ -33,6 +33,21 @@ C10D_CALLS = ("all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_
               "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "broadcast", "broadcast_object_list",
               "reduce", "gather", "scatter", "barrier", "send", "recv")
 SYNC_READS = ("item", "cpu", "tolist")
+
+
+def _not_compiling() -> bool:
+    return False
+
+
+def compiling():
+    """torch.compiler.is_compiling: while dynamo traces a hooked call it is True (a constant to
+    the tracer), so a wrapper traced into a compiled graph is just the call it wraps and adds no
+    graph break."""
+    import torch
+
+    return getattr(getattr(torch, "compiler", None), "is_compiling", _not_compiling)
+
+
 # torch's own record_function names, already spans of their own under these hooks.
 TORCH_OWN_NAMES = ("enumerate(DataLoader)", "Optimizer.", "Optimizer.zero_grad", "## ")
 
@@ -40,9 +55,12 @@ TORCH_OWN_NAMES = ("enumerate(DataLoader)", "Optimizer.", "Optimizer.zero_grad",
 def _timed(session, name: str, fn, detail=None):
     """fn wrapped in a span `name` (the recorder's span: C when built); with `detail(args, kwargs)`
     -> bytes, timed here and written with its bytes to span_details too (a save: rare)."""
+    is_compiling = compiling()
     if detail is None:
         @functools.wraps(fn)
         def spanned(*args, **kwargs):
+            if is_compiling():
+                return fn(*args, **kwargs)
             span = session.span(name)  # the C span path when built: a few hundred ns
             span.__enter__()
             try:
@@ -161,8 +179,11 @@ class RootModules:
         children = {id(c) for m in mods for c in m.children()}
         roots = [m for m in mods if id(m) not in children and next(m.parameters(), None) is not None]
         local, session = self.local, self.session
+        is_compiling = compiling()
 
         def pre(mod, args):
+            if is_compiling():
+                return
             d = getattr(local, "depth", 0)
             if d == 0:
                 local.span = span = session.span("forward")
@@ -170,6 +191,8 @@ class RootModules:
             local.depth = d + 1
 
         def post(mod, args, out):
+            if is_compiling():
+                return
             local.depth = d = getattr(local, "depth", 1) - 1
             if d == 0:
                 local.span.__exit__(None, None, None)
@@ -260,6 +283,7 @@ def profiler(session) -> list[str]:
 
 def sync_reads(session, torch) -> list[str]:
     n = 0
+    is_compiling = compiling()
     for attr in SYNC_READS:
         fn = getattr(torch.Tensor, attr)
         name = f"sync.{attr}"
@@ -267,7 +291,7 @@ def sync_reads(session, torch) -> list[str]:
         def make(fn, name):
             @functools.wraps(fn)
             def read(self, *a, **k):
-                if not self.is_cuda:
+                if not self.is_cuda or is_compiling():
                     return fn(self, *a, **k)
                 span = session.span(name)
                 span.__enter__()
