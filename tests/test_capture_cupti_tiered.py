@@ -24,7 +24,7 @@ def _run(tmp_path, monkeypatch, mode_env=None, steps=40, slow=25, window=5):
         monkeypatch.setenv("STALLCASE_RECORDER_MODE", mode_env)
     rec = FlightRecorder(incident_id="tier", incidents_dir=str(tmp_path), sources=("host", "cupti"),
                          trigger=LatencyTrigger(k=40.0, warmup_steps=10, cooldown_steps=100),
-                         cupti_mode="triggered", gpu_window_steps=window)
+                         cupti_mode="triggered", gpu_window_steps=window, gpu_baseline_steps=0)
     enabled_at = {}
     with rec:
         for i in range(steps):

@@ -22,11 +22,14 @@ start report `not_observed` with the reason, failures are recorded in the manife
 `recorder.errors`. `STALLCASE_RECORDER=off` makes everything a no-op except the per-step
 durations written to `STALLCASE_STEPS_OUT` (the trial runner's contract).
 
-GPU activity has two tiers. With `sources` holding "cupti" and `cupti_mode="triggered"`
-(needs a trigger), CUPTI kernel activity is enabled only for the `gpu_window_steps` steps
-after the latency trigger fires, and the automatic snapshot waits for that window to close,
-so the incident holds the slow step, the armed steps and `sources.cupti.detail.windows`
-(which steps had GPU activity). `cupti_mode="always"` keeps CUPTI on all the time.
+GPU activity has two tiers. With `sources` holding "cupti" and `cupti_mode="triggered"`,
+CUPTI activity is enabled only in windows of whole steps: the `gpu_window_steps` steps after
+the latency trigger fires (the automatic snapshot waits for that window to close, so the
+incident holds the slow step and the armed steps) and short baseline windows of typical steps
+(`gpu_baseline_steps`, 0: none); `sources.cupti.detail.windows` and `.steps` say which steps
+had GPU activity. With `sources` left at its default, a process that sees a GPU and CUPTI
+gets exactly that, with the recorder's own trigger (gpu_arming.py: GPU evidence by default);
+`cupti_mode="always"` keeps CUPTI on all the time.
 `cupti_kinds` picks the activity kinds: "kernel" (kernels only, the cheapest useful set),
 "default" (kernels, memcpy/memset, runtime API, synchronization) or a tuple of
 CuptiSource.KINDS names; `cupti_buffer_bytes` the activity buffer size (docs/benchmarks.md,
@@ -45,7 +48,7 @@ began in, so no step is half recorded, and spans a caller looked up before the p
 steps to pair recorder-on with recorder-off inside one warm process.
 
 The recorder's jobs live beside it: steps.py (the step objects of the hot path), steps_out.py
-(the per-step durations for the trial runner), gpu_arming.py (the tiered CUPTI window),
+(the per-step durations for the trial runner), gpu_arming.py (when CUPTI is on: the windows, GPU evidence by default),
 snapshot.py (what a snapshot copies and the writer thread builds), backoff.py (what slows
 down over the CPU target).
 """
@@ -63,6 +66,7 @@ from ..core.incident import check_incident_id
 from . import backoff, job, provenance, snapshot as snapshot_mod, steps_out
 from .budget import Budget, TargetTracker
 from .clock import now_ns, unix_minus_host_ns
+from . import gpu_arming
 from .gpu_arming import GpuArming
 from .inprocess import adopt
 from .sources.cupti import CuptiSource, cupti_kinds_of
@@ -108,14 +112,22 @@ class FlightRecorder:
         return super().__new__(cls)
 
     def __init__(self, incident_id: str | None = None, incidents_dir: str = "incidents", budget: Budget | None = None,
-                 sources: tuple[str, ...] = ("host", "nvml", "sched", "collectives"), trigger: LatencyTrigger | None = None,
+                 sources: tuple[str, ...] | None = None, trigger: LatencyTrigger | None = None,
                  cupti_mode: str = "always", gpu_window_steps: int = 32, mode: str | None = None,
                  cupti_kinds: str | tuple[str, ...] | None = None, cupti_buffer_bytes: int = 0,
-                 cupti_parser: str = "raw", role: str | None = None):
+                 cupti_parser: str = "raw", role: str | None = None, gpu_baseline_steps: int | None = None):
         if self._session is not None:  # adopted (see __new__): already made
             return
         if incident_id is not None:
             check_incident_id(incident_id, "FlightRecorder(incident_id)")
+        # No sources named: the default, with GPU evidence in windows where there is a GPU
+        # and CUPTI (gpu_arming.py); without either, host, NVML, sched and collectives.
+        self.gpu_default = None
+        if sources is None:
+            sources, added, why = gpu_arming.default_sources(os.environ)
+            self.gpu_default = {"cupti_added": added, "why": why}
+            if added:
+                cupti_mode = "triggered"
         unknown = [s for s in sources if s not in KNOWN_SOURCES]
         if unknown:
             raise ValueError(f"FlightRecorder: unknown source(s) {unknown}; known: {KNOWN_SOURCES}")
@@ -132,6 +144,8 @@ class FlightRecorder:
             raise ValueError(f"FlightRecorder(cupti_mode={cupti_mode!r}): known {CUPTI_MODES}")
         if gpu_window_steps < 1:
             raise ValueError("FlightRecorder(gpu_window_steps) must be at least 1")
+        if gpu_baseline_steps is not None and not 0 <= gpu_baseline_steps <= gpu_window_steps:
+            raise ValueError("FlightRecorder(gpu_baseline_steps) must be between 0 and gpu_window_steps")
         sources = tuple(dict.fromkeys(sources))
         if mode == "cupti":
             sources, cupti_mode = tuple(dict.fromkeys(sources + ("cupti",))), "always"
@@ -141,8 +155,11 @@ class FlightRecorder:
             cupti_mode = "triggered"
         self.mode = mode or None
         self.requested = sources
-        self.trigger = trigger
         self.cupti_mode = cupti_mode if "cupti" in sources else None
+        # The recorder's own trigger arms GPU windows and writes no snapshot of its own (the
+        # program asked for none); a program's trigger does both.
+        self.own_trigger = trigger is None and self.cupti_mode == "triggered" and bool(self.gpu_default)
+        self.trigger = LatencyTrigger() if self.own_trigger else trigger
         self.gpu_window_steps = int(gpu_window_steps)
         self.enabled = (os.environ.get(RECORDER_ENV, "on").strip().lower() not in ("off", "0", "false", "no")
                         and mode != "off")
@@ -158,7 +175,7 @@ class FlightRecorder:
         self.unix_minus_host_ns, self.unix_uncertainty_ns = unix_minus_host_ns()
         self.errors: list[str] = []
         self.unusual: list[str] = []
-        if self.cupti_mode == "triggered" and trigger is None:
+        if self.cupti_mode == "triggered" and self.trigger is None:
             # Nothing would arm it (except arm_gpu()): say so rather than silently record none.
             self.unusual.append("cupti_mode=triggered without a trigger: GPU activity is armed only by arm_gpu()")
         self.dropped_snapshots = 0
@@ -184,7 +201,10 @@ class FlightRecorder:
                  "kernels": "cupti", "runtime_api": "cupti", "memcpy": "cupti"}
         rings = tuple(r for r, o in owner.items() if o in self.requested)
         self.host = self.sched = self.nvml = self.cupti = None
-        self.gpu = GpuArming(None, self.gpu_window_steps)
+        # Baseline windows (typical steps with GPU evidence) wherever CUPTI is windowed.
+        # (`gpu_baseline_steps=0`: none; only the latency windows and arm_gpu()).
+        baseline = gpu_arming.BASELINE_STEPS if gpu_baseline_steps is None else int(gpu_baseline_steps)
+        self.gpu = GpuArming(None, self.gpu_window_steps, baseline if self.cupti_mode == "triggered" else 0)
         if not self.enabled:
             return
         cap = lambda ring, row: self.budget.capacity(ring, row, rings or ("spans",))
@@ -215,6 +235,8 @@ class FlightRecorder:
                 self._guard(f"starting {name}", src.start)
         if self.cupti is not None:
             self._guard("starting cupti", lambda: self.cupti.start(armed=self.cupti_mode == "always"))
+            if self.cupti_mode == "triggered" and self.gpu.gap_steps:  # baseline windows will come
+                self._guard("preparing cupti", self.cupti.prepare)
         self._guard("starting writer", self.writer.start)
         return self
 
@@ -413,14 +435,20 @@ class FlightRecorder:
             if gap_from is not None:
                 self.host.record_span(BETWEEN_STEPS, gap_from, t0)
             self.host.record_step(int(step_id), start, t1, thread_id, n_items, n_tokens)
-            if self.gpu.step_ended():
-                self._close_gpu_window()
-            if self.trigger is not None and self.trigger.observe(step_id, t1 - start):
-                self.auto_snapshots += 1
-                if self.cupti_mode == "triggered" and self.arm_gpu():
-                    self.gpu.pending_auto = True  # written when the armed window closes
-                elif not self.gpu.pending_auto:
-                    self.snapshot("latency_change", wait=False, automatic=True)
+            # A step that began as a window was armed or closed carries that work (enabling
+            # activity, parsing the window's records) where no step mark moved its start past
+            # it: it is not fed to the trigger, so the windows never set off the trigger.
+            perturbed = self.gpu.touched
+            if self.gpu.step_ended(t1):
+                self._close_gpu_window(t1)
+            if self.trigger is not None and not perturbed and self.trigger.observe(step_id, t1 - start):
+                armed = self.cupti_mode == "triggered" and self.arm_gpu()
+                if not self.own_trigger:
+                    self.auto_snapshots += 1
+                    if armed:
+                        self.gpu.pending_auto = True  # written when the armed window closes
+                    elif not self.gpu.pending_auto:
+                        self.snapshot("latency_change", wait=False, automatic=True)
         except Exception as exc:  # a recorder bug must not become the workload's exception
             self._error(f"step {step_id}: {type(exc).__name__}: {exc}")
 
@@ -429,8 +457,8 @@ class FlightRecorder:
         False when CUPTI is not running or a window is already armed (gpu_arming.py)."""
         return self.gpu.arm(steps)
 
-    def _close_gpu_window(self) -> None:
-        if self.gpu.close():
+    def _close_gpu_window(self, t_ns: int = 0) -> None:
+        if self.gpu.close(t_ns):
             self.snapshot("latency_change", wait=False, automatic=True)
 
     @property
@@ -525,6 +553,8 @@ class FlightRecorder:
             "errors": errors,
             "trigger": self.trigger.describe() if self.trigger is not None else None,
             "mode": {"env": self.mode, "cupti_mode": self.cupti_mode, "gpu_window_steps": self.gpu_window_steps},
+            # GPU evidence: whether the default added CUPTI and why, and the windows armed.
+            "gpu_evidence": {"default": self.gpu_default, "own_trigger": self.own_trigger, **self.gpu.describe()},
             # How this incident's steps were made; the plan's `auto` metric reads it (metric.py).
             "steps": dict(self.steps_from),
             # In-process capture (`stallcase record -- python ...`): the hooks installed.

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from ..core import arrow
 from ..core.incident import source
-from . import ranks
+from . import gpu_arming, ranks
 from . import writer as writer_module
 from .clock import HOST_CLOCK, now_ns
 from .sources import collectives as collectives_source
@@ -107,6 +107,12 @@ def build(rec, path: Path, reason: str, trig, copies: dict, since: int, until: i
         cc = rec.cupti.copies()
         tables.update(rec.cupti.tables(cc, since, until))
         sources["cupti"] = rec.cupti.manifest_entry(cc, since, until)
+        # Per step, which had GPU activity recorded (gpu_arming.py); windows whose kernels the
+        # ring overwrote no longer count.
+        detail = sources["cupti"]["detail"]
+        detail["windows"] = gpu_arming.clip_windows(detail["windows"], tables.get("kernels"),
+                                                    getattr(cc.get("kernels"), "overwritten", 0))
+        detail["steps"] = gpu_arming.step_coverage(tables.get("steps"), detail["windows"])
         if "runtime_api" in tables and not rec.cupti.thread_ids.startswith("system"):
             tables["runtime_api"], mapped = native_thread_ids(tables["runtime_api"])
             sources["cupti"]["detail"]["thread_ids"] = mapped

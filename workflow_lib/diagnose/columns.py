@@ -10,6 +10,8 @@ looks at first (warm-up, slow, matched collective); those steps' records are in 
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -47,6 +49,9 @@ class RankColumns:
     detail: dict = field(default_factory=dict)  # step index -> its step record, evidence kept
     kinds_ns: dict = field(default_factory=dict)  # step index -> transfer_stall {kind: critical ns}
     spans_ns: list = field(default_factory=list)  # per check: its evidence "spans" summed over attributed steps
+    # Steps outside every window in which CUPTI was armed (capture/gpu_arming.py): their GPU
+    # measures are "not observed" (None), never an idle GPU. None when every step shares the rank's sources.
+    gpu_unrecorded: np.ndarray | None = None
 
     @property
     def unexplained_ns(self) -> np.ndarray:
@@ -67,6 +72,10 @@ class Longest:
         a, b = int(self.offsets[k]), int(self.offsets[k + 1])
         return [{"start_ns": int(s), "end_ns": int(e), "length_ns": int(n)}
                 for s, e, n in zip(self.start_ns[a:b], self.end_ns[a:b], self.length_ns[a:b])]
+
+
+# The per-step measures that need GPU activity recorded during the step (record.step_measures).
+GPU_MEASURES = frozenset({"kernel_sum_ns", "busy_ns", "idle_ns", "host_api_ns", "host_sync_api_ns"})
 
 
 def _gaps(n: int, g, k: np.ndarray, observed: bool, origin: int, limit: int):
@@ -135,8 +144,23 @@ class _Missing:
         return np.asarray(out, np.int32)
 
 
+def _source_groups(groups: list[np.ndarray], covered: np.ndarray | None, src, src_off):
+    """Each group of steps with the sources it is read with: with GPU activity recorded in
+    windows, a group splits into its steps inside a window (the rank's sources) and those
+    outside (no kernels, no runtime calls); a part of a group is still disjoint."""
+    for g in groups:
+        if covered is None:
+            yield g, src
+            continue
+        inside = covered[g]
+        if inside.any():
+            yield g[inside], src
+        if not inside.all():
+            yield g[~inside], src_off
+
+
 def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, origin: int,
-                  coll: dict | None, keep_all: bool) -> RankColumns:
+                  coll: dict | None, keep_all: bool, covered: np.ndarray | None = None) -> RankColumns:
     """All checks over all of the rank's steps (`frame` in the steps table's order, overlapping
     or not); `m` the per-step measures, `cold` warmup.cold_steps, `coll` (rank, step_id) ->
     the collectives analysis' finding for the steps it matched. Evidence for every step when
@@ -152,7 +176,8 @@ def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, or
     kinds: dict = {}
     idle_parts: list = []
     matched_rows: list[np.ndarray] = []
-    for g in disjoint_groups(frame.starts, frame.ends):
+    src_off = dataclasses.replace(src, kernels=False, runtime_api=False) if covered is not None else src
+    for g, g_src in _source_groups(disjoint_groups(frame.starts, frame.ends), covered, src, src_off):
         if g.size == n and bool(np.all(g == np.arange(n))):
             # The usual case: one group, the table's order. Slices, not copies and scatters.
             fr, g, g_cold = frame, slice(None), cold
@@ -160,7 +185,7 @@ def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, or
             fr = batch.StepFrame(frame.ids[g], frame.tids[g], frame.starts[g], frame.ends[g])
             g_cold = [cold[i] for i in g.tolist()]
         base = batch.make_base(fr, ev, opts.min_gap_ns)
-        si = batch.StepsInput(fr, base, ev, src, opts, g_cold)
+        si = batch.StepsInput(fr, base, ev, g_src, opts, g_cold)
         rows_of = (lambda k: k) if isinstance(g, slice) else (lambda k, g=g: g[k])  # frame rows of group rows
         idle_parts.append((base.idle, rows_of(base.idle_step)))
         credit = Resolver(fr)
@@ -195,6 +220,8 @@ def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, or
     cnt, tot, longest = _gaps(n, idle, np.concatenate([k for _, k in idle_parts]), src.kernels, origin, opts.max_gaps_listed)
     cols = RankColumns(ev.rank, frame, origin, m, src.kernels, cnt, tot, longest, verdict, explains, missing.lists,
                        missing_code, explained, kinds_ns=kinds, spans_ns=spans)
+    if covered is not None:
+        cols.gpu_unrecorded = ~covered
     cols.excess = excess_mod.attach_columns(frame.wall, cols.explains_ns, opts)
     if keep_all:
         kept = range(n)
@@ -203,7 +230,8 @@ def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, or
         cold_rows = [i for i, c in enumerate(cold[:opts.warmup_steps]) if c is not None]  # only the first steps can be cold
         kept = sorted(set(cold_rows) | set(slow.tolist()) | set(np.concatenate(matched_rows or [np.zeros(0, _I64)]).tolist()))
     for k in kept:
-        cols.detail[k] = step_dict(cols, k, describe.evidence(ev, src, opts, cols, k, cold[k], origin, coll))
+        k_src = src_off if covered is not None and not covered[k] else src
+        cols.detail[k] = step_dict(cols, k, describe.evidence(ev, k_src, opts, cols, k, cold[k], origin, coll))
     return cols
 
 
@@ -212,8 +240,9 @@ def step_dict(cols: RankColumns, k: int, evidence: list | None = None) -> dict:
     if evidence is None and k in cols.detail:
         return cols.detail[k]
     fr = cols.frame
-    rec = {name: (None if v is None else int(v[k])) for name, v in cols.measures.items()}
-    of = measures.overlap_factor(rec["kernel_sum_ns"], rec["busy_ns"]) if cols.kernels_observed else None
+    off = cols.gpu_unrecorded is not None and bool(cols.gpu_unrecorded[k])
+    rec = {name: (None if v is None or (off and name in GPU_MEASURES) else int(v[k])) for name, v in cols.measures.items()}
+    of = measures.overlap_factor(rec["kernel_sum_ns"], rec["busy_ns"]) if cols.kernels_observed and not off else None
     rec.update(step_id=int(fr.ids[k]), rank=cols.rank, thread_id=int(fr.tids[k]),
                start_ns=int(fr.starts[k] + cols.origin_ns), end_ns=int(fr.ends[k] + cols.origin_ns), overlap_factor=of,
                gaps={"count": int(cols.gaps_count[k]), "total_ns": int(cols.gaps_total_ns[k]),
@@ -343,17 +372,21 @@ def _chunk(cols: RankColumns, lo: int, hi: int, code_of: list, texts):
     fr, n, nc = cols.frame, hi - lo, len(NAMES)
     i64, f64 = pa.int64(), pa.float64()
 
-    def ints(v):
-        return pa.nulls(n, i64) if v is None else pa.array(np.asarray(v[lo:hi], _I64), i64)
+    off = None if cols.gpu_unrecorded is None else cols.gpu_unrecorded[lo:hi]
+
+    def ints(v, unrecorded=None):
+        if v is None:
+            return pa.nulls(n, i64)
+        return pa.array(np.asarray(v[lo:hi], _I64), i64, mask=unrecorded)
 
     m = cols.measures
     of = pa.nulls(n, f64)
     if cols.kernels_observed:
-        of = pa.array([measures.overlap_factor(a, b) for a, b in zip(m["kernel_sum_ns"][lo:hi].tolist(), m["busy_ns"][lo:hi].tolist())], f64)
+        of = pa.array([measures.overlap_factor(a, b) for a, b in zip(m["kernel_sum_ns"][lo:hi].tolist(), m["busy_ns"][lo:hi].tolist())], f64, mask=off)
     data = {
         "step_id": ints(fr.ids), "rank": pa.nulls(n, i64) if cols.rank is None else pa.array(np.full(n, cols.rank, _I64), i64),
         "thread_id": ints(fr.tids), "start_ns": ints(fr.starts + cols.origin_ns), "end_ns": ints(fr.ends + cols.origin_ns),
-        "wall_ns": ints(fr.wall), **{k: ints(m[k]) for k in ("kernel_sum_ns", "busy_ns", "idle_ns", "host_api_ns", "host_sync_api_ns")},
+        "wall_ns": ints(fr.wall), **{k: ints(m[k], off) for k in ("kernel_sum_ns", "busy_ns", "idle_ns", "host_api_ns", "host_sync_api_ns")},
         "overlap_factor": of, "gaps_count": ints(cols.gaps_count), "gaps_total_ns": ints(cols.gaps_total_ns),
         "gaps_longest_json": pa.array(_longest_json(cols.gaps_longest, lo, hi), pa.string()),
         "explained_ns": ints(cols.explained_ns), "unexplained_ns": ints(cols.unexplained_ns),

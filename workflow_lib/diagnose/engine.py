@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from ..capture.sources.cupti import covered_steps
 from ..core import records
 from ..core.incident import Incident
 from ..core.incident_stream import RankedIncident
@@ -27,6 +28,18 @@ from .claims import collective_findings
 from .record import Sums, diagnosis_record, growth, step_measures, window_record, with_findings
 from .steps import step_table
 from .types import DiagnoseOptions
+
+
+def gpu_covered(manifest: dict, src, start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray | None:
+    """Per step, whether it lies inside a window of recorded GPU activity; None when every
+    step shares the rank's sources (no kernels at all, CUPTI always on, or all covered)."""
+    if not src.kernels:
+        return None
+    detail = ((manifest.get("sources") or {}).get("cupti") or {}).get("detail") or {}
+    if detail.get("windows") is None:
+        return None
+    cov = covered_steps(manifest, start_ns, end_ns)
+    return None if cov.all() else cov
 
 
 def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, options: DiagnoseOptions | None = None,
@@ -72,7 +85,11 @@ def diagnose(incident: Incident, *, incident_id: str, snapshot_digest: str, opti
         windows.append(window_record(ev, int(starts.min()), int(ends.max()), src, origin, opts))
 
         frame = StepFrame(ids, tids, starts, ends)
-        cols = columns.diagnose_rank(ev, frame, src, opts, m, cold, origin, coll, keep_all=steps.num_rows <= columns.EVIDENCE_ALL_UP_TO)
+        # CUPTI armed in windows (capture/gpu_arming.py): a step outside them is read as a step
+        # without GPU evidence ("kernels not observed"), never as a step with an idle GPU.
+        covered = gpu_covered(incident.manifest, src, starts + origin, ends + origin)
+        cols = columns.diagnose_rank(ev, frame, src, opts, m, cold, origin, coll,
+                                     keep_all=steps.num_rows <= columns.EVIDENCE_ALL_UP_TO, covered=covered)
         rows = excess_mod.slow_steps([cols.detail[k] for k in sorted(cols.detail)], opts.slow_step_factor)
         pos = {int(ids[k]): k for k in cols.detail}
         slow.extend(with_findings(growth(rows, pos, cols.excess, ev, starts, ends), cols.detail, pos))

@@ -33,6 +33,8 @@ def _reason(sources: dict, table: str) -> str:
         src = sources.get(name)
         if src and src.get("status") != "observed":
             return f"{name}: {reason(src.get('reason'))}"
+        if src:  # observed, yet not for this step: GPU activity recorded in windows (capture/gpu_arming.py)
+            return f"{table}: not recorded during this step ({name} was on in windows of other steps)"
     return f"{table} not observed"
 
 

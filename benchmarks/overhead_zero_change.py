@@ -1,0 +1,88 @@
+"""`stallcase record -- CMD` (zero-change, in-process capture) against the bare program.
+
+    python benchmarks/overhead_zero_change.py [--pairs 6] [--seed 33] [--json out.json] -- python prog.py ARGS
+
+Each pair runs the program bare and under `python -m workflow_lib.cli record` in seeded random
+order, one process after another. Two measures per run: the whole process's wall time (start-up
+of the capture, its hooks, the steps and the incident written at exit: everything a user waits
+for) and, where the program prints `steady_ms_per_step X` (its own timing of its steady steps),
+that. Each is the Hodges-Lehmann estimate with the signed-rank 95% interval over pairs of
+log(recorded / bare), reported as percent (workflow_lib/compare/stats.py, the trials' own
+statistics). A process per run spreads more than the in-process design
+(benchmarks/overhead_inprocess.py), so this bounds coarser; it is the zero-change path's cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from workflow_lib.compare import stats  # noqa: E402
+
+STEADY = re.compile(r"steady_ms_per_step\s+([0-9.]+)")
+
+
+def _run(argv: list[str]) -> tuple[float, float | None]:
+    t = time.perf_counter()
+    p = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, check=False)
+    wall = time.perf_counter() - t
+    if p.returncode != 0:
+        raise SystemExit(f"{argv[:6]}... exit {p.returncode}: {p.stderr.strip().splitlines()[-1:]}")
+    m = STEADY.search(p.stdout)
+    return wall, float(m.group(1)) if m else None
+
+
+def _interval(rec: list[float], bare: list[float]) -> dict:
+    rel = np.log(np.asarray(rec) / np.asarray(bare))
+    est, lo, hi = (float(np.expm1(v)) * 100.0 for v in stats.hodges_lehmann(rel, 0.95))
+    return {"estimate": est, "low": lo, "high": hi, "pairs": int(rel.size)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pairs", type=int, default=6)
+    ap.add_argument("--seed", type=int, default=33)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("command", nargs=argparse.REMAINDER)
+    args = ap.parse_args(argv)
+    cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not cmd:
+        ap.error("give the program: -- python prog.py ARGS")
+    work = tempfile.mkdtemp(prefix="zc-")
+    rng = random.Random(args.seed)
+    runs = {"bare": [], "recorded": []}
+    for i in range(args.pairs):
+        for arm in rng.sample(["bare", "recorded"], 2):
+            argv = cmd if arm == "bare" else [sys.executable, "-m", "workflow_lib.cli", "record", "--incident", f"zc-{i}",
+                                             "--incidents-dir", work, "--", *cmd]
+            runs[arm].append(_run(argv))
+        print(f"pair {i}: bare {runs['bare'][-1]}, recorded {runs['recorded'][-1]}", flush=True)
+    out = {"command": cmd, "pairs": args.pairs,
+           "wall_pct": _interval([r[0] for r in runs["recorded"]], [r[0] for r in runs["bare"]]),
+           "wall_s": {arm: [r[0] for r in v] for arm, v in runs.items()}}
+    if all(r[1] is not None for v in runs.values() for r in v):
+        out["steady_pct"] = _interval([r[1] for r in runs["recorded"]], [r[1] for r in runs["bare"]])
+        out["steady_ms"] = {arm: [r[1] for r in v] for arm, v in runs.items()}
+    for k in ("wall_pct", "steady_pct"):
+        if k in out:
+            o = out[k]
+            print(f"{k}: {o['estimate']:+.2f}% [{o['low']:+.2f}, {o['high']:+.2f}] over {o['pairs']} pairs")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
