@@ -258,7 +258,8 @@ def with_attribution(diagnosis: dict, comparison: dict | None) -> tuple[dict, di
     d["summary"]["slow_steps"] = sorted(slow, key=lambda s: -s["excess_ns"])[:20]
     if comparison is None:
         return d, None
-    c = copy.deepcopy(comparison)
+    typed_in = not isinstance(comparison, dict)  # the typed Comparison the report reads
+    c = comparison.to_json() if typed_in else copy.deepcopy(comparison)
     c["components"] = [  # compare's shape: a wall headline, overlapping measures, then the partitions
         {"name": "wall", "group": "wall", "label": "wall", "delta_ns_per_step": -1_500_000, "interval_ns": [-1_600_000, -1_400_000],
          "floor_ns": 90_000, "clears_floor": True, "share_of_change": 1.0, "status": "resolved"},
@@ -269,7 +270,16 @@ def with_attribution(diagnosis: dict, comparison: dict | None) -> tuple[dict, di
         {"name": "check:sync_stall", "group": "attribution", "delta_ns_per_step": -10_000, "interval_ns": [-60_000, 40_000],
          "floor_ns": 90_000, "clears_floor": False, "share_of_change": 0.01, "status": "unresolved"},
     ]
+    labels = {"check:input_starvation": "input starvation", "check:sync_stall": "sync stall"}
+    for comp in c["components"]:  # the fields the schema requires of every component
+        comp.setdefault("label", labels.get(comp["name"], comp["name"]))
+        comp.setdefault("reason", None)
+        comp.setdefault("baseline_ns_per_step", 10_000_000)
     c["sentence"] = "faster by 7.9% [6.4, 9.6]: input wait −1.23 ms/step [−1.29, −1.18]; sync −0.01 ms/step (within its floor)"
+    if typed_in:
+        from workflow_lib.core import typed
+
+        return d, typed.of_json(type(comparison), c)
     return d, c
 
 

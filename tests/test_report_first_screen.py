@@ -147,7 +147,7 @@ def test_synthetic_first_screen_before_and_after_the_attribution_fields(browser,
                          executions=recs.executions, comparison=comp)
     after = tmp_path / "after.html"
     after.write_text(build_report(after_recs, tmp_path / "results"), encoding="utf-8")
-    mem = {"snapshot": recs.snapshot, "diagnosis": diag, "plan": recs.plan, "comparison": comp}
+    mem = {"snapshot": recs.snapshot, "diagnosis": diag, "plan": recs.plan, "comparison": comp.to_json()}
     got = first_screen(browser, after, lambda src: _pointer(mem[src.split(":", 1)[0]], src.split(":", 1)[1]),
                        _shot("report-first-screen-synthetic-attributed.png"))
     srcs = {s for s, *_ in got["numbers"]}
@@ -159,7 +159,7 @@ def test_synthetic_first_screen_before_and_after_the_attribution_fields(browser,
     assert {"comparison:/components/2/delta_ns_per_step", "comparison:/components/3/floor_ns"} <= srcs
     assert not any(x.startswith(("comparison:/components/0/", "comparison:/components/1/")) for x in srcs)
     assert "input starvation" in got["text"] and "sync stall" in got["text"]
-    assert comp["sentence"] in got["text"] and "within its floor" in got["text"]
+    assert comp.sentence in got["text"] and "within its floor" in got["text"]
     assert "predates" not in got["text"]
 
 

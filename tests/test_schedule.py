@@ -111,7 +111,7 @@ def test_block_ids_are_defined_once_and_recognised():
 
 
 def test_the_report_reads_only_block_records(tmp_path):
-    from workflow_lib.report import _per_block
+    from workflow_lib.report.build import _per_block
 
     (tmp_path / "backup.json").write_text("not a record")
     assert _per_block(tmp_path, "preflight") == {}

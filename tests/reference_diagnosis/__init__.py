@@ -11,10 +11,13 @@ hold it equal to this, which is the rules as written for one step: simple to rea
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pyarrow as pa
 
 from workflow_lib.core.incident_stream import RankedIncident
+from workflow_lib.diagnose.engine import gpu_covered
 from workflow_lib.diagnose import dump_only as coll_diagnosis
 from workflow_lib.diagnose import evidence as evidence_mod
 from workflow_lib.diagnose import excess as excess_mod
@@ -59,10 +62,17 @@ def diagnose(incident, *, incident_id: str, snapshot_digest: str, options: Diagn
         profile = job_mod.span_profile(ev, tids, starts, ends) if job_ranks else None
         cold = warmup.cold_steps(ends - starts, opts)
         windows.append(window_record(ev, int(starts.min()), int(ends.max()), src, origin, opts))
+        # GPU activity recorded in windows (capture/gpu_arming.py): a step outside them is read
+        # with the rank's sources less kernels and runtime calls, its GPU measures not observed.
+        covered = gpu_covered(incident.manifest, src, starts + origin, ends + origin)
+        src_off = dataclasses.replace(src, kernels=False, runtime_api=False)
+        m_off = step_measures(ev, starts, ends, src_off) if covered is not None else None
         rank_recs = []
         for i in range(sel.size):
             sw = StepWindow(int(ids[i]), ev.rank, int(tids[i]), int(starts[i]), int(ends[i]))
-            rank_recs.append(step_record(sw, ev, src, opts, m, i, origin, coll.get((ev.rank, int(ids[i]))), cold[i]))
+            on = covered is None or bool(covered[i])
+            rank_recs.append(step_record(sw, ev, src if on else src_off, opts, m if on else m_off, i, origin,
+                                         coll.get((ev.rank, int(ids[i]))), cold[i]))
         ref = attach(rank_recs, opts)
         rows = excess_mod.slow_steps(rank_recs, opts.slow_step_factor)
         pos = {r["step_id"]: i for i, r in enumerate(rank_recs)}

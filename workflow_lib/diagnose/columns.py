@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import batch, describe, excess as excess_mod, measures
 from . import step_tables as st
@@ -187,7 +188,8 @@ def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, or
         base = batch.make_base(fr, ev, opts.min_gap_ns)
         si = batch.StepsInput(fr, base, ev, g_src, opts, g_cold)
         rows_of = (lambda k: k) if isinstance(g, slice) else (lambda k, g=g: g[k])  # frame rows of group rows
-        idle_parts.append((base.idle, rows_of(base.idle_step)))
+        if g_src.kernels:  # a step read without GPU evidence has no GPU gaps to list
+            idle_parts.append((base.idle, rows_of(base.idle_step)))
         credit = Resolver(fr)
         # A wait matched across ranks by communicator and sequence number names the cause of
         # the time a sync or a busy GPU also shows: it is credited first (collective_wait.matched).
@@ -216,8 +218,9 @@ def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, or
             explains[rows, jc] += extra
             explained[rows] += extra
         del si, base, credit
-    idle = Intervals(np.concatenate([p.start_ns for p, _ in idle_parts]), np.concatenate([p.end_ns for p, _ in idle_parts]))
-    cnt, tot, longest = _gaps(n, idle, np.concatenate([k for _, k in idle_parts]), src.kernels, origin, opts.max_gaps_listed)
+    none = np.zeros(0, _I64)
+    idle = Intervals(np.concatenate([none] + [p.start_ns for p, _ in idle_parts]), np.concatenate([none] + [p.end_ns for p, _ in idle_parts]))
+    cnt, tot, longest = _gaps(n, idle, np.concatenate([none] + [np.asarray(k, _I64) for _, k in idle_parts]), src.kernels, origin, opts.max_gaps_listed)
     cols = RankColumns(ev.rank, frame, origin, m, src.kernels, cnt, tot, longest, verdict, explains, missing.lists,
                        missing_code, explained, kinds_ns=kinds, spans_ns=spans)
     if covered is not None:
@@ -368,6 +371,12 @@ def tables(cols: RankColumns):
         yield _chunk(cols, lo, min(lo + CHUNK_STEPS, n), code_of, texts_arr)
 
 
+def _in_use(arr: pa.DictionaryArray, index_type) -> pa.DictionaryArray:
+    """The column with only the values it uses, in order of first use: what step_tables.py
+    writes from step records, so a table's bytes do not depend on which path wrote it."""
+    return pc.dictionary_encode(arr.cast(pa.string())).cast(pa.dictionary(index_type, pa.string()))
+
+
 def _chunk(cols: RankColumns, lo: int, hi: int, code_of: list, texts):
     fr, n, nc = cols.frame, hi - lo, len(NAMES)
     i64, f64 = pa.int64(), pa.float64()
@@ -406,11 +415,11 @@ def _chunk(cols: RankColumns, lo: int, hi: int, code_of: list, texts):
     evidence = pa.DictionaryArray.from_arrays(pa.array(ev_idx, i64, mask=ev_idx < 0), pa.array(ev_text, pa.string())).cast(pa.string())
     findings_tbl = pa.Table.from_arrays([
         pa.array(np.repeat(np.arange(n, dtype=_I64), nc), i64),
-        pa.DictionaryArray.from_arrays(pa.array(np.tile(np.arange(nc, dtype=np.int8), n), pa.int8()), pa.array(list(NAMES))),
-        pa.DictionaryArray.from_arrays(pa.array(cols.verdict[lo:hi].ravel().astype(np.int8), pa.int8()), pa.array(list(FINDING_VERDICTS))),
+        _in_use(pa.DictionaryArray.from_arrays(pa.array(np.tile(np.arange(nc, dtype=np.int8), n), pa.int8()), pa.array(list(NAMES))), pa.int8()),
+        _in_use(pa.DictionaryArray.from_arrays(pa.array(cols.verdict[lo:hi].ravel().astype(np.int8), pa.int8()), pa.array(list(FINDING_VERDICTS))), pa.int8()),
         pa.array(cols.explains_ns[lo:hi].ravel(), i64),
         pa.array(share, f64, mask=np.isnan(share)),
-        pa.DictionaryArray.from_arrays(pa.array(missing.astype(np.int32), pa.int32()), texts),
+        _in_use(pa.DictionaryArray.from_arrays(pa.array(missing.astype(np.int32), pa.int32()), texts), pa.int32()),
         evidence,
     ], schema=st.FINDINGS_SCHEMA)
     return steps_tbl, findings_tbl
