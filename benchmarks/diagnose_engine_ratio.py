@@ -58,11 +58,17 @@ def _run(code_dir: Path, steps: int, kind: str, out: Path) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--base", required=True, help="a checkout of the code to compare against (e.g. git worktree add /tmp/base 3ae5cf8)")
+    ap.add_argument("--base", help="a checkout of the code to compare against (e.g. git worktree add /tmp/base 3ae5cf8)")
     ap.add_argument("--steps", type=int, default=1_000_000)
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--kinds", nargs="+", default=["kernels", "host"], choices=["kernels", "host"])
+    ap.add_argument("--smoke", action="store_true", help="CI's smoke size (.ci/bench_smoke): this tree against itself, "
+                    "2,000 host-only steps, one pair; it runs, its ratio means nothing")
     a = ap.parse_args(argv)
+    if a.smoke:
+        a.base, a.steps, a.pairs, a.kinds = a.base or str(ROOT), 2000, 1, ["host"]
+    if not a.base:
+        ap.error("--base is required (a checkout of the code to compare against)")
     base = Path(a.base).resolve()
     for kind in a.kinds:
         ratios, cpu_ratios, new_t, old_t, new_m, old_m = [], [], [], [], [], []

@@ -402,7 +402,12 @@ def main(argv=None) -> int:
     ap.add_argument("--mode-timeout-s", type=float, default=120.0, help="a mode's process is stopped after this")
     ap.add_argument("--startup-pairs", type=int, default=8, help="process-level start-up/teardown pairs (0: none)")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child: one mode, JSON on stdout
+    ap.add_argument("--smoke", action="store_true", help="CI's smoke size (.ci/bench_smoke): two modes on the CPU loop "
+                    "for a few steps; it runs, its numbers mean nothing")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.pairs, args.k, args.loop, args.budget_s, args.startup_pairs = 2, 3, "cpu", 1.0, 1
+        args.modes = "aa,default"  # the A/A and the default recorder (on CPU: no GPU windows): the rest is the same code
     known = MODES + tuple(PARTS)
     modes = {"all": MODES, "parts": PART_MODES}.get(args.modes) or tuple(m.strip() for m in args.modes.split(","))
     bad = [m for m in modes if m not in known]

@@ -55,9 +55,14 @@ def main(argv=None) -> int:
     ap.add_argument("--pairs", type=int, default=6)
     ap.add_argument("--seed", type=int, default=33)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--smoke", action="store_true", help="CI's smoke size (.ci/bench_smoke): 2 pairs of a tiny "
+                    "Python program; it runs, its numbers mean nothing")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     args = ap.parse_args(argv)
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if args.smoke:
+        args.pairs = 2
+        cmd = cmd or [sys.executable, "-c", "import time; [time.sleep(0.001) for _ in range(20)]"]
     if not cmd:
         ap.error("give the program: -- python prog.py ARGS")
     work = tempfile.mkdtemp(prefix="zc-")

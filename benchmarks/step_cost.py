@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from workflow_lib.capture import FlightRecorder, LatencyTrigger  # noqa: E402
-from workflow_lib.core.option_numbers import MAX_STEP_COUNT, TRIGGER_OPTIONS  # noqa: E402
+from workflow_lib.core.config.numbers import MAX_STEP_COUNT, TRIGGER_OPTIONS  # noqa: E402
 
 
 class _Nothing:
@@ -58,7 +58,7 @@ def main(argv=None) -> int:
         kw = dict(cfg)
         if kw.pop("trigger", False):
             # Never fires: the largest k the option checks accept (k=1e9 is refused since the
-            # hardening round: core/option_numbers.py TRIGGER_OPTIONS).
+            # hardening round: core/config/numbers.py TRIGGER_OPTIONS).
             kw["trigger"] = LatencyTrigger(k=TRIGGER_OPTIONS["k"][1].hi, warmup_steps=20, cooldown_steps=MAX_STEP_COUNT)
         recs[name] = FlightRecorder(incidents_dir=tmp, **kw).start()
     per = {n: [] for n in CONFIGS}
