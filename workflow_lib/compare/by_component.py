@@ -278,12 +278,12 @@ def _part(row: dict, unit: str, div: float, decimals: int) -> str:
     return text + f" [{_signed(lo / div, decimals)}, {_signed(hi / div, decimals)}]"
 
 
-def sentence(record: dict, rows: list[dict], preds: list[dict]) -> str:
+def sentence(record: dict, rows: list[dict], preds: list[dict], no_rows: str | None = None) -> str:
     head = _headline(record)
     if not record["counts"]["valid_blocks"]:
         return head + ": no valid block, so no component either"
     if not rows:
-        return head + ": no per-run components (trials.record_runs off, or no run was diagnosed)"
+        return head + f": no per-run components ({no_rows or 'no run was diagnosed'})"
     wall = next((r for r in rows if r["name"] == "wall"), None)
     # Named causes first, largest change first; the unexplained rest last. A part too small
     # to matter (under MIN_SENTENCE_SHARE of the wall change) stays in components[] only.
@@ -303,13 +303,14 @@ def sentence(record: dict, rows: list[dict], preds: list[dict]) -> str:
     return head + ": " + "; ".join(_part(r, unit, div, decimals) for r in shown)
 
 
-def explain(record: dict, per_block: list[dict[str, list]], confidence: float) -> dict:
-    """The comparison record's explanation fields, from the used blocks' runs."""
+def explain(record: dict, per_block: list[dict[str, list]], confidence: float, no_rows: str | None = None) -> dict:
+    """The comparison record's explanation fields, from the used blocks' runs; `no_rows` says
+    why no run has components, when none has (compare/build.py knows the real reason)."""
     rows = estimate(per_block, confidence)
     preds = predictions(per_block, rows)
     by_part = job_sentence(rows)
     return {"components": rows, "change_explained": change_explained(rows), "predictions": preds,
-            "sentence": sentence(record, rows, preds) + (f"; by {by_part}" if by_part else "")}
+            "sentence": sentence(record, rows, preds, no_rows) + (f"; by {by_part}" if by_part else "")}
 
 
 def job_sentence(rows: list[dict]) -> str | None:

@@ -58,7 +58,7 @@ def verdict(comparison: dict | None) -> dict | None:
     est, floor, counts = comparison["estimate"], comparison["noise_floor"], comparison["counts"]
     v = comparison["verdict"]
     out = {"verdict": v, "word": VERDICT_WORDS.get(v, fmt.name(v)), "headline": VERDICT_HEADLINES.get(v, ""),
-           "metric": comparison["metric"]["name"].replace("_", " "),
+           "metric": comparison["metric"].get("label") or comparison["metric"]["name"].replace("_", " "),
            "confidence": comparison["design"]["confidence"],
            "change": Num(est["ratio"], "ratio_pct", "comparison:/estimate/ratio") if est.get("ratio") is not None else None,
            "low": Num(est["ratio_low"], "ratio_pct", "comparison:/estimate/ratio_low") if est.get("ratio_low") is not None else None,
@@ -68,7 +68,8 @@ def verdict(comparison: dict | None) -> dict | None:
            "planned": Num(counts["planned_blocks"], "count", "comparison:/counts/planned_blocks"),
            "aa": bool(comparison.get("aa_experiment")),
            "sentence": comparison.get("sentence"),
-           "reason": comparison["reasons"][0] if comparison.get("reasons") else None}
+           "reason": comparison["reasons"][0] if comparison.get("reasons") else None,
+           "sequential": comparison.get("sequential"), "warnings": list(comparison.get("warnings") or [])}
     return out
 
 
@@ -228,6 +229,9 @@ def verdict_text(v: dict) -> str:
         parts.append(change)
     parts.append(f"noise floor ±{v['floor'].text()}" if v["floor"] is not None else "noise floor not measured")
     parts.append(f"{v['valid'].text()} of {v['planned'].text()} blocks")
+    if v.get("sequential"):
+        s = v["sequential"]
+        parts[-1] += f" (stop: early, look {s['look']} of {s['looks_planned']}, limit {s['block_limit']})"
     return ": ".join(parts[:2]) + (", " + ", ".join(parts[2:]) if len(parts) > 2 else "")
 
 
@@ -237,4 +241,5 @@ def verdict_line(comparison: dict | None, incident: str) -> str:
         return f"{incident}: no comparison yet (comparison.json absent)"
     v = verdict(comparison)
     why = f"; {comparison['failure_summary']}" if comparison.get("failure_summary") else ""
+    why += "".join(f"; {w}" for w in comparison.get("warnings") or [])
     return f"{incident}: {verdict_text(v)}" + (" (A/A experiment)" if v["aa"] else "") + why
