@@ -8,6 +8,7 @@ sys.path.insert(0, workflow.basedir)  # workflow_lib importable without installa
 import workflow_lib.capture.demo
 import workflow_lib.collectives.rule
 import workflow_lib.compare.build
+import workflow_lib.compare.looks
 import workflow_lib.core.config_errors
 import workflow_lib.config_check
 import workflow_lib.diagnose
@@ -53,6 +54,7 @@ if workflow.resource_settings.nodes is None and "gpu" not in workflow.global_res
 wildcard_constraints:
     incident=r"[A-Za-z0-9][A-Za-z0-9._-]*",
     block=r"b[0-9]+",
+    wave=r"w[0-9]+",
     run=layout.RUN_KEY_PATTERN,
 
 

@@ -59,7 +59,7 @@ def verdict(comparison: dict | None) -> dict | None:
     v = comparison["verdict"]
     out = {"verdict": v, "word": VERDICT_WORDS.get(v, fmt.name(v)), "headline": VERDICT_HEADLINES.get(v, ""),
            "metric": comparison["metric"].get("label") or comparison["metric"]["name"].replace("_", " "),
-           "confidence": comparison["design"]["confidence"],
+           "confidence": (comparison.get("sequential") or {}).get("level") or comparison["design"]["confidence"],
            "change": Num(est["ratio"], "ratio_pct", "comparison:/estimate/ratio") if est.get("ratio") is not None else None,
            "low": Num(est["ratio_low"], "ratio_pct", "comparison:/estimate/ratio_low") if est.get("ratio_low") is not None else None,
            "high": Num(est["ratio_high"], "ratio_pct", "comparison:/estimate/ratio_high") if est.get("ratio_high") is not None else None,
