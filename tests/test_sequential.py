@@ -73,15 +73,27 @@ def test_false_positive_rate_under_no_change_is_at_most_five_percent(source):
     assert np.isin(naive_code, (V.FASTER, V.SLOWER)).sum() >= false
 
 
-def test_without_a_floor_the_interval_alone_is_still_held_at_alpha():
-    """The guarantee does not lean on the floor: with the floor forced to 0 (c all zeros is not
-    possible with real controls), the looks' intervals exclude 0 at most alpha of the time."""
-    rng = np.random.default_rng(7)
+@pytest.mark.parametrize("source", ["h200-demo", "h200-multiprocess"])
+def test_without_a_floor_the_looks_intervals_alone_hold_alpha_and_repeated_tests_do_not(source):
+    """The guarantee does not lean on the floor: with a floor of ~0 (controls of no spread), a
+    verdict is exactly a look's interval excluding 0. Spent across the looks, that happens at
+    most alpha of the time under no change; the same looks each at the full 5% (repeated
+    fixed-sample tests) exceed 5%."""
+    noise = (_run_log_values(FIX / "demo-aa", FIX / "demo-ab") if source == "h200-demo"
+             else _run_log_values(FIX / "multiprocess" / "aa", FIX / "multiprocess" / "ab"))
+    rng = np.random.default_rng(11)
     stop = S.design({"blocks": 20, "confidence": 0.95, "stop": "early", "wave_blocks": 2})
-    d = rng.standard_t(3, size=(EXPERIMENTS, 20)) * 0.02
-    c = np.zeros_like(d) + 1e-12 * rng.standard_normal(d.shape)
+    d, _ = _aa_blocks(noise, EXPERIMENTS, 20, rng)
+    c = 1e-12 * rng.standard_normal(d.shape)
     code, _ = S.simulate(d, c, stop)
-    assert np.isin(code, (V.FASTER, V.SLOWER)).mean() <= 0.05
+    rate = np.isin(code, (V.FASTER, V.SLOWER)).mean()
+    assert rate <= 0.05 and stats.clopper_pearson_upper(int(rate * EXPERIMENTS), EXPERIMENTS) <= 0.06, rate
+    naive = dict(stop, looks=[dict(x, alpha=0.05) for x in stop["looks"]])
+    naive_code, _ = S.simulate(d, c, naive)
+    naive_rate = np.isin(naive_code, (V.FASTER, V.SLOWER)).mean()
+    assert naive_rate > rate  # seeded: demo 1.4% vs 3.85% (its runs' many ties make both tests conservative)
+    if source == "h200-multiprocess":
+        assert naive_rate > 0.05  # seeded: 2.25% spent vs 11.6% repeated
 
 
 def test_a_clear_change_stops_at_the_first_look_and_no_change_rules_out_the_minimal_effect():
