@@ -53,10 +53,23 @@ def check_config(config: dict) -> dict:
             if rx.groups < 1:
                 raise InputError("config trials.metric.regex", f"{metric['regex']!r} has no group: the metric is read from group 1, "
                                                                r"e.g. 'step_time=([0-9.]+)'")
+        _work_declared(metric)
     except InputError as exc:
         raise StallcaseError(exc.where, exc.problem) from None
     check_config_numbers(config)
     return config
+
+
+def _work_declared(metric) -> None:
+    """A metric per item/token must say where each run's work comes from (plan/metric.py and
+    plan/work.py decide; what the config alone shows is refused here, before anything runs)."""
+    from .core.errors import RecordError
+    from .plan import metric as metric_mod
+
+    try:
+        metric_mod.check_config(metric)
+    except RecordError as exc:
+        raise InputError(f"config {exc.where}", exc.problem) from None
 
 
 def _texts(obj: Any, path: str) -> None:

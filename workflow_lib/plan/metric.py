@@ -104,7 +104,12 @@ def _check_work_known(metric: dict) -> None:
 def check_config(metric: dict) -> None:
     """The part of the refusal the config alone decides (config_check.py calls it): a metric per
     item/token from a source that never carries work, with no declaration."""
-    if not isinstance(metric, dict) or metric.get("per", "step") == "step":
+    if not isinstance(metric, dict):
+        return
+    for key in ("items_per_step", "tokens_per_step"):
+        if metric.get(key) is not None:
+            work_mod.check_expression(metric[key], f"trials.metric.{key}")
+    if metric.get("per", "step") == "step":
         return
     if any(metric.get(k) is not None for k in ("items_per_step", "tokens_per_step")):
         return

@@ -94,6 +94,17 @@ def evaluate(expression: str, argv: list[str], where: str) -> float:
     return out
 
 
+def check_expression(expression, where: str) -> None:
+    """The expression's form alone (config check): every flag given the value 1."""
+    flags = _FLAG.findall(expression) if isinstance(expression, str) else []
+    argv = [t for f in flags for t in (f, "1")]
+    try:
+        evaluate(expression, argv, where)
+    except RecordError as exc:
+        if "divides by zero" not in exc.problem and "must be > 0" not in exc.problem:
+            raise
+
+
 def declared(metric: dict, arms: dict) -> dict | None:
     """{"unit", "expression", "A", "B"}: the config's work per step for each arm, or None."""
     keys = [k for k in ("items_per_step", "tokens_per_step") if metric.get(k) is not None]
