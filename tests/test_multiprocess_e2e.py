@@ -35,7 +35,7 @@ PY = sys.executable
 TRIALS = trials_yaml("name: step_time, source: auto, per: step, statistic: median, skip_steps: 5, unit: ns")
 
 
-def _sh(argv, cwd, env, timeout=600):
+def _sh(argv, cwd, env, timeout=1500):
     proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     assert proc.returncode == 0, f"{' '.join(map(str, argv))}\n{(proc.stdout + proc.stderr)[-5000:]}"
     return proc
