@@ -7,7 +7,6 @@ the compare record says where it stopped."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
