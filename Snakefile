@@ -27,6 +27,7 @@ localrules:
     diagnose,
     plan,
     compare,
+    look,
     report,
     latest,
 

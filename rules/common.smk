@@ -10,6 +10,7 @@ import workflow_lib.collectives.rule
 import workflow_lib.compare.rule
 import workflow_lib.core.config
 import workflow_lib.diagnose.rule
+import workflow_lib.compare.looks
 import workflow_lib.missing_incident
 import workflow_lib.core.layout as layout
 import workflow_lib.plan.build
@@ -52,6 +53,7 @@ if workflow.resource_settings.nodes is None and "gpu" not in workflow.global_res
 wildcard_constraints:
     incident=r"[A-Za-z0-9][A-Za-z0-9._-]*",
     block=r"b[0-9]+",
+    wave=r"w[0-9]+",
     run=layout.RUN_KEY_PATTERN,
 
 

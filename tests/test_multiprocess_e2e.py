@@ -3,10 +3,12 @@
 A producer/consumer program of the user's own (tests/producer_consumer.py: three modules in
 its own git repository, processes and a multiprocessing queue, each process recording
 itself the README's way) is recorded once, then the README's commands run with the fix
-(three producers instead of one) as the candidate and the consumers' step as the metric
-(`trials: {metric: {role: consumer}}`). The verdict must be `faster` by about the change in
-consumer step time the program itself prints, with no failed run; an A/A must be neither
-faster nor slower. The incident must hold every rank with its role.
+(three producers instead of one) as the candidate and no metric of the test's choosing: the
+plan reads the job's shape from the recording (a queue between producer and consumers, no
+collective) and chooses the consumers' throughput, saying why. The verdict must be `faster` by
+about the change in consumer step time the program itself prints, with no failed run and an
+A/A floor under 5%; an A/A must be neither faster nor slower. The incident must hold every
+rank with its role, and the comparison each role's throughput and time per step with floors.
 """
 
 from __future__ import annotations
@@ -30,10 +32,10 @@ from e2e_design import trials_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
-TRIALS = trials_yaml("name: consumer_step, source: auto, per: step, statistic: median, skip_steps: 5, unit: ns, role: consumer")
+TRIALS = trials_yaml("name: step_time, source: auto, per: step, statistic: median, skip_steps: 5, unit: ns")
 
 
-def _sh(argv, cwd, env, timeout=600):
+def _sh(argv, cwd, env, timeout=1500):
     proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     assert proc.returncode == 0, f"{' '.join(map(str, argv))}\n{(proc.stdout + proc.stderr)[-5000:]}"
     return proc
@@ -105,7 +107,30 @@ def test_more_producers_make_the_consumers_faster_by_the_programs_own_change(wor
     assert world.expected < 0.7, world.expected
     assert 0.6 * world.expected <= c["estimate"]["ratio"] <= world.expected / 0.6, (c["estimate"]["ratio"], world.expected)
     m = world.ab.plan["design"]["metric"]
-    assert (m["job"], m["role"], m["ranks"], m["expect_ranks"]) == ("slowest_rank", "consumer", [0, 1], [0, 1, 2])
+    assert (m["job"], m["role"], m["ranks"], m["expect_ranks"]) == ("throughput", "consumer", [0, 1], [0, 1, 2])
+
+
+@pytest.mark.slow
+def test_the_plan_chose_the_consumers_throughput_from_the_jobs_shape_and_says_why(world):
+    shape = world.ab.plan["design"]["metric"]["shape"]
+    assert (shape["kind"], shape["chosen_by"]) == ("pipeline", "recording")
+    assert "queue" in shape["reason"] and "consumer" in shape["reason"]
+    assert world.ab.comparison["metric_choice"]["selector"] == "job=throughput,role=consumer"
+
+
+@pytest.mark.slow
+def test_the_aa_floor_is_under_five_percent(world):
+    for c in (world.ab.comparison, world.aa.comparison):
+        assert c["noise_floor"]["pct"] is not None and c["noise_floor"]["pct"] < 5.0, (c["noise_floor"], c["reasons"])
+
+
+@pytest.mark.slow
+def test_each_roles_throughput_and_time_per_step_come_with_their_own_floors(world):
+    rows = {r["selector"]: r for r in world.ab.comparison["job_metrics"]}
+    for key in ("job=throughput,role=consumer", "job=slowest_rank,role=consumer",
+                "job=throughput,role=producer", "job=slowest_rank,role=producer"):
+        assert rows[key]["floor_pct"] is not None, rows[key]
+    assert rows["job=throughput,role=consumer"]["chosen"] and rows["job=throughput,role=consumer"]["verdict"] == "faster"
 
 
 @pytest.mark.slow
@@ -113,7 +138,9 @@ def test_no_failed_runs_every_module_pinned_and_each_run_names_its_consumers(wor
     failed = [(r["index"], r["arm"], r["error"]) for r in world.ab.runs if r["status"] != "ok"]
     assert not failed, failed[:3]
     assert set(MODULES) <= {s["relpath"] for s in world.ab.plan["arms"]["baseline"]["sources"]}
-    assert all([(x["rank"], x["role"]) for x in r["ranks"]] == [(0, "consumer"), (1, "consumer")] for r in world.ab.runs)
+    assert all([(x["rank"], x["role"], x["counted"]) for x in r["ranks"]] == [(0, "consumer", True), (1, "consumer", True),
+                                                                               (2, "producer", False)]
+               for r in world.ab.runs if r["arm"] != "B")
 
 
 @pytest.mark.slow

@@ -30,7 +30,7 @@ def entry_name(stage: str, rule: str) -> str:
 def rule_runs(text: str) -> dict[str, str]:
     """rule name -> the source of its `run:` block ('' when it has none)."""
     out: dict[str, str] = {}
-    blocks = re.split(r"^rule (\w+):\n", text, flags=re.M)
+    blocks = re.split(r"^(?:rule|checkpoint) (\w+):\n", text, flags=re.M)
     for name, body in zip(blocks[1::2], blocks[2::2]):
         lines = body.splitlines()
         run: list[str] = []
@@ -123,7 +123,7 @@ def test_every_rule_file_is_read():
     # A rule written in a shape the parser missed would pass unchecked: count the rules another way.
     for path in RULE_FILES:
         text = path.read_text(encoding="utf-8")
-        assert len(rule_runs(text)) == len(re.findall(r"^rule \w+:", text, flags=re.M)) == text.count("\n    run:\n")
+        assert len(rule_runs(text)) == len(re.findall(r"^(?:rule|checkpoint) \w+:", text, flags=re.M)) == text.count("\n    run:\n")
 
 
 @pytest.mark.parametrize("bad, why", [

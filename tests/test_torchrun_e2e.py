@@ -105,6 +105,8 @@ def test_the_plan_rebuilds_the_job_under_torchrun_and_the_fix_is_faster(world):
     assert set(MODULES) <= {s["relpath"] for s in plan["arms"]["baseline"]["sources"]}
     m = plan["design"]["metric"]
     assert (m["job"], m["expect_ranks"], m["ranks"]) == ("slowest_rank", [0, 1], None)
+    # Chosen from the job's shape: the ranks meet in all_reduce every step (plan/job_shape.py).
+    assert (m["shape"]["kind"], m["shape"]["chosen_by"]) == ("collective", "recording"), m["shape"]
     failed = [(r["index"], r["arm"], r["error"]) for r in world["runs"] if r["status"] != "ok"]
     assert not failed, failed[:3]
     # The metric is the slowest rank's step: never below any rank's own median.
@@ -114,3 +116,4 @@ def test_the_plan_rebuilds_the_job_under_torchrun_and_the_fix_is_faster(world):
     c = world["comparison"]
     assert c["verdict"] == "faster", c["reasons"]
     assert c["estimate"]["ratio"] < 0.6, c["estimate"]
+    assert c["noise_floor"]["pct"] < 5.0, c["noise_floor"]  # the job's floor stays under ±5%

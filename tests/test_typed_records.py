@@ -159,10 +159,10 @@ def test_the_comparison_is_typed_all_the_way_down():
 
     assert {c.__name__ for c in nested_classes(Comparison)} == {
         "Metric", "DesignSummary", "Method", "Counts", "Estimate", "NoiseFloor", "Interval", "Mde", "BlockResult",
-        "Component", "ChangeExplained", "Prediction"}
+        "Component", "ChangeExplained", "Prediction", "MetricChoice", "JobMetric", "Sequential"}
     hints = typing.get_type_hints(Comparison)
     plain = sorted(n for n, tp in hints.items() if nested_in(tp) is None and typing.get_origin(tp) in (dict, list))
-    assert plain == ["execution_digests", "reasons"]
+    assert plain == ["execution_digests", "reasons", "warnings"]
     assert T.Estimate.__mro__[1] is T.Interval
 
 

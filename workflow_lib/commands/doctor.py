@@ -24,6 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..core import config as cfg
     from ..missing_incident import manifest_path
+    from ..plan import metric  # noqa: F401 (registers the plan's check of trials.metric: core/config/values.py)
     from ..report.text import config_keys_lines, config_ok_lines
 
     if not args.configfiles and not args.config:

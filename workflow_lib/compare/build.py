@@ -16,14 +16,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import by_component as compare_components, stats
+from . import by_component as compare_components, job_metrics, sequential, stats
 from ..core import records
 from . import verdict as V
 from ..core.errors import RecordError
 from ..plan.types import Plan
 from ..trials.types import Execution
-from .types import (BlockResult, Comparison, Counts, DesignSummary, Estimate, Interval, Mde, Method, Metric,
-                    NoiseFloor)
+from .types import (BlockResult, Comparison, Counts, DesignSummary, Estimate, Interval, JobMetric, Mde, Method,
+                    Metric, MetricChoice, NoiseFloor, Sequential)
+from ..plan import work as work_mod
 
 MEASURED_ARMS = ("A", "B", "A'")
 
@@ -238,14 +239,28 @@ def _aa_note(verdict: str) -> str:
     return "deliberate A/A experiment (candidate = baseline): inconclusive, see the reasons above"
 
 
+def _look(design: dict, executions: dict[str, Execution]) -> int | None:
+    """A `stop: early` design: the look whose blocks the executions are (None for the fixed design)."""
+    stop = design.get("stop")
+    if not stop:
+        return None
+    k = sequential.look_at(len(executions), stop)
+    if k is None:
+        raise RecordError("execution/", f"{len(executions)} block(s) is no look of the plan's sequential design "
+                          f"(looks after {', '.join(str(x['blocks']) for x in stop['looks'])} blocks)")
+    return k
+
+
 def compare(plan: Plan, executions: dict[str, Execution], execution_digests: dict[str, str], plan_digest: str) -> Comparison:
     """The comparison record (schemas/comparison.schema.json) for one plan's executions."""
     _check_inputs(plan, executions, execution_digests)
     design = plan.design
     confidence = float(design["confidence"])
-    blocks = [
-        block_estimate(bid, runs, executions.get(bid), design, plan_digest) for bid, runs in sorted(plan.schedule.items())
-    ]
+    k = _look(design, executions)
+    schedule = sorted(plan.schedule.items())
+    if k is not None:  # the blocks the stopping look read; later ones never ran
+        schedule = schedule[: int(design["stop"]["looks"][k]["blocks"])]
+    blocks = [block_estimate(bid, runs, executions.get(bid), design, plan_digest) for bid, runs in schedule]
     used = [b for b in blocks if b.used]
     d = np.asarray([b.log_ratio for b in used], dtype=float)
     c = np.asarray([b.control_log_ratio for b in used if b.control_log_ratio is not None], dtype=float)
@@ -254,33 +269,87 @@ def compare(plan: Plan, executions: dict[str, Execution], execution_digests: dic
     for b in blocks:
         if b.exclusion is not None:
             excluded[b.exclusion] = excluded.get(b.exclusion, 0) + 1
+    look = None
     try:
-        dec: V.Decision | None = V.decide(d[None, :], c[None, :], confidence)
-        code = int(dec.verdict[0])
+        if k is None:
+            dec: V.Decision | None = V.decide(d[None, :], c[None, :], confidence)
+            code = int(dec.verdict[0])
+        else:
+            look = sequential.judge(d, c, design["stop"], k)
+            dec, code = look.decision, sequential.verdict_code(look)
         failure = None
     except (FloatingPointError, ArithmeticError, ValueError) as exc:
         # A computation that fails proves nothing: inconclusive, never significant.
         dec, code, failure = None, V.INCONCLUSIVE, f"statistics failed ({exc}); no verdict can be drawn"
     if env_changed:
         code = V.INCONCLUSIVE
-    reasons = _reasons(dec, len(used), c.size, env_changed, excluded, confidence)
+    level = look.level if look is not None else confidence
+    reasons = _reasons(dec, len(used), c.size, env_changed, excluded, level)
+    if look is not None:
+        reasons.insert(0, _stop_reason(look, design["stop"]))
     if failure:
         reasons.append(failure)
-    work_note, refuse = work_difference(design, executions)
-    if work_note:
-        reasons.append(work_note)
-        if refuse:
-            code = V.INCONCLUSIVE
+    warnings = work_warnings(plan, executions)
+    reasons[:0] = warnings
     if plan.arms["candidate"].get("same_as_baseline", False):
         reasons.append(_aa_note(V.VERDICTS[code]))
     summary = failure_summary(executions, len(blocks))
     if summary:
         reasons = [summary] + reasons
     fields = _fields(plan, plan_digest, execution_digests, blocks, dec, code, reasons, len(used), c.size, excluded)
+    extra: dict = {"failure_summary": summary} if summary else {}
+    metric = design["metric"]
+    if look is not None:
+        stop = design["stop"]
+        extra["sequential"] = Sequential(
+            block_limit=int(stop["block_limit"]), blocks_run=look.blocks, look=look.index + 1,
+            looks_planned=len(stop["looks"]), level=look.level, why=look.why,
+            min_effect_pct=math.expm1(float(stop["min_effect_log"])) * 100.0, method=stop["method"])
+    if metric.get("shape"):
+        extra["metric_choice"] = MetricChoice(
+            shape=metric["shape"]["kind"], reason=metric["shape"]["reason"], chosen_by=metric["shape"]["chosen_by"],
+            selector=job_metrics.chosen_selector(metric) or "")
+    used_ex = [executions[b.block] for b in used]
+    rows = job_metrics.rows(used_ex, level, job_metrics.chosen_selector(metric))
+    if rows:
+        extra["job_metrics"] = [JobMetric(**r) for r in rows]
+    hint = job_metrics.suggestion(fields["verdict"], fields["noise_floor"], rows)
+    if hint:
+        warnings = warnings + [hint]
+        fields["reasons"].append(hint)
+    if warnings:
+        extra["warnings"] = warnings
     # Why it changed: the same statistics per component, from each used block's run diagnoses.
     per_block = [compare_components.runs_by_arm(executions[b.block]) for b in used]
-    explained = compare_components.explain(fields["estimate"], fields["verdict"], len(used), per_block, confidence)
-    return Comparison(**fields, **explained, **({"failure_summary": summary} if summary else {}))
+    explained = compare_components.explain(fields["estimate"], fields["verdict"], len(used), per_block, level,
+                                           no_rows=_no_components_reason(plan, used_ex))
+    return Comparison(**fields, **explained, **extra)
+
+
+def _stop_reason(look: sequential.Look, stop: dict) -> str:
+    what = {"clears_floor": "the interval cleared the A/A floor",
+            "rules_out_min_effect": f"the interval ruled out a change above "
+                                    f"{math.expm1(float(stop['min_effect_log'])) * 100:.3g}%",
+            "block_limit": "the block limit was reached", "continue": "the design had not stopped"}[look.why]
+    return (f"sequential design (stop: early): {what} at look {look.index + 1} of {len(stop['looks'])}, after "
+            f"{look.blocks} of at most {stop['block_limit']} blocks; this look's interval is at {look.level:.2%} so "
+            f"that the error over every look stays within {1 - sum(x['alpha'] for x in stop['looks']):.0%} confidence")
+
+
+def _no_components_reason(plan: Plan, used: list[Execution]) -> str:
+    """Why no run has components, said as it is (not a guess between two causes)."""
+    if not plan.design.get("record_runs"):
+        return "trials.record_runs is off"
+    ok = [r for ex in used for r in ex.runs if r["status"] == "ok" and r["arm"] != "warmup"]
+    if ok and all(not r.get("capture") for r in ok):
+        if plan.design["metric"].get("step_pattern") or plan.design["metric"].get("source") in ("stdout_steps", "process_wall"):
+            return ("the program was recorded from outside (stallcase record): its runs hold no recorder, so no run "
+                    "has a diagnosis to take components from")
+        return "no run took a snapshot: the program's own loop does not use the FlightRecorder"
+    errors = [r["capture"].get("error") for r in ok if r.get("capture") and r["capture"].get("error")]
+    if errors:
+        return f"no run's diagnosis gave components ({errors[0]})"
+    return "no run was diagnosed"
 
 
 def failure_summary(executions: dict[str, Execution], planned: int) -> str | None:
@@ -306,12 +375,33 @@ def failure_summary(executions: dict[str, Execution], planned: int) -> str | Non
 WORK_TOLERANCE = 0.01
 
 
-def work_difference(design: dict, executions: dict[str, Execution]) -> tuple[str | None, bool]:
-    """(reason, refuse) when baseline and candidate runs declared different work per step.
+def work_warnings(plan: Plan, executions: dict[str, Execution]) -> list[str]:
+    """What the comparison must say when the arms do different work per step: the recorded
+    work (median per counted step) differs, or the argv differ in a flag that sets it.
 
-    Time per step of arms that do different work per step is not a speedup: compared per
-    step, the comparison refuses a verdict; per item or token, it says what it compared.
-    Runs without declared work (older records, workloads that declare none) say nothing."""
+    A time-per-step verdict on arms that do different work per step is a true statement about
+    step time, not a speedup: it carries the warning (and the `per:` that compares per unit); a
+    comparison per item or token says what it compared."""
+    per = plan.design["metric"].get("per", "step")
+    out = []
+    recorded = work_difference(plan.design, executions)
+    if recorded:
+        out.append(recorded)
+    flags = work_mod.changed_flags(list(plan.arms["baseline"]["argv"]), list(plan.arms["candidate"]["argv"]))
+    if flags:
+        what = f"the arms' argv differ in a flag that sets the work per step ({'; '.join(flags)})"
+        if per == "step":
+            out.append(f"{what}: this per-step verdict compares steps of different work; set trials.metric.per: token "
+                       "(or item) with the work recorded (a (?P<tokens>...) group, rec.step(i, tokens=...), or "
+                       "trials.metric.tokens_per_step: \"--batch_size * --bptt\")")
+        else:
+            out.append(f"{what}: compared per {per}, as trials.metric.per says")
+    return out
+
+
+def work_difference(design: dict, executions: dict[str, Execution]) -> str | None:
+    """The reason when baseline and candidate runs recorded different work per step, else None.
+    Runs without recorded work (older records, workloads that declare none) say nothing."""
     per = design["metric"].get("per", "step")
     work: dict[str, dict[str, list[float]]] = {"A": {}, "B": {}}
     for execution in executions.values():
@@ -332,10 +422,10 @@ def work_difference(design: dict, executions: dict[str, Execution]) -> tuple[str
         unit = key.removesuffix("_per_step")
         what = f"the arms do different work per step: baseline {ma:g} {unit}/step, candidate {mb:g} {unit}/step"
         if per == "step":
-            return (f"{what}; a ratio of step times compares different work, so no verdict is drawn: "
-                    f"set trials.metric.per: {unit[:-1]} to compare time per {unit[:-1]}"), True
-        return f"{what}; compared per {per}, as trials.metric.per says", False
-    return None, False
+            return (f"{what}: this per-step verdict compares steps of different work, not a speedup; set "
+                    f"trials.metric.per: {unit[:-1]} to compare time per {unit[:-1]}")
+        return f"{what}; compared per {per}, as trials.metric.per says"
+    return None
 
 
 _SCALARS = ("estimate_log", "low_log", "high_log", "floor_log",
@@ -358,7 +448,8 @@ def _fields(plan, plan_digest, execution_digests, blocks, dec, code, reasons, us
         plan_digest=plan_digest,
         execution_digests=dict(sorted(execution_digests.items())),
         aa_experiment=bool(plan.arms["candidate"].get("same_as_baseline", False)),
-        metric=Metric(**{k: design["metric"][k] for k in ("name", "source", "statistic", "unit")}),
+        metric=Metric(**{k: design["metric"][k] for k in ("name", "source", "statistic", "unit")},
+                      per=design["metric"].get("per", "step"), label=_metric_label(design["metric"])),
         design=DesignSummary(**{k: design[k] for k in _DESIGN_KEYS}),
         method=Method(
             schedule="counterbalanced_mirrored_rounds",
@@ -387,6 +478,18 @@ def _fields(plan, plan_digest, execution_digests, blocks, dec, code, reasons, us
         reasons=reasons,
         blocks=[b.to_record() for b in blocks],
     )
+
+
+def _metric_label(metric: dict) -> str:
+    """What the end line calls the metric: never a unit it does not have."""
+    per = metric.get("per", "step")
+    base = metric["name"].replace("_", " ") if per == "step" else f"time per {per}"
+    if metric.get("job") == "throughput":
+        who = f"{metric['role']} " if metric.get("role") else "job "
+        return f"{who}throughput ({'time per ' + per})"
+    if metric.get("job") == "wall":
+        return "job wall time"
+    return base
 
 
 _DESIGN_KEYS = ("blocks", "runs_per_arm", "control_runs", "warmup_runs", "seed", "max_retries", "max_failed_fraction", "confidence")

@@ -277,12 +277,13 @@ def _part(row: dict, unit: str, div: float, decimals: int) -> str:
     return text + f" [{_signed(lo / div, decimals)}, {_signed(hi / div, decimals)}]"
 
 
-def sentence(est: Estimate, verdict: str, valid_blocks: int, rows: list[dict], preds: list[dict]) -> str:
+def sentence(est: Estimate, verdict: str, valid_blocks: int, rows: list[dict], preds: list[dict],
+             no_rows: str | None = None) -> str:
     head = _headline(est, verdict)
     if not valid_blocks:
         return head + ": no valid block, so no component either"
     if not rows:
-        return head + ": no per-run components (trials.record_runs off, or no run was diagnosed)"
+        return head + f": no per-run components ({no_rows or 'no run was diagnosed'})"
     wall = next((r for r in rows if r["name"] == "wall"), None)
     # Named causes first, largest change first; the unexplained rest last. A part too small
     # to matter (under MIN_SENTENCE_SHARE of the wall change) stays in components[] only.
@@ -302,15 +303,17 @@ def sentence(est: Estimate, verdict: str, valid_blocks: int, rows: list[dict], p
     return head + ": " + "; ".join(_part(r, unit, div, decimals) for r in shown)
 
 
-def explain(est: Estimate, verdict: str, valid_blocks: int, per_block: list[dict[str, list]], confidence: float) -> dict:
+def explain(est: Estimate, verdict: str, valid_blocks: int, per_block: list[dict[str, list]], confidence: float,
+            no_rows: str | None = None) -> dict:
     """Comparison's explanation fields (components, change_explained, predictions, sentence),
-    from the used blocks' runs; the rows are worked on as dicts and typed once, here."""
+    from the used blocks' runs; the rows are worked on as dicts and typed once, here. `no_rows`
+    says why no run has components, when none has (compare/build.py knows the real reason)."""
     rows = estimate(per_block, confidence)
     preds = predictions(per_block, rows)
     by_part = job_sentence(rows)
     return {"components": [Component(**r) for r in rows], "change_explained": ChangeExplained(**change_explained(rows)),
             "predictions": [Prediction(**p) for p in preds],
-            "sentence": sentence(est, verdict, valid_blocks, rows, preds) + (f"; by {by_part}" if by_part else "")}
+            "sentence": sentence(est, verdict, valid_blocks, rows, preds, no_rows) + (f"; by {by_part}" if by_part else "")}
 
 
 def job_sentence(rows: list[dict]) -> str | None:

@@ -4,6 +4,8 @@ Version history (bump SCHEMA_VERSION, and the schema's schema_version, when a fi
   1: first version.
   2: components[], change_explained, predictions, sentence (required from 2 on; a version 1
      record is upgraded with none of them and a sentence saying so: core/records.py).
+  2 (additive, same version): metric.per and metric.label, metric_choice, job_metrics, warnings, sequential
+     (all optional: a record without them says nothing of them).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ class Metric:
     source: str = doc("the plan's metric source: auto, recorder_steps, stdout_regex, stdout_steps, process_wall")
     statistic: str = doc("median, mean or min of a run's steps")
     unit: str = doc("always ns")
+    per: str = doc("the unit the values are per (plan's trials.metric.per): step, item or token", optional=True)
+    label: str = doc("what the end line calls the metric (never a unit it does not have)", optional=True)
 
 
 @typed.nested
@@ -160,6 +164,45 @@ class Prediction:
     note: str = doc("one sentence on the outcome")
 
 
+@typed.nested
+class MetricChoice:
+    """A job: which job metric the plan chose and why (plan/job_shape.py)."""
+
+    shape: str | None = doc("collective, pipeline or independent; null for one process")
+    reason: str = doc("why the shape chose the default metric")
+    chosen_by: str = doc("recording or config")
+    selector: str = doc("job=...,role=...")
+
+
+@typed.nested
+class JobMetric:
+    """One recorded job metric with its own estimate and A/A floor (compare/job_metrics.py)."""
+
+    selector: str = doc("job=...,role=...")
+    label: str = doc("the words used for it")
+    config: str = doc("the config line that selects it")
+    chosen: bool = doc("the metric the verdict is on")
+    change_pct: float | None = doc("(ratio - 1) x 100; negative: faster")
+    low_pct: float | None = doc("interval low end, percent")
+    high_pct: float | None = doc("interval high end, percent")
+    floor_pct: float | None = doc("its own A/A floor, percent")
+    verdict: str = doc("faster, slower, no_detectable_change or inconclusive")
+
+
+@typed.nested
+class Sequential:
+    """stop: early: how the sequential design ended (compare/looks.py, compare/sequential.py)."""
+
+    block_limit: int = doc("trials.blocks: the most blocks the design may run")
+    blocks_run: int = doc("blocks the stopping look read")
+    look: int = doc("1-based number of the stopping look")
+    looks_planned: int = doc("looks the plan fixed in advance")
+    level: float = doc("confidence of the stopping look's interval")
+    why: str = doc("clears_floor, rules_out_min_effect, block_limit or continue")
+    min_effect_pct: float = doc("the smallest change the design must detect, percent")
+    method: str = doc("the sequential method (plan/stopping.py)")
+
+
 @typed.record("comparison", version=SCHEMA_VERSION)
 class Comparison:
     """comparison.json: candidate vs baseline over the plan's blocks, and the verdict (compare/build.py)."""
@@ -184,3 +227,30 @@ class Comparison:
     predictions: list[Prediction] = doc("the baseline runs' next_experiments bound beside the realized change of that cause")
     sentence: str = doc("the verdict with the components that explain it")
     failure_summary: str = doc("when runs failed: how many blocks had a failed run and the most common reason (exit, rank, exception)", optional=True)
+    metric_choice: MetricChoice = doc("a job: its shape, which chose the default metric, and why", optional=True)
+    job_metrics: list[JobMetric] = doc("a job: each recorded job metric with its own estimate and A/A floor", optional=True)
+    warnings: list[str] = doc("what the end line says beside the verdict (different work per step, a metric with a smaller floor)", optional=True)
+    sequential: Sequential = doc("stop: early: where the sequential design stopped", optional=True)
+
+
+# The look record (schemas/look.schema.json). 1: first version.
+LOOK_VERSION = 1
+
+
+@typed.record("look", version=LOOK_VERSION)
+class LookRecord:
+    """looks/<wave>.json: one look of a sequential design (`trials: {stop: early}`) at the blocks so far (compare/looks.py)."""
+
+    incident_id: str = doc("the incident the plan derives from")
+    plan_digest: str = doc("blake3 digest of the plan whose design.stop this look follows")
+    look: int = doc("0-based index into design.stop.looks")
+    looks_planned: int = doc("how many looks the plan fixed in advance")
+    blocks: int = doc("blocks this look read: the first `blocks` of the schedule")
+    level: float = doc("confidence of this look's interval: 1 - the alpha spent at it")
+    stop: bool = doc("no further wave runs")
+    why: str = doc("clears_floor, rules_out_min_effect, block_limit or continue")
+    verdict: str | None = doc("the verdict of a stopping look; null while continuing")
+    estimate_log: float | None = doc("Hodges-Lehmann estimate of log(B/A)")
+    low_log: float | None = doc("interval low end at this look's level")
+    high_log: float | None = doc("interval high end")
+    floor_log: float | None = doc("A/A floor at this look's level")

@@ -9,6 +9,7 @@
     <results>/<incident>/runs/<run>/            one per plan: an A/A, an A/B and each named
         plan.json, preflight/<block>.json,       experiment have their own and never
         execution/<block>.json, comparison.json, overwrite each other
+        looks/<wave>.json (stop: early),
         report.html, trace.perfetto.json, work/<block>/, logs/
     <results>/<incident>/latest.json            which run is the latest (a record)
     <results>/<incident>/latest -> runs/<run>   the same, as a link
@@ -114,6 +115,11 @@ def preflight(results: str, incident: str, run: str, block: str) -> str:
 
 def execution(results: str, incident: str, run: str, block: str) -> str:
     return f"{run_dir(results, incident, run)}/execution/{block}.json"
+
+
+def look(results: str, incident: str, run: str, wave: str) -> str:
+    """A sequential design's look after one wave of blocks (compare/looks.py)."""
+    return f"{run_dir(results, incident, run)}/looks/{wave}.json"
 
 
 def comparison(results: str, incident: str, run: str) -> str:

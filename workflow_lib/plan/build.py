@@ -24,6 +24,7 @@ from .metric import resolve as resolve_metric
 from .rebuild import NODE_ENV
 from .types import Plan
 from .schedule import make_schedule
+from . import stopping
 
 def _plan_env(env: dict) -> dict:
     return {k: v for k, v in allowed_env(env).items() if k not in NODE_ENV}
@@ -116,7 +117,13 @@ def build_plan(snapshot: dict, snapshot_digest: str, store_root: str | os.PathLi
         cand = {"argv": argv, "env": env, "changes": changes, "sources": srcs, "same_as_baseline": False}
         candidate_lib.store_blobs(to_store, cas)  # every check passed: only now the candidate's files are stored
     env_fp = snapshot.get("provenance", {}).get("environment") or {}
-    design = dict(design, metric=resolve_metric(design["metric"], snapshot))
+    design = dict(design, metric=resolve_metric(design["metric"], snapshot, store_root,
+                                                arms={"baseline": baseline, "candidate": cand}))
+    stop = stopping.design(design)  # the sequential design's looks, fixed before any run
+    for key in ("stop", "wave_blocks", "min_effect_pct"):
+        design.pop(key, None)
+    if stop is not None:
+        design["stop"] = stop
     dists = snapshot.get("provenance", {}).get("imported_distributions")
     return Plan(
         incident_id=snapshot["incident_id"],

@@ -4,21 +4,33 @@ The trial runner gives each process of a run its own steps-out file (STALLCASE_S
 capture/recorder.py `steps_out_name`). How the ranks' step times become the run's values is
 `trials.metric.job` (config), resolved into the plan so every block reads the same thing:
 
-- `slowest_rank` (default): for each step index that every selected rank reached, the
-  slowest rank's time at that index. A synchronous job advances at its slowest rank, and a
-  rank that ran extra steps while the others finished does not dilute it.
+- `slowest_rank`: for each step index that every selected rank reached, the slowest rank's
+  time at that index. A synchronous job advances at its slowest rank, and a rank that ran
+  extra steps while the others finished does not dilute it.
+- `throughput`: the time the selected ranks took for their counted steps (the longest sum of
+  one rank's counted step times: they run side by side) over the work they did in them (their
+  counted steps, or the items/tokens the steps declared for `per: item|token`), one value per
+  run, ns per unit; the reciprocal is the job's steps (items, tokens) per second. A pipeline's
+  consumers are not in step, so this, not a per-index maximum, is what a fix changes.
 - `wall`: the run's process wall time (the launcher's), one value per run.
-- `throughput`: wall time per item (or token) summed over the selected ranks, one value per
-  run; the reciprocal is the job's items/s.
 
+Which one is the default is decided from the job's shape (job_shape.py: collectives every
+step -> slowest_rank; queues, pipes or no synchronization -> throughput of the role that does
+the work), before any trial runs, and the plan records the shape and why (`shape`).
 `trials.metric.role` (e.g. `consumer`) or `trials.metric.ranks` select the ranks whose
-steps count; by default every rank. The plan records the ranks the incident held
-(`expect_ranks`): a run in which one of them wrote no steps fails, naming the rank.
+steps count. The plan records the ranks the incident held (`expect_ranks`): a run in which
+one of them wrote no steps fails, naming the rank.
+
+Every run also records the other job metrics it could be judged by (`alternates`, keyed by the
+config that selects them): the comparison estimates each with its own A/A floor, reports each
+role's throughput and time per step, and names one with a small floor when the chosen one
+cannot conclude.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from statistics import median
 
 from ..capture.types import StepsOut
 from ..core import typed
@@ -32,11 +44,20 @@ class JobMetricUnreadable(ValueError):
     """A rank's steps are missing or unreadable: the run failed, and the message names the rank."""
 
 
-def resolve(metric: dict, snapshot: dict) -> dict:
-    """The plan's job metric fields for this incident: which ranks are expected, which count."""
+def resolve(metric: dict, snapshot: dict, shape: dict | None = None) -> dict:
+    """The plan's job metric fields for this incident: which ranks are expected, which count,
+    and (with the job's `shape`, job_shape.classify) the default metric with its reason."""
     out = dict(metric)
     ranks = sorted(int(r) for r in snapshot.get("ranks") or [])
     roles = {int(r): str(v) for r, v in ((snapshot.get("job") or {}).get("roles") or {}).items()}
+    chosen_by_config = any(out.get(k) is not None for k in ("job", "role", "ranks"))
+    if shape is not None:
+        if out.get("job") is None:
+            out["job"] = "slowest_rank" if shape["kind"] == "collective" else "throughput"
+        if out["job"] != "slowest_rank" and out.get("role") is None and out.get("ranks") is None and shape.get("work_role"):
+            out["role"] = shape["work_role"]
+        out["shape"] = {"kind": shape["kind"], "reason": shape["reason"],
+                        "chosen_by": "config" if chosen_by_config else "recording"}
     out.setdefault("job", "slowest_rank")
     if out["job"] not in JOBS:
         raise RecordError("trials.metric.job", f"{out['job']!r}: use one of {', '.join(JOBS)}")
@@ -89,8 +110,6 @@ def _per_unit(steps: list[float], work, per: str, who: str) -> list[float]:
 
 def reduce(metric: dict, recs: list[StepsOut], wall_ns: int) -> dict:
     """{"values_ns", "ranks", "unusual"}: the job's values and each counted rank's own median."""
-    from statistics import median
-
     per, skip, job = metric.get("per", "step"), int(metric.get("skip_steps", 0)), metric.get("job", "slowest_rank")
     by_rank = {r.rank: r for r in recs if r.rank is not None}
     missing = [r for r in metric.get("expect_ranks") or [] if r not in by_rank or not by_rank[r].steps_ns]
@@ -108,20 +127,81 @@ def reduce(metric: dict, recs: list[StepsOut], wall_ns: int) -> dict:
             raise JobMetricUnreadable(f"{who} reported {len(rec.steps_ns)} step(s), none after skip_steps={skip}")
         series.append(vals)
         summary.append({"rank": rec.rank, "role": rec.role, "steps": len(vals),
-                        "median_ns": float(median(vals))})
+                        "median_ns": float(median(vals)), "total_ns": float(sum(rec.steps_ns[skip:]))})
     if job == "wall":
         values = [float(wall_ns)]
     elif job == "throughput":
-        key = "items" if per == "step" else f"{per}s"
-        total = sum(v or 0 for rec in counted for v in (getattr(rec, key) or [])[skip:])
-        if not total:
-            raise JobMetricUnreadable(f"job metric throughput needs the steps' declared {key} (rec.step(i, {key}=...))")
-        values = [float(wall_ns) / total]
+        values = [_throughput(counted, per, skip)]
     else:
-        n = min(len(s) for s in series)
-        values = [max(s[k] for s in series) for k in range(n)]
+        values = _slowest(series)
     unusual = [f"{_name(r)}: {u}" for r in recs for u in r.unusual]
-    return {"values_ns": values, "ranks": summary, "unusual": unusual}
+    for s in summary:
+        s["counted"] = True
+    counted_ids = {id(r) for r in counted}
+    for rec in recs:  # the other ranks, so the comparison can report every role
+        if id(rec) not in counted_ids and len(rec.steps_ns) > skip:
+            vals = [float(v) for v in rec.steps_ns][skip:]
+            summary.append({"rank": rec.rank, "role": rec.role, "steps": len(vals), "median_ns": float(median(vals)),
+                            "total_ns": float(sum(vals)), "counted": False})
+    return {"values_ns": values, "ranks": summary, "unusual": unusual,
+            "alternates": alternates(metric, recs, wall_ns)}
+
+
+def _slowest(series: list[list[float]]) -> list[float]:
+    n = min(len(s) for s in series)
+    return [max(s[k] for s in series) for k in range(n)]
+
+
+def _throughput(counted: list[StepsOut], per: str, skip: int) -> float:
+    """ns per unit of work of the counted ranks: the longest of their counted step sums (they run
+    side by side) over the steps (or declared items/tokens) they did in them."""
+    elapsed = max(sum(float(v) for v in rec.steps_ns[skip:]) for rec in counted)
+    if per == "step":
+        units = sum(len(rec.steps_ns[skip:]) for rec in counted)
+    else:
+        units = sum(v or 0 for rec in counted for v in (rec.work_of(per) or [])[skip:])
+        if not units:
+            raise JobMetricUnreadable(f"job metric throughput per {per} needs the steps' declared {per}s "
+                                      f"(rec.step(i, {per}s=...))")
+    if not units or elapsed <= 0:
+        raise JobMetricUnreadable("job metric throughput: the counted ranks reported no step after skip_steps")
+    return elapsed / units
+
+
+_STAT = {"median": median, "mean": lambda v: sum(v) / len(v), "min": min}
+
+
+def selector(job: str, role: str | None) -> str:
+    """The key of an alternate metric: what `trials.metric` would say to select it."""
+    return f"job={job}" + (f",role={role}" if role else "")
+
+
+def config_line(key: str) -> str:
+    """'job=throughput,role=consumer' -> 'trials: {metric: {job: throughput, role: consumer}}'."""
+    parts = ", ".join(f"{k}: {v}" for k, v in (p.split("=", 1) for p in key.split(",")))
+    return f"trials: {{metric: {{{parts}}}}}"
+
+
+def alternates(metric: dict, recs: list[StepsOut], wall_ns: int) -> dict[str, float]:
+    """The run's value under each other job metric (slowest rank per step, throughput), over every
+    rank and over each declared role: key (selector) -> the plan's statistic of its values."""
+    per, skip = metric.get("per", "step"), int(metric.get("skip_steps", 0))
+    stat = _STAT.get(metric.get("statistic", "median"), median)
+    groups: dict[str | None, list[StepsOut]] = {None: [r for r in recs if len(r.steps_ns) > skip]}
+    for rec in recs:
+        if rec.role and len(rec.steps_ns) > skip:
+            groups.setdefault(rec.role, []).append(rec)
+    out: dict[str, float] = {}
+    for role, members in groups.items():
+        if not members:
+            continue
+        try:
+            series = [_per_unit([float(v) for v in r.steps_ns], r.work_of(per), per, _name(r))[skip:] for r in members]
+            out[selector("slowest_rank", role)] = float(stat(_slowest(series)))
+            out[selector("throughput", role)] = _throughput(members, per, skip)
+        except JobMetricUnreadable:
+            continue  # a unit some rank did not declare: that alternate does not exist for this run
+    return out
 
 
 def describe(metric: dict) -> str:
@@ -130,4 +210,5 @@ def describe(metric: dict) -> str:
     who = (f"the {metric['role']} ranks" if metric.get("role") else
            f"ranks {metric['ranks']}" if metric.get("ranks") else "every rank")
     return {"slowest_rank": f"per step index reached by {who}, the slowest rank's time",
-            "wall": "the job's wall time", "throughput": f"the job's wall time per unit of work of {who}"}[job]
+            "wall": "the job's wall time",
+            "throughput": f"the time {who} took for their counted steps over the work done (1/throughput)"}[job]

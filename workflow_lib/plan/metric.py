@@ -17,9 +17,12 @@ work they are per (`per`):
   it used, and a block never mixes sources.
 
 `per: step` (default) compares time per step; `per: item` or `per: token` divides each
-step's time by the items or tokens the step declared (`rec.step(i, items=...)`), so arms
-that do different work per step are compared per unit. Throughput is the reciprocal
-(1e9 / value units per second): a verdict on time per unit is the verdict on throughput.
+step's time by the items or tokens the step did, so arms that do different work per step are
+compared per unit. The work comes from the recorder (`rec.step(i, items=...)`), a named group
+of the step pattern (`(?P<tokens>...)`) or the config (`tokens_per_step: "--batch_size * --bptt"`,
+evaluated from each arm's own argv); a metric per unit whose runs cannot all say their work is
+refused when the plan is made (work.py). Throughput is the reciprocal (1e9 / value units per
+second): a verdict on time per unit is the verdict on throughput.
 
 A run of several processes (ranks, roles) writes one steps-out per process; how they
 become the run's values (the slowest rank per step by default, a role, ranks, the job's
@@ -32,8 +35,10 @@ from pathlib import Path
 from statistics import median
 
 from . import job_metric
+from . import work as work_mod
 from ..capture.types import StepsOut
 from ..core import typed
+from ..core.config import values as config_values
 from ..core.errors import RecordError
 
 SOURCES = ("auto", "recorder_steps", "stdout_regex", "stdout_steps", "process_wall")
@@ -45,8 +50,11 @@ class MetricUnreadable(ValueError):
     """The run finished but its metric cannot be read: the same every time it is run."""
 
 
-def resolve(metric: dict, snapshot: dict) -> dict:
-    """The plan's metric for this incident: `auto` learns the step pattern a sidecar recorded.
+def resolve(metric: dict, snapshot: dict, store_root=None, arms: dict | None = None) -> dict:
+    """The plan's metric for this incident: `auto` learns the step pattern a sidecar recorded,
+    a job's default metric comes from its shape (job_shape.py, read from the store's tables
+    when `store_root` is given), and a metric per item or token must say where each step's
+    work comes from (work.py), or it is refused here, before any trial runs.
 
     Called when the plan is built, so every block reads the same thing."""
     out = dict(metric)
@@ -61,11 +69,56 @@ def resolve(metric: dict, snapshot: dict) -> dict:
     job = snapshot.get("job") or {}
     several = len(snapshot.get("ranks") or []) > 1 or bool(job.get("launcher")) or (job.get("world_size") or 0) > 1
     if several or any(out.get(k) is not None for k in ("job", "role", "ranks")):
-        out = job_metric.resolve(out, snapshot)
-    if out["per"] != "step" and out["source"] in ("stdout_regex", "stdout_steps", "process_wall"):
-        raise RecordError("trials.metric.per", f"per: {out['per']} needs each step's declared work, which "
-                          f"source {out['source']} does not carry; use source recorder_steps or auto")
+        shape = None
+        if several and store_root is not None and len(snapshot.get("ranks") or []) > 1:
+            from . import job_shape
+
+            shape = job_shape.of_snapshot(snapshot, store_root)
+        out = job_metric.resolve(out, snapshot, shape)
+    if arms is not None:
+        decl = work_mod.declared(out, arms)
+        if decl is not None:
+            out["declared_work"] = decl
+    _check_work_known(out)
     return out
+
+
+def _check_work_known(metric: dict) -> None:
+    """Refuse a metric per item/token whose runs could not all say their work (issue: a value
+    labelled 'ns per token' that is a time per step is the worst kind of wrong)."""
+    per, src = metric["per"], metric.get("source", "auto")
+    if per == "step":
+        return
+    if metric.get("declared_work"):
+        return
+    if src in ("stdout_regex", "process_wall"):
+        raise RecordError("trials.metric.per", f"per: {per} needs each run's work, which source {src} does not carry; "
+                          f"declare it: trials.metric.{per}s_per_step: \"--flag * --flag\" (from each arm's argv)")
+    pattern = metric.get("step_pattern")
+    if src == "stdout_steps" or (src == "auto" and pattern):
+        if f"{per}s" not in work_mod.pattern_groups(pattern):
+            raise RecordError("trials.metric.per", f"per: {per}, but the step pattern {pattern!r} has no (?P<{per}s>...) "
+                              f"group and the config declares no {per}s_per_step: runs recorded from outside say no work "
+                              f"per step; add the group, or trials.metric.{per}s_per_step: \"--batch_size * --bptt\"")
+
+
+def check_config(metric: dict) -> None:
+    """The part of the refusal the config alone decides (core/config/values.py runs it): a metric per
+    item/token from a source that never carries work, with no declaration."""
+    if not isinstance(metric, dict):
+        return
+    for key in ("items_per_step", "tokens_per_step"):
+        if metric.get(key) is not None:
+            work_mod.check_expression(metric[key], f"trials.metric.{key}")
+    if metric.get("per", "step") == "step":
+        return
+    if any(metric.get(k) is not None for k in ("items_per_step", "tokens_per_step")):
+        return
+    if metric.get("source") in ("stdout_regex", "process_wall"):
+        _check_work_known(dict(metric, per=metric["per"]))
+
+
+config_values.register(check_config)
 
 
 def describe(metric: dict) -> str:
@@ -123,23 +176,55 @@ def _pattern(pattern, what: str, **kw):
         raise MetricUnreadable(exc.oneline()) from None
 
 
-def _stdout_steps(pattern: str, text: str) -> list[float]:
+def _stdout_steps(pattern: str, text: str) -> tuple[list[float], dict[str, list]]:
+    """The durations the pattern matched, and per work group (`tokens`, `items`) each line's work."""
     rx = _pattern(pattern, "metric step_pattern")
     unit = next((g for g in DURATION_GROUPS if g in rx.groupindex), None)
     if unit is None:
         raise MetricUnreadable(f"step pattern {pattern!r} has no duration group (ns, us, ms or s)")
-    vals = []
+    groups = [g for g in work_mod.WORK_GROUPS if g in rx.groupindex]
+    vals, work = [], {g: [] for g in groups}
     for line in text.splitlines():
         m = rx.search(line)
         if m is not None and m.group(unit) is not None:
             try:
-                vals.append(float(m.group(unit)) * DURATION_GROUPS[unit])
+                v = float(m.group(unit)) * DURATION_GROUPS[unit]
+                w = {g: (float(m.group(g)) if m.group(g) is not None else None) for g in groups}
             except ValueError:
                 continue
-    return vals
+            vals.append(v)
+            for g in groups:
+                work[g].append(w[g])
+    return vals, work
 
 
-def read(metric: dict, steps_file: Path, output: str, wall_ns: int, steps_dir: Path | None = None) -> dict:
+def _declared_work(metric: dict, entry: dict | None, n: int) -> tuple[dict[str, list], str] | None:
+    """Per step, the work the config declared for this run's arm (the plan evaluated it from the arm's argv)."""
+    decl = metric.get("declared_work")
+    if not decl or entry is None:
+        return None
+    arm = "B" if "B" in (entry.get("arm"), entry.get("warms")) else "A"
+    return {f"{decl['unit']}s": [float(decl[arm])] * n}, arm
+
+
+def _work_lists(work: dict[str, list], skip: int) -> dict | None:
+    out = {}
+    for key in ("items", "tokens"):
+        vals = [v for v in (work.get(key) or [])[skip:] if v is not None]
+        out[f"{key}_per_step"] = float(median(vals)) if vals else None
+    return out if any(v is not None for v in out.values()) else None
+
+
+def _recorder_declared(steps: list[float], work: dict[str, list], per: str, skip: int, data: StepsOut) -> dict:
+    values = _per_unit(steps, work.get(f"{per}s") if per != "step" else None, per)[skip:]
+    if not values:
+        raise MetricUnreadable(f"the run reported {len(steps)} step(s), none after skip_steps={skip}")
+    return {"values_ns": values, "unusual": [str(u) for u in data.unusual], "source": "recorder_steps",
+            "work": _work_lists(work, skip)}
+
+
+def read(metric: dict, steps_file: Path, output: str, wall_ns: int, steps_dir: Path | None = None,
+         entry: dict | None = None) -> dict:
     """One finished run's values: {"values_ns", "unusual", "source", "work"} (and "ranks", each
     counted rank's own median, when the run had several processes).
 
@@ -156,7 +241,7 @@ def read(metric: dict, steps_file: Path, output: str, wall_ns: int, steps_dir: P
             raise MetricUnreadable(str(exc)) from None
         work = _work(procs[0], skip) if len(procs) == 1 else None
         return {"values_ns": got["values_ns"], "unusual": got["unusual"], "source": "recorder_steps",
-                "work": work, "ranks": got["ranks"]}
+                "work": work, "ranks": got["ranks"], "alternates": got["alternates"]}
     if len(procs) == 1:  # one process: its file is the run's steps-out
         steps_file = sorted(Path(steps_dir).glob("steps-*.json"))[0]
     if src == "auto":
@@ -170,28 +255,51 @@ def read(metric: dict, steps_file: Path, output: str, wall_ns: int, steps_dir: P
         data = _steps_file(Path(steps_file))
         steps = [float(v) for v in data.steps_ns]
         work = data.work_of(per)
+        decl = _declared_work(metric, entry, len(steps))
+        if work is None and decl is not None:
+            return _recorder_declared(steps, decl[0], per, skip, data)
         values = _per_unit(steps, work, per)[skip:]
         if not values:
             raise MetricUnreadable(f"the run reported {len(steps)} step(s), none after skip_steps={skip}")
         return {"values_ns": values, "unusual": [str(u) for u in data.unusual], "source": src,
                 "work": _work(data, skip)}
     if src == "stdout_steps":
-        values = _stdout_steps(metric["step_pattern"], output)[skip:]
+        steps, work = _stdout_steps(metric["step_pattern"], output)
+        decl = _declared_work(metric, entry, len(steps))
+        if decl is not None:
+            work = decl[0]
+        values = _per_unit(steps, work.get(f"{per}s") if per != "step" else None, per)[skip:]
         if not values:
             raise MetricUnreadable(f"no line of the run's output matched the step pattern {metric['step_pattern']!r} "
                                    f"(after skip_steps={skip})")
-        return {"values_ns": values, "unusual": [], "source": src, "work": None}
+        return {"values_ns": values, "unusual": [], "source": src, "work": _work_lists(work, skip)}
     if src == "stdout_regex":
         if not isinstance(metric.get("regex"), str):  # a hand-edited plan; the config check refuses it first
             raise MetricUnreadable("metric source 'stdout_regex' has no regex to read the metric with")
         m = _pattern(metric["regex"], "metric regex", multiline=True).search(output)
         if not m:
             raise MetricUnreadable(f"metric regex {metric['regex']!r} matched nothing in the output")
+        decl = _declared_work(metric, entry, 1)
+        if per != "step" and decl is None:
+            raise MetricUnreadable(f"metric per {per}, but a number printed by the run is not per {per}: declare "
+                                   f"{per}s_per_step")
         try:
-            return {"values_ns": [float(m.group(1))], "unusual": [], "source": src, "work": None}
+            value = float(m.group(1))
+            if decl is not None and per != "step":
+                value = _per_unit([value], decl[0].get(f"{per}s"), per)[0]
+            return {"values_ns": [value], "unusual": [], "source": src,
+                    "work": _work_lists(decl[0], 0) if decl is not None else None}
         except (IndexError, ValueError) as exc:
             raise MetricUnreadable(f"metric regex {metric['regex']!r}: {exc}") from None
     if src == "process_wall":
+        decl = _declared_work(metric, entry, 1)
+        if decl is not None:
+            unit_work = decl[0]
+            return {"values_ns": _per_unit([float(wall_ns)], unit_work.get(f"{per}s") if per != "step" else None, per),
+                    "unusual": [], "source": src, "work": _work_lists(unit_work, 0)}
+        if per != "step":  # a wall time is never a time per unit
+            raise MetricUnreadable(f"metric per {per}, but the run reported no steps and the config declares no "
+                                   f"{per}s_per_step: its wall time is not a time per {per}")
         return {"values_ns": [float(wall_ns)], "unusual": [], "source": src, "work": None}
     raise MetricUnreadable(f"unknown metric source {src!r}; use one of {', '.join(SOURCES)}")
 

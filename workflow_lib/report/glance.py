@@ -62,9 +62,11 @@ def verdict(comparison: Comparison | None) -> dict | None:
     if comparison is None:
         return None
     est, floor, counts, v = comparison.estimate, comparison.noise_floor, comparison.counts, comparison.verdict
+    seq = comparison.sequential or None  # absent: a fixed design
     return {"verdict": v, "word": VERDICT_WORDS.get(v, fmt.name(v)), "headline": VERDICT_HEADLINES.get(v, ""),
-            "metric": comparison.metric.name.replace("_", " "),
-            "confidence": comparison.design.confidence,
+            "metric": comparison.metric.label or comparison.metric.name.replace("_", " "),
+            # stop: early: the stopping look's interval is at its own (higher) level
+            "confidence": seq.level if seq else comparison.design.confidence,
             "change": _num_or_none(est.ratio, "ratio_pct", "comparison:/estimate/ratio"),
             "low": _num_or_none(est.ratio_low, "ratio_pct", "comparison:/estimate/ratio_low"),
             "high": _num_or_none(est.ratio_high, "ratio_pct", "comparison:/estimate/ratio_high"),
@@ -73,7 +75,8 @@ def verdict(comparison: Comparison | None) -> dict | None:
             "planned": Num(counts.planned_blocks, "count", "comparison:/counts/planned_blocks"),
             "aa": comparison.aa_experiment,
             "sentence": comparison.sentence,
-            "reason": comparison.reasons[0] if comparison.reasons else None}
+            "reason": comparison.reasons[0] if comparison.reasons else None,
+            "sequential": seq.to_json() if seq else None, "warnings": list(comparison.warnings or [])}
 
 
 def components(comparison: Comparison | None) -> list[dict] | None:
@@ -231,6 +234,9 @@ def verdict_text(v: dict) -> str:
         parts.append(change)
     parts.append(f"noise floor ±{v['floor'].text()}" if v["floor"] is not None else "noise floor not measured")
     parts.append(f"{v['valid'].text()} of {v['planned'].text()} blocks")
+    if v.get("sequential"):
+        s = v["sequential"]
+        parts[-1] += f" (stop: early, look {s['look']} of {s['looks_planned']}, limit {s['block_limit']})"
     return ": ".join(parts[:2]) + (", " + ", ".join(parts[2:]) if len(parts) > 2 else "")
 
 
@@ -240,4 +246,5 @@ def verdict_line(comparison: Comparison | None, incident: str) -> str:
         return f"{incident}: no comparison yet (comparison.json absent)"
     v = verdict(comparison)
     why = f"; {comparison.failure_summary}" if comparison.failure_summary else ""
+    why += "".join(f"; {w}" for w in comparison.warnings or [])
     return f"{incident}: {verdict_text(v)}" + (" (A/A experiment)" if v["aa"] else "") + why

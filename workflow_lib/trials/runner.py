@@ -112,6 +112,8 @@ class RunResult:
     ranks: list | None = None
     """a multi-process run: each counted rank's own median step time"""
     capture: dict | None = None
+    alternates: dict | None = None
+    """a multi-process run: its value under the other job metrics (plan/job_metric.alternates); null otherwise"""
 
     def record(self) -> dict:
         rec = dataclasses.asdict(self)
@@ -256,7 +258,8 @@ class LocalRunner:
                 err = failure_reason(code, stderr)
             if err is None:
                 try:
-                    got = metric_mod.read(metric, steps_file, stdout + "\n" + stderr, end - start, steps_dir)
+                    got = metric_mod.read(metric, steps_file, stdout + "\n" + stderr, end - start, steps_dir,
+                                          entry=entry)
                 except metric_mod.MetricUnreadable as exc:
                     err = f"{METRIC_UNREADABLE}: {exc}"
         ok = err is None
@@ -266,7 +269,7 @@ class LocalRunner:
             exit_code=code, start_unix_ns=start, end_unix_ns=end,
             metric_ns=STATISTICS[metric["statistic"]](values) if ok else None, values_ns=values,
             gpu=watch.summary(), unusual=got["unusual"], error=err, metric_source=got["source"], work=got["work"],
-            stderr_tail=[] if ok else _tail(stderr), ranks=got.get("ranks"))
+            stderr_tail=[] if ok else _tail(stderr), ranks=got.get("ranks"), alternates=got.get("alternates") if ok else None)
         if req.capture_dir is not None:
             result = dataclasses.replace(result, capture=self._diagnose(req.capture_dir, int(metric.get("skip_steps", 0))))
         return result

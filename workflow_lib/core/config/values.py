@@ -14,19 +14,33 @@ elsewhere, so it must fail in one line rather than hang or write somewhere unexp
     (its artifacts, sources and inputs) are confined to declared roots (snapshot.py);
   - a candidate env name is a plain variable name and its value holds no NUL;
   - a stdout metric regex is given, compiles on the linear-time engine and has the group it reads;
+  - what a later stage owns but the config alone decides (`STAGE_CHECKS`: plan/metric.py's
+    check_config refuses a metric per item/token whose work no run can carry, and a bad
+    tokens_per_step expression), before anything runs;
   - (numbers: numbers.check_numbers; types and ranges: schema.check.)
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Callable
 
 from .. import bounds
-from ..errors import InputError, StallcaseError
+from ..errors import InputError, RecordError, StallcaseError
 from ..patterns import compile_pattern
 
 _ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
+
+# Checks of the config's own values that a stage owns (the foundation imports no stage, so the
+# stage registers its check when it is imported: plan/metric.py's check_config). Every entry
+# that checks a config imports the plan stage first (rules/common.smk, commands/doctor.py).
+STAGE_CHECKS: list[Callable[[dict], None]] = []
+
+
+def register(check: Callable[[dict], None]) -> None:
+    """Add a stage's check of trials.metric (RecordError naming the key under config)."""
+    if check not in STAGE_CHECKS:
+        STAGE_CHECKS.append(check)
 
 
 def check_values(config: dict) -> None:
@@ -49,8 +63,19 @@ def check_values(config: dict) -> None:
             if rx.groups < 1:
                 raise InputError("config trials.metric.regex", f"{metric['regex']!r} has no group: the metric is read from group 1, "
                                                                r"e.g. 'step_time=([0-9.]+)'")
+        _work_declared(metric)
     except InputError as exc:
         raise StallcaseError(exc.where, exc.problem) from None
+
+
+def _work_declared(metric) -> None:
+    """A metric per item/token must say where each run's work comes from (plan/metric.py and
+    plan/work.py decide; what the config alone shows is refused here, before anything runs)."""
+    for check in STAGE_CHECKS:
+        try:
+            check(metric)
+        except RecordError as exc:
+            raise InputError(f"config {exc.where}", exc.problem) from None
 
 
 def _texts(obj: Any, path: str) -> None:

@@ -1,0 +1,111 @@
+"""The job metric from the job's shape (plan/job_shape.py, plan/job_metric.py), one test per
+shape: a synchronous job (a collective in every step) keeps the slowest rank per step; a
+pipeline (queue waits, producer/consumer roles) gets its consumers' throughput; ranks that do
+not synchronize get the job's throughput; the plan records the shape, why, and who chose it.
+The H200 producer/consumer fixture's recorded job reads as a pipeline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pyarrow as pa
+import pytest
+
+from workflow_lib.capture.types import StepsOut
+from workflow_lib.core.incident import read_incident
+from workflow_lib.plan import job_metric, job_shape, metric
+
+H200_MP = Path(__file__).resolve().parent / "fixtures" / "h200" / "multiprocess" / "incident"
+MS = 1_000_000
+
+
+def _incident(ranks: int, steps: int, spans_of) -> SimpleNamespace:
+    """A job of `ranks` ranks with `steps` 10 ms steps each; spans_of(rank, step) -> span names."""
+    st = {"rank": [], "step_id": [], "start_ns": [], "end_ns": []}
+    sp = {"rank": [], "name": [], "start_ns": [], "end_ns": []}
+    for r in range(ranks):
+        for s in range(steps):
+            t0 = s * 10 * MS + r * 100
+            st["rank"].append(r), st["step_id"].append(s), st["start_ns"].append(t0), st["end_ns"].append(t0 + 10 * MS)
+            for k, name in enumerate(spans_of(r, s)):
+                sp["rank"].append(r), sp["name"].append(name)
+                sp["start_ns"].append(t0 + (k + 1) * MS), sp["end_ns"].append(t0 + (k + 2) * MS)
+    tables = {"steps": pa.table(st), "spans": pa.table(sp)}
+    return SimpleNamespace(table=lambda name: tables[name])
+
+
+def _snapshot(ranks, roles=None):
+    return {"incident_id": "j", "ranks": ranks, "job": {"roles": {str(r): v for r, v in (roles or {}).items()}}}
+
+
+def test_a_collective_every_step_keeps_the_slowest_rank_per_step():
+    inc = _incident(3, 20, lambda r, s: ["forward", "all_reduce"])
+    shape = job_shape.classify(inc, {})
+    assert shape["kind"] == "collective" and "all_reduce" in shape["reason"]
+    m = job_metric.resolve({"per": "step"}, _snapshot([0, 1, 2]), shape)
+    assert m["job"] == "slowest_rank" and m.get("role") is None
+    assert m["shape"] == {"kind": "collective", "reason": shape["reason"], "chosen_by": "recording"}
+
+
+def test_a_queue_pipeline_gets_its_consumers_throughput():
+    roles = {0: "consumer", 1: "consumer", 2: "producer"}
+    inc = _incident(3, 20, lambda r, s: ["queue_get", "forward"] if r < 2 else ["pack"])
+    shape = job_shape.classify(inc, roles)
+    assert shape["kind"] == "pipeline" and shape["work_role"] == "consumer"
+    assert "queue_get" in shape["reason"] and "throughput" in shape["reason"]
+    m = job_metric.resolve({"per": "step"}, _snapshot([0, 1, 2], roles), shape)
+    assert (m["job"], m["role"], m["ranks"]) == ("throughput", "consumer", [0, 1])
+
+
+def test_ranks_that_do_not_synchronize_get_the_jobs_throughput():
+    inc = _incident(2, 20, lambda r, s: ["forward", "backward"])
+    shape = job_shape.classify(inc, {})
+    assert shape["kind"] == "independent" and "do not synchronize" in shape["reason"]
+    m = job_metric.resolve({"per": "step"}, _snapshot([0, 1]), shape)
+    assert (m["job"], m.get("role"), m["ranks"]) == ("throughput", None, None)
+
+
+def test_a_collective_in_only_a_few_steps_is_not_a_synchronous_job():
+    inc = _incident(2, 20, lambda r, s: ["forward"] + (["all_reduce"] if s % 5 == 0 else []))
+    assert job_shape.classify(inc, {})["kind"] == "independent"
+
+
+def test_a_metric_the_user_chose_is_kept_and_the_shape_still_says_what_was_seen():
+    roles = {0: "consumer", 1: "consumer", 2: "producer"}
+    inc = _incident(3, 20, lambda r, s: ["queue_get"] if r < 2 else ["pack"])
+    shape = job_shape.classify(inc, roles)
+    m = job_metric.resolve({"per": "step", "job": "slowest_rank", "role": "consumer"}, _snapshot([0, 1, 2], roles), shape)
+    assert (m["job"], m["role"]) == ("slowest_rank", "consumer")
+    assert m["shape"]["kind"] == "pipeline" and m["shape"]["chosen_by"] == "config"
+
+
+def test_the_h200_producer_consumer_recording_reads_as_a_pipeline():
+    inc = read_incident(H200_MP)
+    roles = {int(r): v for r, v in inc.manifest["job"]["roles"].items()}
+    shape = job_shape.classify(inc, roles)
+    assert shape["kind"] == "pipeline" and shape["work_role"] == "consumer", shape
+
+
+def test_throughput_is_the_longest_counted_sum_over_the_work_and_alternates_cover_every_role():
+    recs = [StepsOut(covers="iteration", steps_ns=[9, 4, 4, 4], items=None, tokens=None, unusual=[], rank=0, role="consumer", pid=1),
+            StepsOut(covers="iteration", steps_ns=[9, 2, 2, 2], items=None, tokens=None, unusual=[], rank=1, role="consumer", pid=2),
+            StepsOut(covers="iteration", steps_ns=[9, 3, 3, 3], items=None, tokens=None, unusual=[], rank=2, role="producer", pid=3)]
+    m = {"per": "step", "skip_steps": 1, "job": "throughput", "role": "consumer", "ranks": [0, 1], "expect_ranks": [0, 1, 2]}
+    got = job_metric.reduce(m, recs, 10**9)
+    assert got["values_ns"] == [12 / 6]  # rank 0's 12 ns over the 6 consumer steps
+    assert [(r["rank"], r["counted"], r["total_ns"]) for r in got["ranks"]] == [(0, True, 12), (1, True, 6), (2, False, 9)]
+    alt = got["alternates"]
+    assert alt["job=throughput,role=consumer"] == 2.0 and alt["job=slowest_rank,role=consumer"] == 4.0
+    assert alt["job=throughput,role=producer"] == 3.0 and alt["job=throughput"] == 12 / 9
+    assert job_metric.config_line("job=throughput,role=consumer") == "trials: {metric: {job: throughput, role: consumer}}"
+
+
+def test_metric_resolve_reads_the_shape_from_the_store_when_given(tmp_path):
+    """Without a store (an older caller) no shape is recorded and the default stays the slowest rank."""
+    m = metric.resolve({"per": "step", "source": "auto"}, _snapshot([0, 1], {0: "consumer", 1: "producer"}))
+    assert m["job"] == "slowest_rank" and "shape" not in m
+
+
+if __name__ == "__main__":  # pragma: no cover
+    pytest.main([__file__])

@@ -1,0 +1,116 @@
+"""A program not written for stallcase, recorded from outside, with a candidate that doubles
+the batch size (the issue's held-out case): tests/word_lm.py, a word-level LSTM language model
+in the shape of PyTorch's word_language_model example (same flags, same progress line).
+
+It is recorded with `stallcase record --step-pattern` from its `ms/batch` lines, then the
+README's pipeline runs with `candidate: {set_args: {"--batch_size": "40"}}`:
+- `per: token` with `tokens_per_step: "--batch_size * --bptt"` gives a verdict per token, the
+  plan holding each arm's work (700 and 1,400 tokens), the end line naming the unit;
+- `per: step` gives a verdict that carries the warning that the arms do different work;
+- `per: token` with no way to know the work cannot run: the plan is refused, naming why.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from workflow_lib.core import records
+
+from e2e_design import trials_yaml
+from word_lm import STEP_PATTERN, make_project
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+ARGS = ["--batch_size", "20", "--bptt", "35", "--max-batches", "20", "--log-interval", "5", "--nhid", "64", "--emsize", "32"]
+METRIC = "name: step_time, source: auto, statistic: median, skip_steps: 1, unit: ns"
+
+
+def _sh(argv, cwd, env, check=True, timeout=900):
+    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    if check:
+        assert proc.returncode == 0, f"{' '.join(map(str, argv))}\n{(proc.stdout + proc.stderr)[-5000:]}"
+    return proc
+
+
+def _keep(checkout: Path, dest: Path) -> SimpleNamespace:
+    src = (checkout / "results" / "wlm").resolve()
+    shutil.copytree(src, dest, symlinks=False, ignore=shutil.ignore_patterns("work", "cas"))
+    return SimpleNamespace(plan=records.read_record(dest / "plan.json", "plan"),
+                           comparison=records.read_record(dest / "comparison.json", "comparison"))
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    pytest.importorskip("torch", reason="the word-level LSTM needs torch (the test extra pins the CPU build)")
+    root = tmp_path_factory.mktemp("wlm")
+    checkout = root / "stallcase"
+    checkout.mkdir()
+    for name in ("Snakefile", "rules", "profiles", "config", "schemas", "workflow_lib", "docs", "examples"):
+        (checkout / name).symlink_to(ROOT / name)
+    (checkout / ".venv").symlink_to(Path(sys.prefix))
+    repo = make_project(root)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STALLCASE_")}
+    env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    _sh([str(checkout / ".venv" / "bin" / "stallcase"), "record", "--incident", "wlm", "--step-pattern", STEP_PATTERN,
+         "--", PY, "main.py", *ARGS], repo, env)
+    base = textwrap.dedent(f"""
+        incidents_dir: {repo / 'incidents'}
+        allow_roots: [{repo}]
+        candidate:
+          set_args: {{"--batch_size": "40"}}
+    """)
+    smk = [".venv/bin/snakemake", "--cores", "2", "--profile", "profiles/local", "--configfile"]
+    (checkout / "token.yaml").write_text(base + trials_yaml(METRIC + ', per: token, tokens_per_step: "--batch_size * --bptt"',
+                                                            record_runs=False))
+    end = _sh([*smk, "token.yaml", "--config", "incident=wlm"], checkout, env)
+    token = _keep(checkout, root / "kept" / "token")
+    (checkout / "step.yaml").write_text(base + trials_yaml(METRIC + ", per: step", record_runs=True))
+    step_end = _sh([*smk, "step.yaml", "--config", "incident=wlm"], checkout, env)
+    step = _keep(checkout, root / "kept" / "step")
+    (checkout / "bad.yaml").write_text(base + trials_yaml(METRIC + ", per: token", record_runs=False))
+    bad = _sh([*smk, "bad.yaml", "--config", "incident=wlm"], checkout, env, check=False)
+    return SimpleNamespace(token=token, step=step, end=end.stdout + end.stderr, step_end=step_end.stdout + step_end.stderr,
+                           bad=bad)
+
+
+@pytest.mark.slow
+def test_per_token_compares_time_per_token_with_each_arms_own_work(world):
+    m = world.token.plan["design"]["metric"]
+    assert m["declared_work"] == {"unit": "token", "expression": "--batch_size * --bptt", "A": 700.0, "B": 1400.0}
+    c = world.token.comparison
+    assert c["metric"]["per"] == "token" and c["metric"]["label"] == "time per token"
+    assert any("compared per token" in w for w in c["warnings"]), c["warnings"]
+    assert "time per token" in world.end and "step time" not in world.end.split("stallcase: wlm:")[-1].splitlines()[0]
+    # Twice the tokens per step: per token it is not twice as slow (about no change, or faster
+    # where a bigger batch uses the CPU better); per step it is (the next test).
+    assert c["verdict"] != "slower", c["reasons"]
+
+
+@pytest.mark.slow
+def test_a_per_step_verdict_carries_the_warning_that_the_work_differs(world):
+    c = world.step.comparison
+    warn = next(w for w in c["warnings"] if "--batch_size 20 -> 40" in w)
+    assert "per-step verdict compares steps of different work" in warn
+    assert warn in world.step_end and c["reasons"][0] == warn
+    assert c["estimate"]["change_pct"] > world.token.comparison["estimate"]["change_pct"]
+
+
+@pytest.mark.slow
+def test_a_per_token_metric_with_no_work_cannot_run(world):
+    assert world.bad.returncode != 0
+    out = world.bad.stdout + world.bad.stderr
+    assert "trials.metric.per" in out and "(?P<tokens>...)" in out and "tokens_per_step" in out, out[-3000:]
+
+
+@pytest.mark.slow
+def test_a_program_recorded_from_outside_names_the_real_reason_it_has_no_components(world):
+    c = world.step.comparison
+    assert "recorded from outside" in c["sentence"] and "record_runs" not in c["sentence"], c["sentence"]
