@@ -1,0 +1,157 @@
+"""Issue 34's H200 captures (tests/fixtures/h200_causes/, PROVENANCE.md there): programs written
+as users write them (examples/gpu/causes/, no stallcase import), each in recorder form
+(`stallcase record -- python3 PROG`) and Kineto form (the same program under torch.profiler),
+with causes injected on steps known from the programs' own arguments (truth.json), never from
+markers in them. The GC and checkpoint programs' recorder form is tests/fixtures/h200_unchanged/.
+
+Per fixture, on the diagnosis run here (CPU):
+- every injected step whose excess over the typical step (the median wall of the fixture's
+  normal steps) is at least MIN_EXCESS of that median is explained by the expected cause for
+  >= 80% of its excess (a smaller excess is within the normal steps' spread: measuring 80% of
+  it measures noise);
+- no false attribution on normal steps: no check other than the ones that describe what a
+  typical step is made of (COMPOSITION: its GPU work, its host work and submission, warm-up)
+  claims more than 20% of a normal step's wall. Those describe the step's own cost, not a stall;
+  any other check claiming a fifth of a step where nothing was injected names a cause that is
+  not there.
+Today's engine names few of these causes (issue 34's engine work is on its own branch): the
+cases that fail here are marked xfail(strict=False), to be unmarked when that engine lands.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from workflow_lib.core.cas import hash_file
+from workflow_lib.diagnose import diagnose_dir
+from workflow_lib.importers.kineto import import_kineto
+
+FIX = Path(__file__).parent / "fixtures" / "h200_causes"
+TRUTH = json.loads((FIX / "truth.json").read_text())["fixtures"]
+PROGRAMS = Path(__file__).parents[1] / "examples" / "gpu" / "causes"
+MIN_EXCESS = 0.10
+SHARE = 0.80
+FALSE_SHARE = 0.20
+COMPOSITION = {"gpu_work", "gpu_bound", "host_work", "host_submission", "warm_up"}
+NEEDS_34 = "needs #34 engine"
+# Fixtures today's engine gets wrong on this branch (measured; reasons in PROVENANCE.md).
+XFAIL_EXPLAINED = {"sync_layers.recorder", "sync_layers.kineto", "pageable_copy.recorder",
+                   "pageable_copy.recorder_kinds_dropped", "pageable_copy.kineto", "python_loop.recorder",
+                   "python_loop.kineto", "contended.recorder", "contended.kineto", "gc_heavy.recorder",
+                   "checkpoint_every_n.recorder", "checkpoint_every_n.kineto"}
+XFAIL_FALSE = {"gc_heavy.recorder"}
+_CACHE: dict = {}
+
+
+def _params(xfails: set[str]):
+    return [pytest.param(n, marks=pytest.mark.xfail(strict=False, reason=NEEDS_34)) if n in xfails else n
+            for n in sorted(TRUTH)]
+
+
+def _incident(name: str, tmp: Path) -> Path:
+    t = TRUTH[name]
+    if "trace" in t:
+        import_kineto([str(FIX / t["trace"])], incident_id=name, incidents_dir=tmp)
+        return tmp / name
+    src = (FIX / t["incident"]).resolve()
+    if not t.get("drop_copy_kinds"):
+        return src
+    # The same capture without copy kinds: memcpy's memory kinds (pageable/pinned/device) and
+    # async flag nulled, as a capture that did not record them has them; bytes, times, streams kept.
+    dst = tmp / name
+    shutil.copytree(src, dst)
+    path = dst / "tables" / "memcpy.parquet"
+    tab = pq.read_table(path)
+    for col in ("src_kind", "dst_kind", "is_async"):
+        i = tab.schema.get_field_index(col)
+        tab = tab.set_column(i, tab.schema.field(i), pa_nulls(tab.schema.field(i).type, tab.num_rows))
+    pq.write_table(tab, path)
+    mpath = dst / "manifest.json"
+    m = json.loads(mpath.read_text())
+    m["tables"]["memcpy"]["digest"] = hash_file(path)  # the derived table is this fixture's own
+    mpath.write_text(json.dumps(m))
+    return dst
+
+
+def pa_nulls(typ, n):
+    import pyarrow as pa
+
+    return pa.nulls(n, type=typ)
+
+
+def _hog_steps(inc: Path, log: Path) -> list[int]:
+    """Steps with a kernel inside the other process's wall-clock interval (launcher's log)."""
+    clock = json.loads((inc / "manifest.json").read_text())["clock"]
+    h0, h1 = (float(x) for x in re.search(r"start ([0-9.]+) end ([0-9.]+)", log.read_text()).groups())
+    off = int(clock.get("unix_minus_host_ns") or 0)
+    a, b = int(h0 * 1e9) - off, int(h1 * 1e9) - off
+    k = pq.read_table(inc / "tables" / "kernels.parquet", columns=["start_ns", "end_ns"]).to_pandas()
+    st = pq.read_table(inc / "tables" / "steps.parquet", columns=["step_id", "start_ns", "end_ns"]).to_pandas()
+    hit = k[(k.end_ns > a) & (k.start_ns < b)]
+    ids = [int(s.step_id) for s in st.itertuples() if ((hit.start_ns >= s.start_ns) & (hit.start_ns < s.end_ns)).any()]
+    if not ids:  # no kernel recorded then (recorder form: no GPU window): the steps the interval overlaps
+        ids = [int(s.step_id) for s in st.itertuples() if s.end_ns > a and s.start_ns < b]
+    return ids
+
+
+def case(name: str, tmp_path_factory) -> dict:
+    if name not in _CACHE:
+        t = TRUTH[name]
+        inc = _incident(name, tmp_path_factory.mktemp(name.replace(".", "_")))
+        if t["injected"] == "hog":
+            injected = set(_hog_steps(inc, FIX / t["hog_log"]))
+        else:
+            injected = {i for a, b in t["injected"] for i in range(a, b + 1)}
+        d = diagnose_dir(inc)
+        steps = [s for s in d["steps"] if s["step_id"] > 0]
+        normal = [s for s in steps if s["step_id"] not in injected]
+        _CACHE[name] = {"steps": steps, "injected": injected, "normal": normal,
+                        "median": float(np.median([s["wall_ns"] for s in normal])), "cause": t["cause"]}
+    return _CACHE[name]
+
+
+def _explains(s: dict, check: str) -> int:
+    return sum(int(f["explains_ns"] or 0) for f in s["findings"] if f["check"] == check and f["verdict"] == "attributed")
+
+
+def test_programs_are_unchanged_user_code():
+    for p in PROGRAMS.glob("*.py"):
+        if p.name != "kineto_run.py":  # the profiler runner is the user's tool, not the program
+            assert "stallcase" not in p.read_text(), p
+
+
+def test_fixtures_are_small_and_cover_every_program():
+    for p in FIX.rglob("*"):
+        if p.is_file():
+            assert p.stat().st_size <= 2 * 1024 * 1024, p
+    assert {n.split(".")[0] for n in TRUTH} == {"sync_layers", "pageable_copy", "python_loop", "contended",
+                                               "gc_heavy", "checkpoint_every_n"}
+
+
+@pytest.mark.parametrize("name", _params(XFAIL_EXPLAINED))
+def test_injected_steps_explained_by_their_cause(name, tmp_path_factory):
+    c = case(name, tmp_path_factory)
+    counted = [s for s in c["steps"] if s["step_id"] in c["injected"] and s["wall_ns"] - c["median"] >= MIN_EXCESS * c["median"]]
+    assert counted, f"{name}: no injected step stands out of the normal steps"
+    short = {s["step_id"]: round(_explains(s, c["cause"]) / (s["wall_ns"] - c["median"]), 2) for s in counted
+             if _explains(s, c["cause"]) < SHARE * (s["wall_ns"] - c["median"])}
+    assert not short, f"{name}: {c['cause']} explains under {SHARE:.0%} of the excess on steps {short}"
+
+
+@pytest.mark.parametrize("name", _params(XFAIL_FALSE))
+def test_no_false_attribution_on_normal_steps(name, tmp_path_factory):
+    c = case(name, tmp_path_factory)
+    bad = {}
+    for s in c["normal"]:
+        for f in s["findings"]:
+            if (f["verdict"] == "attributed" and f["check"] not in COMPOSITION
+                    and (f["explains_ns"] or 0) > FALSE_SHARE * s["wall_ns"]):
+                bad.setdefault(f["check"], []).append(s["step_id"])
+    assert not bad, f"{name}: on normal steps {bad}"
