@@ -91,3 +91,20 @@ def test_run_ending_inside_an_armed_window_still_writes_it(tmp_path, monkeypatch
     assert sorted(enabled_at) == [26, 27]
     snaps = sorted(tmp_path.glob("tier.latency_change-*"))
     assert len(snaps) == 1 and fake.enabled == []
+
+
+@pytest.mark.parametrize("detach", ["on", "off"])
+def test_cupti_is_detached_between_windows_and_the_window_kept(tmp_path, monkeypatch, detach):
+    """Attached and idle, CUPTI cost the unchanged H200 loop +25-40% per step (docs/benchmarks.md,
+    round 5): between windows the triggered tier detaches it (cuptiFinalize) after the window's
+    flush, and the next arm registers again; the window's records and status stay as they were."""
+    calls = []
+    monkeypatch.setattr(FakeCupti, "finalize", lambda self: calls.append(len(self.enabled)), raising=False)
+    monkeypatch.setenv("STALLCASE_CUPTI_DETACH", detach)
+    rec, fake, enabled_at = _run(tmp_path, monkeypatch)
+    assert sorted(enabled_at) == [26, 27, 28, 29, 30, 31]
+    assert calls == ([0] if detach == "on" else [])  # once, after the window, with nothing enabled
+    inc = read_incident(sorted(tmp_path.glob("tier.latency_change-*"))[0])
+    cu = inc.manifest["sources"]["cupti"]
+    assert cu["status"] == "observed" and cu["detail"]["detached_between_windows"] == len(calls)
+    assert inc.table("kernels").num_rows == 24

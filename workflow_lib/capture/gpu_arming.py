@@ -147,6 +147,7 @@ class GpuArming:
             # slow enough to set off the latency trigger (H200: 10 latency windows in 7,500
             # steps of an A/A run with windows every 80 steps).
             self.cupti.flush()
+            self.cupti.release()  # detached until the next window (sources/cupti.py: why)
         pending, self.pending_auto = self.pending_auto, False
         return pending
 

@@ -30,32 +30,29 @@ COMPILE_ENTRY_POINTS = (
 )
 
 
-def monitor_spans(span: Callable, entries=COMPILE_ENTRY_POINTS) -> list[str]:
+def monitor_spans(span: Callable, entries=COMPILE_ENTRY_POINTS, when_imported: Callable | None = None) -> list[str]:
     """Open `span(name)` for every run of each (module, qualname, name) entry's code, on the
-    thread that runs it (PY_START/PY_RETURN on those code objects only, PY_UNWIND for a
-    compile that raises). Returns what was installed, one line each."""
+    thread that runs it: PY_START/PY_RETURN as local events on those code objects only.
+    Returns what was installed, one line each.
+
+    Nothing here costs a program that never compiles: an entry's module is not imported for it
+    (importing inductor's compile_fx takes seconds and thousands of modules); with
+    `when_imported(module, fn)` (post_import.when_imported) its code object is watched once the
+    program imports that module itself, else only entries already imported are watched. And
+    PY_UNWIND, which sys.monitoring only has as a global event (every Python frame an exception
+    leaves, in every function: ~10% on Python calls, measured on 3.12), is switched on only while
+    a compile span is open, to close the span of a compile that raises."""
     mon = getattr(sys, "monitoring", None)
     if mon is None:
         return ["no compile entry-point spans (sys.monitoring needs Python >= 3.12)"]
-    names, out = {}, []
-    for module, qual, span_name in entries:
-        try:
-            obj = importlib.import_module(module)
-            for part in qual.split("."):
-                obj = getattr(obj, part)
-            code = inspect.unwrap(obj).__code__
-        except (ImportError, AttributeError, RuntimeError) as exc:  # a module absent or failing to import here
-            out.append(f"no span for {module}.{qual} ({type(exc).__name__})")
-            continue
-        names[code] = span_name
-        out.append(f"{module}.{qual} -> span {span_name}")
-    if not names:
-        return out
     tool = next((t for t in range(6) if mon.get_tool(t) is None), None)
     if tool is None:
-        return out + ["no sys.monitoring tool id free"]
+        return ["no sys.monitoring tool id free"]
     mon.use_tool_id(tool, "stallcase-compile-spans")
+    names: dict = {}
     local = threading.local()
+    open_count = [0]
+    lock = threading.Lock()
 
     def start(code, _offset):
         name = names.get(code)
@@ -63,18 +60,49 @@ def monitor_spans(span: Callable, entries=COMPILE_ENTRY_POINTS) -> list[str]:
             cm = span(name)
             cm.__enter__()
             local.__dict__.setdefault("open", []).append((code, cm))
+            with lock:
+                open_count[0] += 1
+                if open_count[0] == 1:
+                    mon.set_events(tool, mon.events.PY_UNWIND)
 
     def stop(code, _offset, _value):
         stack = local.__dict__.get("open")
         if code in names and stack and stack[-1][0] is code:
             stack.pop()[1].__exit__(None, None, None)
+            with lock:
+                open_count[0] -= 1
+                if open_count[0] == 0:
+                    mon.set_events(tool, 0)
 
     mon.register_callback(tool, mon.events.PY_START, start)
     mon.register_callback(tool, mon.events.PY_RETURN, stop)
     mon.register_callback(tool, mon.events.PY_UNWIND, stop)
-    for code in names:
+
+    def watch(module, qual, span_name, mod) -> str:
+        try:
+            obj = mod
+            for part in qual.split("."):
+                obj = getattr(obj, part)
+            code = inspect.unwrap(obj).__code__
+        except (AttributeError, RuntimeError) as exc:
+            return f"no span for {module}.{qual} ({type(exc).__name__})"
+        names[code] = span_name
         mon.set_local_events(tool, code, mon.events.PY_START | mon.events.PY_RETURN)
-    mon.set_events(tool, mon.events.PY_UNWIND)  # not a local event; stop() ignores other code
+        return f"{module}.{qual} -> span {span_name}"
+
+    out = []
+    for module, qual, span_name in entries:
+        mod = sys.modules.get(module)
+        if mod is not None:
+            out.append(watch(module, qual, span_name, mod))
+        elif when_imported is not None:
+            when_imported(module, lambda m, a=(module, qual, span_name): watch(*a, m))
+            out.append(f"{module}.{qual} -> span {span_name} (once imported)")
+        else:
+            try:
+                out.append(watch(module, qual, span_name, importlib.import_module(module)))
+            except ImportError as exc:  # a module absent or failing to import here
+                out.append(f"no span for {module}.{qual} ({type(exc).__name__})")
     return out
 
 

@@ -258,7 +258,8 @@ def start_from_env() -> Session | None:
     from . import gc_hooks, torch_hooks
     from .post_import import when_imported
 
-    sess.installed += gc_hooks.install(sess)
+    if "gc" not in torch_hooks.hooks_off():
+        sess.installed += gc_hooks.install(sess)
     sess.roots = torch_hooks.RootModules(sess)
     when_imported("torch", lambda torch: sess.installed.extend(torch_hooks.install(sess, torch)))
     os.register_at_fork(after_in_child=sess.forked)

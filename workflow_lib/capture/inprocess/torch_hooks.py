@@ -147,6 +147,7 @@ class RootModules:
         self.built = weakref.WeakSet()
         self.hooked = False
         self.local = threading.local()
+        self._orig_init = None  # set by install(); without it (left out) there is nothing to hook
 
     def install(self) -> list[str]:
         import torch
@@ -170,7 +171,7 @@ class RootModules:
         """Per-module forward hooks on the roots; the construction watch is removed."""
         import torch
 
-        if self.hooked:
+        if self.hooked or self._orig_init is None:
             return 0
         self.hooked = True
         torch.nn.Module.__init__ = self._orig_init
@@ -306,27 +307,51 @@ def sync_reads(session, torch) -> list[str]:
     return [f"Tensor.{'/'.join(SYNC_READS)} on CUDA tensors -> spans sync.<name>"]
 
 
+# STALLCASE_INPROCESS_OFF=name,name (or "all"): hooks left out, for a program one of them breaks,
+# and to take the capture's cost apart (benchmarks/overhead_zero_change.py --arm). "all" keeps
+# the optimizer hooks, which make the steps ("all,optimizer": none at all).
+OFF_ENV = "STALLCASE_INPROCESS_OFF"
+HOOK_NAMES = ("optimizer", "dataloader", "backward", "checkpoint", "c10d", "profiler", "modules", "sync_reads",
+              "compile", "gc")
+
+
+def hooks_off(environ=None) -> frozenset[str]:
+    raw = (os.environ if environ is None else environ).get(OFF_ENV, "")
+    names = {n.strip() for n in raw.split(",") if n.strip()}
+    if "all" in names:  # every hook but the optimizer's, unless that is named too
+        names = (names - {"all"}) | (set(HOOK_NAMES) - {"optimizer"})
+    return frozenset(names)
+
+
 def install(session, torch) -> list[str]:
     """Everything above, each on its own (one failing leaves the others)."""
-    out: list[str] = []
+    off = hooks_off()
+    out: list[str] = [f"left out ({OFF_ENV}): {', '.join(sorted(off))}"] if off else []
     steps = [optimizer, dataloader, backward, checkpoint, c10d, profiler]
     for fn in steps:
+        if fn.__name__ in off:
+            continue
         try:
             out += fn(session)
         except Exception as exc:  # an older or newer torch without that place: say so, go on
             out.append(f"no {fn.__name__} hook ({type(exc).__name__}: {exc})")
+    if "modules" not in off:
+        try:
+            out += session.roots.install()
+        except Exception as exc:
+            out.append(f"no forward spans ({type(exc).__name__}: {exc})")
     try:
-        out += session.roots.install()
-    except Exception as exc:
-        out.append(f"no forward spans ({type(exc).__name__}: {exc})")
-    try:
-        if torch.cuda.is_available():
+        if "sync_reads" in off:
+            pass
+        elif torch.cuda.is_available():
             out += sync_reads(session, torch)
         else:
             out.append("no sync-read spans (CUDA not available: .item()/.cpu() read host memory)")
     except Exception as exc:
         out.append(f"no sync-read spans ({type(exc).__name__}: {exc})")
+    if "compile" in off:
+        return out
     when_imported("torch._dynamo", lambda _m: session.installed.extend(
-        compile_hooks.dynamo_callbacks(session.span) + compile_hooks.monitor_spans(session.span)))
+        compile_hooks.dynamo_callbacks(session.span) + compile_hooks.monitor_spans(session.span, when_imported=when_imported)))
     when_imported("triton.runtime.autotuner", lambda _m: session.installed.extend(compile_hooks.triton_autotune(session.span)))
     return out

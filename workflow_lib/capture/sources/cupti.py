@@ -20,6 +20,7 @@ object per record; `ingest` below is the path for cupti-python's record objects.
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import threading
 from operator import attrgetter, itemgetter
@@ -69,6 +70,9 @@ DROPPED_RUNTIME_CALLS = frozenset({
 })
 _VERSION_SUFFIX = re.compile(r"(_v\d+)+$")
 RECENT_CALLS = 1 << 16  # runtime (corr, tid) pairs kept for sync records of later buffers
+
+
+DETACH_ENV = "STALLCASE_CUPTI_DETACH"
 
 
 def _err(exc: BaseException) -> str:
@@ -152,6 +156,14 @@ class CuptiSource:
         self.windows: list[list[int | None]] = []  # [start_ns, end_ns or None while armed], host clock
         self.windows_dropped = 0
         self._registered = False
+        # Triggered tier: CUPTI is detached (cuptiFinalize) between windows. Attached and idle,
+        # with no activity kind enabled, it still cost the unchanged H200 transformer loop
+        # +25% to +41% steady step time against the bare program (benchmarks/overhead_zero_change.py,
+        # 2-3 pairs per arm; detached: +7%, docs/benchmarks.md round 5), a cost the in-process
+        # on/paused design cannot see (CUPTI stays attached in both of its windows).
+        # STALLCASE_CUPTI_DETACH=off keeps it attached (the cost, measured beside).
+        self.detach_idle = (os.environ.get(DETACH_ENV, "on").strip().lower() not in ("off", "0", "false", "no"))
+        self.detaches = 0
         # "raw": buffers read from their bytes (cupti_raw, cupti_parse), no object per record;
         # "binding": cupti-python's record objects (ingest below). Raw falls back to binding
         # where the binding's libcupti cannot be reached through ctypes; `parser_used` says.
@@ -294,6 +306,25 @@ class CuptiSource:
             self._error(f"prepare: {_err(exc)}")
         self._disable()
         del self.windows[n:]
+        self.flush()
+        self.release()
+
+    def release(self) -> None:
+        """Triggered tier, between windows: flushed already, detach CUPTI from the process
+        (cuptiFinalize); the next arm() registers again. Never while armed."""
+        if self.mode != "triggered" or not self.detach_idle or self.armed or not self._registered:
+            return
+        fin = getattr(cupti, "finalize", None)
+        if fin is None:
+            return
+        try:
+            fin()
+        except Exception as exc:
+            self._error(f"finalize: {_err(exc)}")
+            self.detach_idle = False  # stays attached: the windows still work
+            return
+        self._registered = False
+        self.detaches += 1
 
     def disarm(self) -> None:
         """Disable activity now; records already made arrive at the next flush (the snapshot's)."""
@@ -611,7 +642,7 @@ class CuptiSource:
                   **({"raw_buffers": self.raw.buffers, "raw_buffers_unread": self.raw.unread,
                       "raw_size_notes": list(self.raw.size_notes), "raw_buffers_zeroed_by_us": self.raw.zeroed}
                      if self.raw else {}),
-                  "buffer_bytes": self.buffer_bytes, "flush_period_ms": self.flush_period_ms, "records": self.records, "error_count": self.error_count,
+                  "buffer_bytes": self.buffer_bytes, "flush_period_ms": self.flush_period_ms, "detached_between_windows": self.detaches, "records": self.records, "error_count": self.error_count,
                   "errors": list(self.errors), "calibrations": len(self.calibrations),
                   "sync_records_without_api_call": self.dropped_sync_without_api,
                   "thread_id_type": self.thread_ids,
@@ -631,7 +662,7 @@ class CuptiSource:
             detail["clock_uncertainty_ns_max"] = max(x[3] for x in self.calibrations)
         if self.reason_absent:
             return source("not_observed", self.reason_absent, **detail)
-        if self.mode == "triggered" and not self._registered:
+        if self.mode == "triggered" and not self._registered and not self.detaches:
             return source("not_observed", "triggered GPU activity: no window was armed yet (the latency trigger "
                           "did not fire), so kernels were not observed", **detail)
         if not self.calibrations:
