@@ -47,7 +47,7 @@ PY
     ;;
   demo)
     rm -rf incidents results .snakemake
-    timeout 300 python3 -m snakemake --cores 8 --profile profiles/local --config incident=demo > "$out/demo_snakemake.log" 2>&1
+    timeout ${DEMO_S:-540} python3 -m snakemake --cores 8 --profile profiles/local --config incident=demo > "$out/demo_snakemake.log" 2>&1
     echo "snakemake rc=$?"; tail -4 "$out/demo_snakemake.log"
     python3 - <<'PY'
 import json
