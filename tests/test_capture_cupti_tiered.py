@@ -108,3 +108,12 @@ def test_cupti_is_detached_between_windows_and_the_window_kept(tmp_path, monkeyp
     cu = inc.manifest["sources"]["cupti"]
     assert cu["status"] == "observed" and cu["detail"]["detached_between_windows"] == len(calls)
     assert inc.table("kernels").num_rows == 24
+
+
+def test_cupti_left_attached_while_the_programs_torch_profiler_runs(tmp_path, monkeypatch):
+    """Kineto (the program's own torch.profiler) shares CUPTI: no detach under it."""
+    calls = []
+    monkeypatch.setattr(FakeCupti, "finalize", lambda self: calls.append(1), raising=False)
+    monkeypatch.setattr(cupti_mod, "_torch_profiler_on", lambda: True)
+    rec, fake, enabled_at = _run(tmp_path, monkeypatch)
+    assert sorted(enabled_at) == [26, 27, 28, 29, 30, 31] and calls == []

@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import sys
 import threading
 from operator import attrgetter, itemgetter
 
@@ -73,6 +74,14 @@ RECENT_CALLS = 1 << 16  # runtime (corr, tid) pairs kept for sync records of lat
 
 
 DETACH_ENV = "STALLCASE_CUPTI_DETACH"
+
+
+def _torch_profiler_on() -> bool:
+    torch = sys.modules.get("torch")
+    try:
+        return bool(torch is not None and torch._C._autograd._profiler_enabled())
+    except Exception:  # an older or newer torch without it: assume none
+        return False
 
 
 def _err(exc: BaseException) -> str:
@@ -315,8 +324,8 @@ class CuptiSource:
         if self.mode != "triggered" or not self.detach_idle or self.armed or not self._registered:
             return
         fin = getattr(cupti, "finalize", None)
-        if fin is None:
-            return
+        if fin is None or _torch_profiler_on():
+            return  # the program's own torch.profiler (Kineto) shares CUPTI: never pulled from under it
         try:
             fin()
         except Exception as exc:
