@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import measures
-from ..evidence import RankEvidence, Sources
+from ..evidence import RankEvidence, Sources, launch_rows
 from ..types import DiagnoseOptions, Finding, Intervals, StepWindow
 
 
@@ -95,17 +95,74 @@ def next_host_start(ev: RankEvidence, thread_id: np.ndarray, after_ns: np.ndarra
     return np.minimum(np.maximum(out, after_ns), step_end_ns)
 
 
-def call_windows(ci: "CheckInput", rows: np.ndarray) -> tuple[Intervals, Intervals]:
+_AHEAD: dict = {}
+
+
+def ahead_starts(ev: RankEvidence) -> np.ndarray:
+    """Starts (ascending) of the GPU activities the host had queued ahead: launched while the
+    GPU was still running earlier work (the launch call began before the end of every activity
+    that started before it). From such an activity on, the host is ahead of the GPU again."""
+    hit = _AHEAD.get(id(ev))
+    if hit is not None and hit[0] is ev:
+        return hit[1]
+    c = ev.copies
+    start = np.concatenate([ev.k_start, c.start])
+    end = np.concatenate([ev.k_end, c.end])
+    corr = np.concatenate([ev.k_corr, c.corr])
+    order = np.argsort(start, kind="stable")
+    start, end, corr = start[order], end[order], corr[order]
+    rows, ok = launch_rows(ev, corr)
+    prev_end = np.concatenate([[np.iinfo(np.int64).min], np.maximum.accumulate(end)[:-1]]) if end.size else end
+    queued = ok & (ev.rt_start[rows] < prev_end) if ev.rt_start.size else np.zeros(start.size, bool)
+    out = start[queued]
+    _AHEAD.clear()  # one rank's evidence at a time
+    _AHEAD[id(ev)] = (ev, out)
+    return out
+
+
+def refill_end(ev: RankEvidence, s: np.ndarray, e: np.ndarray, hi: "int | np.ndarray") -> np.ndarray:
+    """Per synchronizing call [s, e): how far after its return the GPU idle is the call's own
+    consequence (issue 34, credit by consequence, bounded). The sync emptied the GPU's queue:
+    every launch after it runs on an idle GPU until the host is ahead again (ahead_starts).
+    Bounded by the lead the sync took away: the GPU busy time while the host was blocked is
+    how far ahead the host would have been without it, so no more idle than that is the
+    sync's (a sync that waited on an idle GPU took no lead and gets no refill)."""
+    hi = np.broadcast_to(np.asarray(hi, np.int64), np.shape(e))
+    b = ev.busy
+    if len(b) == 0 or e.size == 0:
+        return np.asarray(e, np.int64).copy()
+    lead = measures.covered_between(b, s, e)
+    # F(t) = t - busy before t: non-decreasing, flat over busy time. The refill ends where F
+    # has grown by `lead` since the return: that much idle lies between.
+    base = b.start_ns[0]
+    cum_before = np.concatenate([[0], np.cumsum(b.end_ns - b.start_ns)[:-1]])
+    f_start = b.start_ns - cum_before
+    target = (e - measures.covered_between(b, np.full(e.size, base), np.maximum(e, base))) + lead
+    i = np.searchsorted(f_start, target, side="left")
+    last_f = f_start[-1]
+    t = np.where(i < f_start.size, b.start_ns[np.minimum(i, f_start.size - 1)] - (f_start[np.minimum(i, f_start.size - 1)] - target),
+                 b.end_ns[-1] + (target - last_f))
+    a = ahead_starts(ev)
+    j = np.searchsorted(a, e, side="left")
+    ahead = np.where(j < a.size, a[np.minimum(j, max(a.size - 1, 0))] if a.size else hi, hi)
+    return np.maximum(np.minimum(np.minimum(t, ahead), hi), e)
+
+
+def call_windows(ci: "CheckInput", rows: np.ndarray, refill: bool = False) -> tuple[Intervals, Intervals]:
     """(blocked, windows) for host calls `rows`: the calls' own time, and that time plus the
     GPU idle after each return only as far as the call delayed the next launch: until the
     GPU starts again or, sooner, the calling thread begins a named host span (that host time
-    is the span's: host_submission names it). Declared waits after a return are
-    input_starvation's, and waits of other threads are never a call's."""
+    is the span's: host_submission names it). With `refill` (synchronizing calls), also the
+    refill after the return (refill_end): its idle is the sync's even inside named spans.
+    Declared waits after a return are input_starvation's, and waits of other threads are
+    never a call's."""
     ev, step = ci.ev, ci.step
     lo, hi = step.start_ns, step.end_ns
     s, e, tid = ev.rt_start[rows], ev.rt_end[rows], ev.rt_thread[rows]
     blocked = measures.clip(measures.union(s, e), lo, hi)
     stop = np.minimum(next_gpu_start(ev, e, hi), next_host_start(ev, tid, e, hi))
+    if refill:
+        stop = np.maximum(stop, refill_end(ev, s, e, hi))
     windows = measures.clip(measures.union(s, np.maximum(stop, e)), lo, hi)
     if len(ev.wait_union):
         after = measures.subtract(windows, blocked)
