@@ -8,7 +8,9 @@ tests/test_diagnose_credit_bounds.py."""
 
 from __future__ import annotations
 
-from tests.builders import api, clock, detail, kernel, make_incident, memcpy, span, step
+import numpy as np
+
+from tests.builders import api, clock, detail, kernel, make_incident, memcpy, sched, span, step
 from workflow_lib.core.records import validate
 from workflow_lib.diagnose import DiagnoseOptions, diagnose
 
@@ -240,3 +242,45 @@ def test_checkpoint_stall_takes_the_save_and_its_state_dict_copies():
     assert finding(rec, "transfer_stall", 5)["explains_ns"] < 1 * MS  # the idle after the save, to the step end
     assert right_share(rec, 5, ["checkpoint_stall"]) >= 0.95
     assert rec["next_experiments"][0]["check"] == "checkpoint_stall"
+
+
+def _cpu_only(rq_per_step_ns, sample_every_ns=None, n=12, wall=100 * MS):
+    """A CPU-only program's steps (no GPU source) with the step thread's run-queue wait growing
+    by rq_per_step_ns[i] in step i; samples at each step boundary, or every sample_every_ns."""
+    steps = [step(i, i * wall, (i + 1) * wall) for i in range(n)]
+    cum = np.concatenate([[0], np.cumsum(rq_per_step_ns)])
+    if sample_every_ns is None:
+        ts = np.arange(n + 1) * wall
+    else:
+        ts = np.arange(-sample_every_ns, n * wall + 2 * sample_every_ns, sample_every_ns)
+    bounds = np.arange(n + 1) * wall
+    rq = np.interp(ts, bounds, cum)
+    cpu = np.interp(ts, bounds, bounds - cum)
+    rows = [sched(int(t), cpu_time_ns=int(c), runqueue_wait_ns=int(r)) for t, c, r in zip(ts, cpu, rq)]
+    return make_incident(steps=steps, sched=rows, spans=[span("train_step", s["start_ns"], s["end_ns"]) for s in steps])
+
+
+def test_cpu_contention_without_a_gpu_from_the_run_queue_and_ranked_first():
+    rec = run(_cpu_only([70 * MS] * 12))
+    f = finding(rec, "cpu_contention", 5)
+    assert f["verdict"] == "attributed" and f["explains_ns"] == 70 * MS
+    assert f["evidence"]["basis"].startswith("host-only") and "GPU" in f["evidence"]["open"]
+    ne = rec["next_experiments"]
+    assert ne[0]["check"] == "cpu_contention"
+    assert not any("GPU" in e["candidate_change"] or "CUDA" in e["candidate_change"] for e in ne)
+
+
+def test_cpu_contention_without_a_gpu_interpolates_between_sparse_samples():
+    waits = [5 * MS] * 6 + [60 * MS] * 6  # contention begins at step 6
+    rec = run(_cpu_only(waits, sample_every_ns=330 * MS))
+    f = finding(rec, "cpu_contention", 9)
+    assert f["verdict"] == "attributed" and abs(f["explains_ns"] - 60 * MS) <= 3 * MS  # linear between samples
+    assert "interpolated" in f["evidence"]["counters"]
+    # The other direction: 5 ms of 100 ms before the spinner is noise-level contention, not a cause.
+    assert finding(rec, "cpu_contention", 2)["explains_ns"] <= 5 * MS
+
+
+def test_cpu_contention_without_samples_says_which_thread():
+    rec = run(_cpu_only([70 * MS] * 12, sample_every_ns=3_000 * MS))
+    f = finding(rec, "cpu_contention", 5)
+    assert f["verdict"] == "unresolved" and "threads [1]" in f["missing"][0]
