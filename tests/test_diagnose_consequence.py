@@ -284,3 +284,53 @@ def test_cpu_contention_without_samples_says_which_thread():
     rec = run(_cpu_only([70 * MS] * 12, sample_every_ns=3_000 * MS))
     f = finding(rec, "cpu_contention", 5)
     assert f["verdict"] == "unresolved" and "threads [1]" in f["missing"][0]
+
+
+def _python_loop(kernel_us=2, ops=3000, n_steps=8, loop_at=(5,)):
+    """Normal steps: 20 launches of 400 us kernels. Steps in `loop_at` add a Python loop of
+    `ops` elementwise ops: per op 15 us of Python (the dispatcher), a 4 us launch call, then a
+    `kernel_us` kernel."""
+    steps, kernels, rt, spans = [], [], [], []
+    t, corr = 0, 1
+    for i in range(n_steps):
+        t0 = t
+        gpu = t
+        for k in range(20):
+            rt.append(api(t, t + 4 * US, corr=corr))
+            ks = max(t + 6 * US, gpu)
+            kernels.append(kernel(ks, ks + 400 * US, corr=corr))
+            gpu, corr, t = ks + 400 * US, corr + 1, t + 10 * US
+        t = max(t, gpu)
+        if i in loop_at:
+            a = t
+            for k in range(ops):
+                t += 15 * US
+                rt.append(api(t, t + 4 * US, corr=corr))
+                ks = max(t + 5 * US, gpu)
+                kernels.append(kernel(ks, ks + kernel_us * US, corr=corr, name="elementwise"))
+                gpu, corr, t = ks + kernel_us * US, corr + 1, t + 4 * US
+            t = max(t, gpu)
+            spans.append(span("metrics_loop", a, t, depth=1))
+        t += 50 * US
+        steps.append(step(i, t0, t))
+    return make_incident(steps=steps, kernels=kernels, runtime_api=rt, spans=spans, clock_sync=[clock(0, 1 * US)])
+
+
+def test_a_python_loop_of_tiny_ops_is_launch_bound_with_the_fuse_fix():
+    rec = run(_python_loop())
+    f = finding(rec, "launch_bound", 5)
+    assert f["verdict"] == "attributed", f["evidence"]
+    ev = f["evidence"]
+    assert ev["median_kernel_ns"] == 2 * US and ev["median_launch_interval_ns"] == 19 * US
+    assert 50 <= ev["launches_per_ms"] <= 55
+    assert "torch.compile" in ev["fix"] and "CUDA graph" in ev["fix"]
+    assert right_share(rec, 5, ["launch_bound"]) >= 0.8
+    assert finding(rec, "host_submission", 5)["explains_ns"] < 0.1 * f["explains_ns"]
+    assert "launch_bound" in [e["check"] for e in rec["next_experiments"]]
+    for sid in (1, 2, 3, 4, 6, 7):  # normal steps: their kernels outlast the launches
+        assert finding(rec, "launch_bound", sid)["verdict"] == "not_applicable"
+
+
+def test_a_loop_of_ops_longer_than_their_launch_interval_is_not_launch_bound():
+    rec = run(_python_loop(kernel_us=30))
+    assert finding(rec, "launch_bound", 5)["verdict"] == "not_applicable"

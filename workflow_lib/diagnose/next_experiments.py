@@ -22,8 +22,8 @@ CANDIDATES = {
     "input_starvation": ("feed the GPU faster: more DataLoader workers, pin_memory, prefetch_factor, "
                          "move decoding/augmentation off the training thread", "low",
                          "changes only the input pipeline"),
-    "launch_bound": ("cut launches: CUDA graphs (torch.compile mode='reduce-overhead'), fuse small kernels, "
-                     "larger batches", "medium", "graphs freeze shapes and addresses; fusion changes numerics slightly"),
+    "launch_bound": ("cut launches: fuse the small ops (torch.compile), foreach/fused ops (torch._foreach_*, fused "
+                     "optimizers), CUDA graphs (torch.compile mode='reduce-overhead'), larger batches", "medium", "graphs freeze shapes and addresses; fusion changes numerics slightly"),
     "host_submission": ("shorten the host work between launches in the span named in the evidence; "
                         "if the thread was runnable but not running, pin it or reduce CPU contention", "medium",
                         "depends on what the host span does"),
