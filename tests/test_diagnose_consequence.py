@@ -3,14 +3,15 @@ truth per mechanism, each read both ways (conftest.py holds every diagnosis here
 per-step reference, tests/reference_diagnosis): a sync with the refill it causes, bounded by
 the lead it took away; copies never GPU work, a slow copy of unrecorded kind a transfer stall
 ("pageable, probably"); GC pauses and checkpoint saves named from the capture's spans with
-their evidence and a fix fit to it. The round-3 over-claim cases stay in
-tests/test_diagnose_credit_bounds.py."""
+their evidence and a fix fit to it; cpu_contention from the run queue without a GPU; a Python
+loop of tiny ops launch_bound; the same kernels slower (kernel_slowdown) told from more work.
+The round-3 over-claim cases stay in tests/test_diagnose_credit_bounds.py."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from tests.builders import api, clock, detail, kernel, make_incident, memcpy, sched, span, step
+from tests.builders import api, clock, detail, kernel, make_incident, memcpy, nvml, sched, span, step
 from workflow_lib.core.records import validate
 from workflow_lib.diagnose import DiagnoseOptions, diagnose
 
@@ -334,3 +335,58 @@ def test_a_python_loop_of_tiny_ops_is_launch_bound_with_the_fuse_fix():
 def test_a_loop_of_ops_longer_than_their_launch_interval_is_not_launch_bound():
     rec = run(_python_loop(kernel_us=30))
     assert finding(rec, "launch_bound", 5)["verdict"] == "not_applicable"
+
+
+def _same_kernels(slow_at=(6,), factor=1.6, more_at=(), n=10, with_nvml=True):
+    """Each step launches the same 40 kernels of 200 us (named by 4 layers) back to back. Steps
+    in `slow_at` run them `factor` x slower (lower SM clock in NVML); steps in `more_at` launch
+    20 more of them at the normal speed (more work, not slower work)."""
+    steps, kernels, rt, samples = [], [], [], []
+    t, corr = 0, 1
+    for i in range(n):
+        t0, gpu = t, t
+        count = 40 + (20 if i in more_at else 0)
+        dur = int(200 * US * (factor if i in slow_at else 1))
+        for k in range(count):
+            rt.append(api(t, t + 5 * US, corr=corr))
+            ks = max(t + 10 * US, gpu)
+            kernels.append(kernel(ks, ks + dur, corr=corr, name=f"layer{k % 4}"))
+            gpu, corr, t = ks + dur, corr + 1, t + 10 * US
+        t = gpu + 20 * US
+        steps.append(step(i, t0, t))
+        if with_nvml:
+            for m in range(4):
+                ts = t0 + (t - t0) * m // 4
+                samples += [nvml(ts, "sm_clock_mhz", 1200 if i in slow_at else 1980), nvml(ts, "clock_event_reasons", 0x20 if i in slow_at else 0)]
+    return make_incident(steps=steps, kernels=kernels, runtime_api=rt, nvml=samples, clock_sync=[clock(0, 1 * US)])
+
+
+def test_the_same_kernels_slower_is_kernel_slowdown_with_why():
+    rec = run(_same_kernels())
+    f = finding(rec, "kernel_slowdown", 6)
+    assert f["verdict"] == "attributed", f["evidence"]
+    assert abs(f["explains_ns"] - 40 * 120 * US) <= 40 * US  # 40 kernels each 120 us past 200 us
+    why = f["evidence"]["why"]
+    assert "1200 MHz" in why["clocks"] and "sw_thermal_slowdown" in why["throttle_reasons"]
+    assert right_share(rec, 6, ["kernel_slowdown", "clock_throttle"]) >= 0.8
+    for sid in range(10):
+        if sid != 6:
+            assert finding(rec, "kernel_slowdown", sid)["verdict"] == "not_applicable"
+
+
+def test_more_of_the_same_kernels_is_not_kernel_slowdown():
+    rec = run(_same_kernels(slow_at=(), more_at=(6,)))
+    assert finding(rec, "kernel_slowdown", 6)["verdict"] == "not_applicable"
+    assert right_share(rec, 6, ["gpu_work_growth"]) >= 0.8
+
+
+def test_kernel_slowdown_without_a_known_reason_says_not_known():
+    rec = run(_same_kernels(with_nvml=False))
+    f = finding(rec, "kernel_slowdown", 6)
+    assert f["verdict"] == "attributed" and "not_known" in f["evidence"]["why"]
+
+
+def test_kernel_slowdown_without_kernels_says_so():
+    rec = run(make_incident(steps=[step(0, 0, MS)], spans=[span("x", 0, MS)]))
+    f = finding(rec, "kernel_slowdown", 0)
+    assert f["verdict"] == "unresolved" and "per-kernel" in f["missing"][0]

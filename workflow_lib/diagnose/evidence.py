@@ -114,6 +114,7 @@ class RankEvidence:
     span_is_gc: np.ndarray = None  # bool: a Python GC collection (vocabulary.GC_SPAN)
     span_is_checkpoint: np.ndarray = None  # bool: a checkpoint save (vocabulary.CHECKPOINT_SPANS)
     details: "SpanDetails" = None  # attributes of GC and checkpoint spans (the span_details table)
+    k_ident: np.ndarray = None  # per kernel: its identity (name and launch shape) as a small code
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,17 @@ class SpanDetails:
                 return i
             i += 1
         return None
+
+
+def _kernel_identity(k: pa.Table, names: "Names") -> np.ndarray:
+    """Per kernel: a code for (name, grid, block): the same kernel launched the same way."""
+    if k.num_rows == 0:
+        return np.zeros(0, np.int64)
+    cols = [names.codes.astype(np.int64)]
+    for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"):
+        if c in k.column_names:
+            cols.append(np.asarray(pc.fill_null(k[c], -1).to_numpy(), np.int64))
+    return np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
 def _details(t: pa.Table, origin_ns: int) -> SpanDetails:
@@ -316,6 +328,7 @@ def build(inc: Incident, rk: int, origin_ns: int, wait_re: re.Pattern) -> RankEv
         sched=_sched(_table_for_rank(inc.table("sched"), rk), origin_ns),
         nvml=_nvml(_table_for_rank(inc.table("nvml"), rk), origin_ns),
         clock_uncertainty_ns=_clock(_table_for_rank(inc.table("clock_sync"), rk)),
+        k_ident=_kernel_identity(k, k_name),
         span_is_gc=span_name.where(lambda x: x == vocabulary.GC_SPAN),
         span_is_checkpoint=span_name.where(lambda x: x in vocabulary.CHECKPOINT_SPANS),
         details=_details(_table_for_rank(inc.table("span_details"), rk), origin_ns),
