@@ -233,7 +233,7 @@ def describe(ci: CheckInput) -> Finding:
     ops: dict[int, Intervals] = {}
     if blocking.any():
         calls = np.unique(np.concatenate([crow[blocking]] + [w for w in waits if w.size]))
-        _, windows = call_windows(ci, calls)
+        _, windows = call_windows(ci, calls, refill=True)
         ops = _read_op_spans(ev, crow, read & matched)
         if ops:
             windows = measures.union_many(windows, measures.clip(measures.union_many(*ops.values()), lo, hi))
@@ -249,7 +249,7 @@ def describe(ci: CheckInput) -> Finding:
         one = measures.clip(measures.as_intervals([c.start[r]], [c.end[r]]), lo, hi)
         crit = measures.intersect(gpu_waited, one).total_ns if delaying[k] else 0
         if read[k]:
-            _, own = call_windows(ci, np.concatenate([[crow[k]], waits[k]]))
+            _, own = call_windows(ci, np.concatenate([[crow[k]], waits[k]]), refill=True)
             if k in ops:
                 own = measures.union_many(own, measures.clip(ops[k], lo, hi))
             crit = max(crit, measures.intersect(no_compute, own).total_ns)
@@ -334,7 +334,7 @@ def check_steps(si: StepsInput) -> StepFindings:
         rows = np.concatenate([crow[pc[blocking]], wrow])
         steps = np.concatenate([pk[blocking], pk[wpair]])
         lanes = Lanes.of_steps(fr, np.unique(steps))
-        _, windows = base_steps.lane_call_windows(si, lanes, rows, np.searchsorted(lanes.step, steps))
+        _, windows = base_steps.lane_call_windows(si, lanes, rows, np.searchsorted(lanes.step, steps), refill=True)
         has = op[0]
         ops = lanes.place(op[1][has], op[2][has], np.searchsorted(lanes.step, pk[rp[has]]))
         host_side = measures.intersect(no_compute, measures.union_many(windows, ops))
@@ -528,7 +528,7 @@ def _read_own_ns(si: StepsInput, no_compute: Intervals, pairs: np.ndarray, steps
         w = wl >= 0
         rows = np.concatenate([calls[mine], wrow[w]])
         lane = np.concatenate([np.arange(mine.size), wl[w]])
-        _, windows = base_steps.lane_call_windows(si, lanes, rows, lane)
+        _, windows = base_steps.lane_call_windows(si, lanes, rows, lane, refill=True)
         has = op[0][mine]
         ops = lanes.place(op[1][mine][has], op[2][mine][has], np.flatnonzero(has))
         out[mine] = lanes.per_lane(measures.intersect(lanes.lift(no_compute), measures.union_many(windows, ops)))
