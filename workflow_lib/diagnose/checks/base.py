@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,7 +104,7 @@ def ahead_starts(ev: RankEvidence) -> np.ndarray:
     GPU was still running earlier work (the launch call began before the end of every activity
     that started before it). From such an activity on, the host is ahead of the GPU again."""
     hit = _AHEAD.get(id(ev))
-    if hit is not None and hit[0] is ev:
+    if hit is not None and hit[0]() is ev:
         return hit[1]
     c = ev.copies
     start = np.concatenate([ev.k_start, c.start])
@@ -116,7 +117,7 @@ def ahead_starts(ev: RankEvidence) -> np.ndarray:
     queued = ok & (ev.rt_start[rows] < prev_end) if ev.rt_start.size else np.zeros(start.size, bool)
     out = start[queued]
     _AHEAD.clear()  # one rank's evidence at a time
-    _AHEAD[id(ev)] = (ev, out)
+    _AHEAD[id(ev)] = (weakref.ref(ev), out)  # never keeps the rank's evidence alive
     return out
 
 

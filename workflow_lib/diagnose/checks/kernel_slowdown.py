@@ -20,6 +20,8 @@ only as a possibility the evidence cannot settle.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from .. import measures
@@ -41,7 +43,7 @@ def extra_per_kernel(ev) -> np.ndarray:
     """Per kernel of the rank: its run past SLOW_FACTOR x its identity's typical duration,
     the whole excess over typical (0 where not slower or without a typical)."""
     hit = _CACHE.get(id(ev))
-    if hit is not None and hit[0] is ev:
+    if hit is not None and hit[0]() is ev:
         return hit[1]
     dur = ev.k_end - ev.k_start
     out = np.zeros(dur.size, np.int64)
@@ -57,7 +59,7 @@ def extra_per_kernel(ev) -> np.ndarray:
         ok = (cnt[ident] >= MIN_LAUNCHES) & (dur > SLOW_FACTOR * typical)
         out = np.where(ok, dur - typical, 0).astype(np.int64)
     _CACHE.clear()  # one rank's evidence at a time
-    _CACHE[id(ev)] = (ev, out)
+    _CACHE[id(ev)] = (weakref.ref(ev), out)  # never keeps the rank's evidence alive
     return out
 
 
