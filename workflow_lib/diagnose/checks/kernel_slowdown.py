@@ -3,7 +3,8 @@ slower", told apart from "more work".
 
 Evidence required: per-kernel GPU activity (kernels). A kernel's identity is its name and
 launch shape (grid, block: evidence.k_ident); its typical duration is the median over the
-rank's launches of that identity (at least MIN_LAUNCHES of them). A kernel is slower when it
+rank's launches of that identity (at least MIN_LAUNCHES of them). NCCL/RCCL kernels are left
+out: their length is mostly waiting for the slowest peer (collective_wait's). A kernel is slower when it
 ran more than SLOW_FACTOR x its typical duration; its extra time (duration - typical) is the
 slowdown. More kernels, or other kernels, are not slowdown: their time stays gpu_work's (the
 excess cause gpu_work_growth). Without per-kernel evidence the check is unresolved and says so.
@@ -56,7 +57,8 @@ def extra_per_kernel(ev) -> np.ndarray:
         cnt = hi - lo
         mid = (d[np.minimum(lo + (cnt - 1) // 2, d.size - 1)] + d[np.minimum(lo + cnt // 2, d.size - 1)]) // 2
         typical = mid[ident]
-        ok = (cnt[ident] >= MIN_LAUNCHES) & (dur > SLOW_FACTOR * typical)
+        # A collective kernel's length is mostly its wait for the slowest peer: collective_wait's.
+        ok = (cnt[ident] >= MIN_LAUNCHES) & (dur > SLOW_FACTOR * typical) & ~ev.k_nccl
         out = np.where(ok, dur - typical, 0).astype(np.int64)
     _CACHE.clear()  # one rank's evidence at a time
     _CACHE[id(ev)] = (weakref.ref(ev), out)  # never keeps the rank's evidence alive
