@@ -36,7 +36,9 @@ MIN_LAUNCHES = 5  # fewer launches of an identity give no typical duration
 MIN_FRACTION = 0.05  # of the step: less slowdown than this is noise
 NO_KERNELS = "per-kernel GPU activity (kernels not observed): the same kernels cannot be compared across steps"
 CLOCK_DROP = 0.95  # the step's SM clock below this x the rank's median: clocks were lower
-MEM_RISE_BYTES = 256 << 20  # device memory in use this much above the rank's median: another allocation (a second CUDA context alone is ~500 MiB)
+# Device memory in use this much above the rank's median: another allocation (a second CUDA
+# context alone takes ~500 MiB).
+MEM_RISE_BYTES = 256 << 20
 _CACHE: dict = {}
 
 
