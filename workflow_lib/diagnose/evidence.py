@@ -231,6 +231,9 @@ class Sources:
     clock_sync: bool
     shared_timebase: bool  # GPU and host timestamps come from one corrected clock (Kineto)
     ranks: int
+    # A step outside every window in which CUPTI was armed, of a rank whose GPU activity was
+    # recorded elsewhere: read without kernels, but the program has a GPU (columns.py).
+    gpu_outside_window: bool = False
 
 
 def _table_for_rank(t: pa.Table, rk: int) -> pa.Table:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
 from .. import measures
-from ..evidence import RankEvidence, Sources, launch_rows
+from ..evidence import RankEvidence, Sources
 from ..types import DiagnoseOptions, Finding, Intervals, StepWindow
 
 
@@ -96,38 +95,15 @@ def next_host_start(ev: RankEvidence, thread_id: np.ndarray, after_ns: np.ndarra
     return np.minimum(np.maximum(out, after_ns), step_end_ns)
 
 
-_AHEAD: dict = {}
-
-
-def ahead_starts(ev: RankEvidence) -> np.ndarray:
-    """Starts (ascending) of the GPU activities the host had queued ahead: launched while the
-    GPU was still running earlier work (the launch call began before the end of every activity
-    that started before it). From such an activity on, the host is ahead of the GPU again."""
-    hit = _AHEAD.get(id(ev))
-    if hit is not None and hit[0]() is ev:
-        return hit[1]
-    c = ev.copies
-    start = np.concatenate([ev.k_start, c.start])
-    end = np.concatenate([ev.k_end, c.end])
-    corr = np.concatenate([ev.k_corr, c.corr])
-    order = np.argsort(start, kind="stable")
-    start, end, corr = start[order], end[order], corr[order]
-    rows, ok = launch_rows(ev, corr)
-    prev_end = np.concatenate([[np.iinfo(np.int64).min], np.maximum.accumulate(end)[:-1]]) if end.size else end
-    queued = ok & (ev.rt_start[rows] < prev_end) if ev.rt_start.size else np.zeros(start.size, bool)
-    out = start[queued]
-    _AHEAD.clear()  # one rank's evidence at a time
-    _AHEAD[id(ev)] = (weakref.ref(ev), out)  # never keeps the rank's evidence alive
-    return out
-
-
 def refill_end(ev: RankEvidence, s: np.ndarray, e: np.ndarray, hi: "int | np.ndarray") -> np.ndarray:
     """Per synchronizing call [s, e): how far after its return the GPU idle is the call's own
     consequence (issue 34, credit by consequence, bounded). The sync emptied the GPU's queue:
-    every launch after it runs on an idle GPU until the host is ahead again (ahead_starts).
-    Bounded by the lead the sync took away: the GPU busy time while the host was blocked is
-    how far ahead the host would have been without it, so no more idle than that is the
-    sync's (a sync that waited on an idle GPU took no lead and gets no refill)."""
+    the launches after it run on an idle GPU until the host has rebuilt its lead. Bounded by
+    the lead the sync took away: the GPU busy time while the host was blocked is how far ahead
+    the host would have been without it, so the first that much idle after the return (in the
+    step) is the sync's, and no more (a sync that waited on an idle GPU took no lead and gets
+    no refill). Conservative: the lead the host would have kept building after the sync is not
+    counted (measured on the H200 per-layer-sync capture: 25-41% of the excess, docs/diagnosis.md)."""
     hi = np.broadcast_to(np.asarray(hi, np.int64), np.shape(e))
     b = ev.busy
     if len(b) == 0 or e.size == 0:
@@ -143,10 +119,7 @@ def refill_end(ev: RankEvidence, s: np.ndarray, e: np.ndarray, hi: "int | np.nda
     last_f = f_start[-1]
     t = np.where(i < f_start.size, b.start_ns[np.minimum(i, f_start.size - 1)] - (f_start[np.minimum(i, f_start.size - 1)] - target),
                  b.end_ns[-1] + (target - last_f))
-    a = ahead_starts(ev)
-    j = np.searchsorted(a, e, side="left")
-    ahead = np.where(j < a.size, a[np.minimum(j, max(a.size - 1, 0))] if a.size else hi, hi)
-    return np.maximum(np.minimum(np.minimum(t, ahead), hi), e)
+    return np.maximum(np.minimum(t, hi), e)
 
 
 def call_windows(ci: "CheckInput", rows: np.ndarray, refill: bool = False) -> tuple[Intervals, Intervals]:
