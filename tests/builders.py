@@ -19,6 +19,7 @@ from workflow_lib.core import tables
 from workflow_lib.core.incident import Incident, read_incident, source, write_incident
 
 SOURCES = ("kernels", "memcpy", "runtime_api", "spans", "sched", "nvml", "clock_sync", "collectives")
+DETAIL_TABLES = ("span_details",)  # tables that are not sources of their own (the spans' attributes)
 
 
 def step(step_id: int, start_ns: int, end_ns: int, *, thread_id: int = 1, rank: int | None = None) -> dict:
@@ -55,6 +56,13 @@ def sched(ts_ns: int, *, thread_id: int = 1, state: str = "R", cpu_time_ns: int 
             "runqueue_wait_ns": runqueue_wait_ns, "timeslices": None, "rank": rank}
 
 
+def detail(name: str, start_ns: int, end_ns: int, *, thread_id: int = 1, generation: int | None = None,
+           objects: int | None = None, nbytes: int | None = None, rank: int | None = None) -> dict:
+    """A span_details row: the attributes of the span (name, thread_id, start_ns) of `spans`."""
+    return {"name": name, "thread_id": thread_id, "start_ns": start_ns, "end_ns": end_ns, "generation": generation,
+            "objects": objects, "uncollectable": 0 if objects is not None else None, "bytes": nbytes, "rank": rank}
+
+
 def nvml(ts_ns: int, metric: str, value: float, *, device: int = 0, rank: int | None = None) -> dict:
     return {"device": device, "ts_ns": ts_ns, "metric": metric, "value": float(value), "source": "poll", "rank": rank}
 
@@ -73,7 +81,7 @@ def make_incident(*, steps: list[dict], producer: str = "synthetic", incident_id
                   observed: dict[str, bool] | None = None, write_to: str | os.PathLike | None = None,
                   **rows: list[dict]) -> Incident:
     """An Incident from row lists: make_incident(steps=[...], kernels=[...], runtime_api=[...], ...)."""
-    unknown = set(rows) - set(SOURCES)
+    unknown = set(rows) - set(SOURCES) - set(DETAIL_TABLES)
     if unknown:
         raise TypeError(f"unknown table(s) {sorted(unknown)}")
     data = {"steps": table("steps", steps)}

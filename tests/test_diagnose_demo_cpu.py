@@ -48,7 +48,9 @@ def test_demo_on_cpu_is_explained_from_host_only_evidence(tmp_path):
         # warm_up (the process's first steps, slower than its typical one: how much slower depends on
         # the machine's load) is read from step times alone and labelled once per process, not by basis.
         assert labelled and all(f["evidence"].get("basis", "").startswith("host-only") for f in labelled if f["check"] != "warm_up")
-    assert {f["check"] for s in rec["steps"] for f in s["findings"] if f["explains_ns"]} <= {"host_work", "input_starvation", "warm_up"}
+    # cpu_contention (host-only, from the run queue: issue 34) where this machine was busy enough.
+    assert {f["check"] for s in rec["steps"] for f in s["findings"] if f["explains_ns"]} <= {"host_work", "input_starvation",
+                                                                                            "warm_up", "cpu_contention"}
     for st in rec["summary"]["slow_steps"]:
         assert sum(st["by_cause"].values()) >= 0.8 * st["excess_ns"]
     assert "host-only evidence" in slow_step_lines(rec)[0] or not rec["summary"]["slow_steps"]

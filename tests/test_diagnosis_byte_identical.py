@@ -1,7 +1,10 @@
-"""The diagnosis of every committed fixture case is what the code at 3ae5cf8 wrote (issue 37):
-the record byte for byte (its table digests aside, which follow how the tables were split into
-row groups) and both Parquet tables by content. tests/diagnosis_digests.py says which cases,
-what is compared and how tests/fixtures/diagnosis_digests.json was made."""
+"""The diagnosis of every committed fixture case is what the recorded code wrote (issue 37:
+3ae5cf8; regenerated for issue 34, whose new checks and credit rule changed diagnoses on
+purpose: the commit that regenerated tests/fixtures/diagnosis_digests.json lists each case that
+changed and why, after its fixture tests held): the record byte for byte (its table digests
+aside, which follow how the tables were split into row groups) and both Parquet tables by
+content. tests/diagnosis_digests.py says which cases, what is compared and how
+tests/fixtures/diagnosis_digests.json was made."""
 
 from __future__ import annotations
 

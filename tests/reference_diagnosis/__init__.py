@@ -65,7 +65,7 @@ def diagnose(incident, *, incident_id: str, snapshot_digest: str, options: Diagn
         # GPU activity recorded in windows (capture/gpu_arming.py): a step outside them is read
         # with the rank's sources less kernels and runtime calls, its GPU measures not observed.
         covered = gpu_covered(incident.manifest, src, starts + origin, ends + origin)
-        src_off = dataclasses.replace(src, kernels=False, runtime_api=False)
+        src_off = dataclasses.replace(src, kernels=False, runtime_api=False, gpu_outside_window=True)
         m_off = step_measures(ev, starts, ends, src_off) if covered is not None else None
         rank_recs = []
         for i in range(sel.size):

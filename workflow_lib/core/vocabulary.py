@@ -67,6 +67,12 @@ COMPILE_RE = re.compile(
     r"|entire_frame_compile|backend_compile|dynamo[ _.]compile|torch\.compile",
     re.IGNORECASE)
 
+# Host spans the zero-change capture names for two stalls of the host (capture/inprocess/:
+# gc_hooks.py, torch_hooks.py; docs/capture.md), read by the diagnosis' gc_pause and
+# checkpoint_stall. Kineto and Nsight traces hold neither.
+GC_SPAN = "gc.collect"
+CHECKPOINT_SPANS = frozenset({"checkpoint.save", "checkpoint.dcp_save", "checkpoint.dcp_async_save"})
+
 # Collective-library kernels: NCCL (ncclKernel_..., ncclDevKernel_...) and RCCL (same names on ROCm),
 # not preceded by a letter. The one spelling for every stage (the collectives' kernel-only ranks,
 # the diagnosis's evidence and its HTA-like breakdown, which counts communication as HTA does:

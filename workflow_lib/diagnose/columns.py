@@ -177,7 +177,8 @@ def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, or
     kinds: dict = {}
     idle_parts: list = []
     matched_rows: list[np.ndarray] = []
-    src_off = dataclasses.replace(src, kernels=False, runtime_api=False) if covered is not None else src
+    src_off = (dataclasses.replace(src, kernels=False, runtime_api=False, gpu_outside_window=True)
+               if covered is not None else src)
     for g, g_src in _source_groups(disjoint_groups(frame.starts, frame.ends), covered, src, src_off):
         if g.size == n and bool(np.all(g == np.arange(n))):
             # The usual case: one group, the table's order. Slices, not copies and scatters.

@@ -111,6 +111,56 @@ class RankEvidence:
     sched: dict[int, Sched]
     nvml: dict[str, tuple[np.ndarray, np.ndarray]]  # metric -> (ts_ns, value), all devices of the rank
     clock_uncertainty_ns: int | None  # None: not measured
+    span_is_gc: np.ndarray = None  # bool: a Python GC collection (vocabulary.GC_SPAN)
+    span_is_checkpoint: np.ndarray = None  # bool: a checkpoint save (vocabulary.CHECKPOINT_SPANS)
+    details: "SpanDetails" = None  # attributes of GC and checkpoint spans (the span_details table)
+    k_ident: np.ndarray = None  # per kernel: its identity (name and launch shape) as a small code
+
+
+@dataclass(frozen=True)
+class SpanDetails:
+    """The span_details rows of a rank (relative ns), sorted by start: what a GC collection or a
+    checkpoint save carried besides its times; -1 where not known."""
+
+    name: np.ndarray  # object
+    thread: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    generation: np.ndarray
+    objects: np.ndarray
+    nbytes: np.ndarray
+
+    def of(self, name: str, thread: int, start: int) -> int | None:
+        """The row of the span (name, thread, start), found as tables.py says: None when absent."""
+        i = int(np.searchsorted(self.start, start, side="left"))
+        while i < self.start.size and self.start[i] == start:
+            if self.thread[i] == thread and self.name[i] == name:
+                return i
+            i += 1
+        return None
+
+
+def _kernel_identity(k: pa.Table, names: "Names") -> np.ndarray:
+    """Per kernel: a code for (name, grid, block): the same kernel launched the same way."""
+    if k.num_rows == 0:
+        return np.zeros(0, np.int64)
+    cols = [names.codes.astype(np.int64)]
+    for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"):
+        if c in k.column_names:
+            cols.append(np.asarray(pc.fill_null(k[c], -1).to_numpy(), np.int64))
+    return np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
+
+
+def _details(t: pa.Table, origin_ns: int) -> SpanDetails:
+    t = _sorted(t)
+    n = t.num_rows
+
+    def ints(col):
+        return np.asarray(pc.fill_null(t[col], -1).to_numpy(), np.int64) if n else np.zeros(0, np.int64)
+
+    return SpanDetails(np.asarray(t["name"].to_pylist(), object) if n else np.zeros(0, object), ints("thread_id"),
+                       ints("start_ns") - origin_ns, ints("end_ns") - origin_ns, ints("generation"), ints("objects"),
+                       ints("bytes"))
 
 
 @dataclass(frozen=True)
@@ -181,6 +231,9 @@ class Sources:
     clock_sync: bool
     shared_timebase: bool  # GPU and host timestamps come from one corrected clock (Kineto)
     ranks: int
+    # A step outside every window in which CUPTI was armed, of a rank whose GPU activity was
+    # recorded elsewhere: read without kernels, but the program has a GPU (columns.py).
+    gpu_outside_window: bool = False
 
 
 def _table_for_rank(t: pa.Table, rk: int) -> pa.Table:
@@ -278,6 +331,10 @@ def build(inc: Incident, rk: int, origin_ns: int, wait_re: re.Pattern) -> RankEv
         sched=_sched(_table_for_rank(inc.table("sched"), rk), origin_ns),
         nvml=_nvml(_table_for_rank(inc.table("nvml"), rk), origin_ns),
         clock_uncertainty_ns=_clock(_table_for_rank(inc.table("clock_sync"), rk)),
+        k_ident=_kernel_identity(k, k_name),
+        span_is_gc=span_name.where(lambda x: x == vocabulary.GC_SPAN),
+        span_is_checkpoint=span_name.where(lambda x: x in vocabulary.CHECKPOINT_SPANS),
+        details=_details(_table_for_rank(inc.table("span_details"), rk), origin_ns),
     )
 
 

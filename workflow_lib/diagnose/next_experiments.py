@@ -22,8 +22,8 @@ CANDIDATES = {
     "input_starvation": ("feed the GPU faster: more DataLoader workers, pin_memory, prefetch_factor, "
                          "move decoding/augmentation off the training thread", "low",
                          "changes only the input pipeline"),
-    "launch_bound": ("cut launches: CUDA graphs (torch.compile mode='reduce-overhead'), fuse small kernels, "
-                     "larger batches", "medium", "graphs freeze shapes and addresses; fusion changes numerics slightly"),
+    "launch_bound": ("cut launches: fuse the small ops (torch.compile), foreach/fused ops (torch._foreach_*, fused "
+                     "optimizers), CUDA graphs (torch.compile mode='reduce-overhead'), larger batches", "medium", "graphs freeze shapes and addresses; fusion changes numerics slightly"),
     "host_submission": ("shorten the host work between launches in the span named in the evidence; "
                         "if the thread was runnable but not running, pin it or reduce CPU contention", "medium",
                         "depends on what the host span does"),
@@ -42,6 +42,15 @@ CANDIDATES = {
                     "dynamic shapes can produce slower kernels than specialised ones"),
     "host_work": ("shorten the host work in the spans named in the evidence (host-only: no GPU was observed)",
                   "medium", "depends on what the host span does"),
+    "gc_pause": ("take Python's garbage collection out of the steps: gc.freeze() after setup, automatic collection "
+                 "off (gc.disable()) and gc.collect() every N steps, on the same step on every rank", "low",
+                 "memory held by cycles grows between scheduled collections"),
+    "checkpoint_stall": ("checkpoint asynchronously: torch.distributed.checkpoint.async_save with a pinned staging "
+                         "buffer, so the step waits only for the device->host copy; or save less often", "low",
+                         "the staging buffer holds a copy of the state in host memory"),
+    "kernel_slowdown": ("find why the same kernels ran slower (the evidence names clocks, throttle reasons or other "
+                        "processes on the GPU): give the job the GPU to itself, check cooling and power limits",
+                        "low", "an environment change, not a code change"),
     "gpu_bound": ("reduce GPU work: mixed precision, better kernels (torch.compile, cuDNN/cuBLAS settings), "
                   "less recomputation", "high", "changes numerics or memory; the bound is all busy time, "
                   "real gains are a fraction of it"),

@@ -88,10 +88,11 @@ class DiagnoseOptions:
     launch_bound_min_kernels: int = 50
     """Fewer kernels per step are not 'many': a handful of short kernels cannot bound a step."""
     launch_bound_min_short_fraction: float = 0.5
-    """Fraction of kernels that must run shorter than their own launch call."""
+    """Fraction of kernels that must run shorter than the interval from their launch to the
+    thread's next launch (the GPU idles before the next kernel arrives)."""
     launch_bound_min_host_launch_fraction: float = 0.5
-    """Fraction of the step the submitting thread must spend inside launch calls
-    ('continuously in launch calls' with room for Python between calls)."""
+    """Fraction of the step the submitting thread's launch loop must cover: its launch calls and
+    the short pauses between two of them (the Python of each op; checks/launch_bound.py)."""
     throttle_clock_fraction: float = 0.95
     """SM clock below this fraction of its maximum while busy counts as throttled: boost
     clocks wander by a few percent without any clock-event reason set."""

@@ -95,17 +95,48 @@ def next_host_start(ev: RankEvidence, thread_id: np.ndarray, after_ns: np.ndarra
     return np.minimum(np.maximum(out, after_ns), step_end_ns)
 
 
-def call_windows(ci: "CheckInput", rows: np.ndarray) -> tuple[Intervals, Intervals]:
+def refill_end(ev: RankEvidence, s: np.ndarray, e: np.ndarray, hi: "int | np.ndarray") -> np.ndarray:
+    """Per synchronizing call [s, e): how far after its return the GPU idle is the call's own
+    consequence (issue 34, credit by consequence, bounded). The sync emptied the GPU's queue:
+    the launches after it run on an idle GPU until the host has rebuilt its lead. Bounded by
+    the lead the sync took away: the GPU busy time while the host was blocked is how far ahead
+    the host would have been without it, so the first that much idle after the return (in the
+    step) is the sync's, and no more (a sync that waited on an idle GPU took no lead and gets
+    no refill). Conservative: the lead the host would have kept building after the sync is not
+    counted (measured on the H200 per-layer-sync capture: 25-41% of the excess, docs/diagnosis.md)."""
+    hi = np.broadcast_to(np.asarray(hi, np.int64), np.shape(e))
+    b = ev.busy
+    if len(b) == 0 or e.size == 0:
+        return np.asarray(e, np.int64).copy()
+    lead = measures.covered_between(b, s, e)
+    # F(t) = t - busy before t: non-decreasing, flat over busy time. The refill ends where F
+    # has grown by `lead` since the return: that much idle lies between.
+    base = b.start_ns[0]
+    cum_before = np.concatenate([[0], np.cumsum(b.end_ns - b.start_ns)[:-1]])
+    f_start = b.start_ns - cum_before
+    target = (e - measures.covered_between(b, np.full(e.size, base), np.maximum(e, base))) + lead
+    i = np.searchsorted(f_start, target, side="left")
+    last_f = f_start[-1]
+    t = np.where(i < f_start.size, b.start_ns[np.minimum(i, f_start.size - 1)] - (f_start[np.minimum(i, f_start.size - 1)] - target),
+                 b.end_ns[-1] + (target - last_f))
+    return np.maximum(np.minimum(t, hi), e)
+
+
+def call_windows(ci: "CheckInput", rows: np.ndarray, refill: bool = False) -> tuple[Intervals, Intervals]:
     """(blocked, windows) for host calls `rows`: the calls' own time, and that time plus the
     GPU idle after each return only as far as the call delayed the next launch: until the
     GPU starts again or, sooner, the calling thread begins a named host span (that host time
-    is the span's: host_submission names it). Declared waits after a return are
-    input_starvation's, and waits of other threads are never a call's."""
+    is the span's: host_submission names it). With `refill` (synchronizing calls), also the
+    refill after the return (refill_end): its idle is the sync's even inside named spans.
+    Declared waits after a return are input_starvation's, and waits of other threads are
+    never a call's."""
     ev, step = ci.ev, ci.step
     lo, hi = step.start_ns, step.end_ns
     s, e, tid = ev.rt_start[rows], ev.rt_end[rows], ev.rt_thread[rows]
     blocked = measures.clip(measures.union(s, e), lo, hi)
     stop = np.minimum(next_gpu_start(ev, e, hi), next_host_start(ev, tid, e, hi))
+    if refill:
+        stop = np.maximum(stop, refill_end(ev, s, e, hi))
     windows = measures.clip(measures.union(s, np.maximum(stop, e)), lo, hi)
     if len(ev.wait_union):
         after = measures.subtract(windows, blocked)

@@ -12,7 +12,7 @@ from .. import measures
 from ..batch import UNRESOLVED, StepFrame, StepsInput, answer, uniform
 from ..lanes import Lanes
 from ..types import Intervals
-from .base import next_gpu_start, next_host_start
+from .base import next_gpu_start, next_host_start, refill_end
 
 
 def calls_of(si: StepsInput, kind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -32,27 +32,28 @@ def _thread_step_keys(tid: np.ndarray, k: np.ndarray, threads: np.ndarray) -> np
     return k.astype(np.int64) * (threads.size + 1) + np.searchsorted(threads, tid)
 
 
-def call_windows(si: StepsInput, rows: np.ndarray, pair_rows: np.ndarray, pair_steps: np.ndarray) -> tuple[Intervals, Intervals]:
+def call_windows(si: StepsInput, rows: np.ndarray, pair_rows: np.ndarray, pair_steps: np.ndarray,
+                 refill: bool = False) -> tuple[Intervals, Intervals]:
     """checks/base.call_windows for every step at once: `rows` are the calls (each once) and
     (pair_rows, pair_steps) the steps each overlaps. Returns (blocked, windows) as disjoint
     unions inside the steps the calls overlap: lane_call_windows with one lane per step, each
     step taking the calls that overlap it (a call's window runs on only in the last of them)."""
     del rows  # the pairs name every call with each step it overlaps
     lanes = Lanes.of_steps(si.frame, np.unique(pair_steps))
-    return lane_call_windows(si, lanes, pair_rows, np.searchsorted(lanes.step, pair_steps))
+    return lane_call_windows(si, lanes, pair_rows, np.searchsorted(lanes.step, pair_steps), refill)
 
 
-def call_cause(si: StepsInput, check: str, kind: np.ndarray, less_allocator: bool = False):
+def call_cause(si: StepsInput, check: str, kind: np.ndarray, less_allocator: bool = False, refill: bool = False):
     """The batched form of a call-shaped cause (allocator_churn, sync_stall): GPU idle in the
     call windows (call_windows) of the calls where `kind` holds, attributed where a step has
     such a call and at least min_gap_ns of it; `less_allocator`: allocator time outside these
-    calls is not theirs (sync_stall's rule)."""
+    calls is not theirs, `refill`: the refill after a sync is the sync's (sync_stall's rules)."""
     gate = needs_calls_and_kernels(si, check)
     if gate is not None:
         return gate
     fr, ev = si.frame, si.ev
     pr, pk = calls_of(si, kind)
-    blocked, windows = call_windows(si, np.unique(pr), pr, pk)
+    blocked, windows = call_windows(si, np.unique(pr), pr, pk, refill)
     if less_allocator and len(ev.alloc_union):
         windows = measures.subtract(windows, measures.subtract(fr.pieces(ev.alloc_union), blocked))
     claimed = measures.intersect(si.base.idle, windows)
@@ -136,7 +137,8 @@ def step_sched(ev, tid: int, lo: np.ndarray, hi: np.ndarray):
     return ok, cpu, rq, np.where(ok, ts[b] - ts[a], 0)
 
 
-def lane_call_windows(si: StepsInput, lanes, rows: np.ndarray, lane: np.ndarray) -> tuple[Intervals, Intervals]:
+def lane_call_windows(si: StepsInput, lanes, rows: np.ndarray, lane: np.ndarray,
+                      refill: bool = False) -> tuple[Intervals, Intervals]:
     """checks/base.call_windows for many call sets at once: set g is the calls rows[lane == g],
     taken inside the step of lane g (diagnose/lanes.py) as the per-step rule takes the calls
     it is given, also one outside the step (a copy issued in the step before). Returns
@@ -145,6 +147,8 @@ def lane_call_windows(si: StepsInput, lanes, rows: np.ndarray, lane: np.ndarray)
     s, e, tid = ev.rt_start[rows], ev.rt_end[rows], ev.rt_thread[rows]
     hi = fr.ends[lanes.step[lane]]
     stop = np.minimum(next_gpu_start(ev, e, hi), next_host_start(ev, tid, e, hi))
+    if refill:
+        stop = np.maximum(stop, refill_end(ev, s, e, hi))
     blocked = lanes.place(s, e, lane)
     windows = lanes.place(s, np.maximum(stop, e), lane)
     if len(ev.wait_union):

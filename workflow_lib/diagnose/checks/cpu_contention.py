@@ -11,6 +11,16 @@ outside declared waits (a thread blocked on a queue is sleeping, not runnable), 
 first - the gaps a descheduled submitter leaves. Resolved first: a runnable thread that is
 not running stretches whatever it was doing (an allocator call, a spinning sync, Python), so
 the measured run-queue wait names the cause of that much of the step before those do.
+
+Without GPU activity (a CPU-only program, a capture with no GPU source; issue 34: a check
+attributes what its evidence shows) the step thread's own run-queue wait is the evidence and
+the step's wall is what it stretched (not in a GPU program's step outside every CUPTI window:
+there the GPU may have hidden it, and the check stays unresolved): it is placed on the step's time outside declared waits,
+from the step's start (counters read at two moments cannot say where in between the thread
+waited; the evidence says so), labelled "basis: host-only". Where no samples bracket the step
+closely (a sidecar samples every 0.5 s, not at step boundaries), the thread's counters are
+interpolated linearly between the samples around it, up to INTERPOLATE_MAX_SPACING_NS apart
+(the evidence names the spacing). What stays open: whether it delayed a GPU (none observed).
 """
 
 from __future__ import annotations
@@ -27,15 +37,76 @@ from .base import CheckInput, attributed, not_applicable, unresolved
 NAME = "cpu_contention"
 # Run-queue wait below this fraction of the step is scheduler noise (a context switch or two).
 MIN_FRACTION = 0.02
+# Host-only reading: samples around a step farther apart than this are too coarse to give the
+# step a share of the wait between them (the sidecar samples every 0.5 s, backing off to 8 s).
+INTERPOLATE_MAX_SPACING_NS = 2_000_000_000
+HOST_ONLY = ("host-only: no GPU activity observed; the step thread's run-queue wait stretched the step "
+             "(placed from the step's start outside declared waits: where in the step it waited is not known)")
+OPEN = "whether the wait delayed GPU work: no GPU activity observed"
+# A GPU program's step outside every CUPTI window: the GPU may have hidden the wait (a host ahead
+# of its GPU waits for a CPU at no cost: measured on the H200 GC capture, 0.7 ms of run-queue wait
+# in 1.8 ms steps no longer than the others), so the wait is not placed on the step.
+OUTSIDE_WINDOW = "GPU activity for this step (kernels not observed: CUPTI armed in windows): whether the GPU hid the wait"
 
 
 def _sources_missing(src) -> list[str]:
-    missing = []
-    if not src.sched:
-        missing.append("scheduler samples (sched not observed)")
-    if not src.kernels:
-        missing.append("GPU activity (kernels not observed)")
-    return missing
+    """What the check lacks: scheduler samples only (without GPU activity it reads the host)."""
+    return [] if src.sched else ["scheduler samples (sched not observed)"]
+
+
+def interpolated(ev, tid: int, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ok, runqueue_wait_ns, spacing_ns) per window [lo, hi) of thread `tid`: its cumulative
+    run-queue wait interpolated linearly between the samples around each end, where samples
+    with counters bracket the window no more than INTERPOLATE_MAX_SPACING_NS apart."""
+    n = np.shape(lo)[0]
+    s = ev.sched.get(int(tid))
+    zero = np.zeros(n, np.int64)
+    if s is None:
+        return np.zeros(n, bool), zero, zero
+    known = np.isfinite(s.runqueue_wait_ns)
+    ts, rq = s.ts_ns[known], s.runqueue_wait_ns[known]
+    if ts.size < 2:
+        return np.zeros(n, bool), zero, zero
+    i0 = np.searchsorted(ts, lo, side="right") - 1
+    i1 = np.searchsorted(ts, hi, side="left")
+    ok = (i0 >= 0) & (i1 < ts.size)
+    a, b = np.clip(i0, 0, ts.size - 1), np.clip(i1, 0, ts.size - 1)
+    spacing = np.maximum(ts[np.minimum(a + 1, ts.size - 1)] - ts[a], ts[b] - ts[np.maximum(b - 1, 0)])
+    ok &= spacing <= INTERPOLATE_MAX_SPACING_NS
+    wait = np.interp(hi.astype(float), ts.astype(float), rq) - np.interp(lo.astype(float), ts.astype(float), rq)
+    return ok, np.where(ok, np.maximum(wait, 0), 0).astype(np.int64), np.where(ok, spacing, 0)
+
+
+def _host_only(ci: CheckInput) -> Finding:
+    """describe() without GPU activity: the step thread's wait over the step, on its time."""
+    ev, step = ci.ev, ci.step
+    tid = int(step.thread_id)
+    st = step_sched(ev, tid, step.start_ns, step.end_ns)
+    lo, hi = np.array([step.start_ns]), np.array([step.end_ns])
+    if st is not None:
+        wait, basis = int(st["runqueue_wait_ns"]), "samples at the step's boundaries"
+    else:
+        ok, w, spacing = interpolated(ev, tid, lo, hi)
+        if not ok[0]:
+            return unresolved(NAME, [_unsampled([tid])], threads=[tid])
+        wait, basis = int(w[0]), f"interpolated between samples {int(spacing[0]) / 1e6:.0f} ms apart"
+    evidence = {"basis": HOST_ONLY, "runqueue_wait_ns": wait, "thread_id": tid, "counters": basis,
+                "sentence": f"runnable, not running: {wait / 1e6:.3f} ms", "open": OPEN}
+    if wait < max(ci.opts.min_gap_ns, MIN_FRACTION * step.wall_ns):
+        return not_applicable(NAME, **evidence)
+    free = measures.subtract(measures.as_intervals([step.start_ns], [step.end_ns]),
+                             measures.clip(ev.wait_union, step.start_ns, step.end_ns))
+    claimed = _first(free, wait)
+    evidence["placed_ns"] = claimed.total_ns
+    return attributed(NAME, claimed, **evidence)
+
+
+def _first(iv: Intervals, amount: int) -> Intervals:
+    """The first `amount` ns of a disjoint union, in time order."""
+    lengths = iv.end_ns - iv.start_ns
+    take = np.clip(amount - np.concatenate(([0], np.cumsum(lengths)[:-1])), 0, lengths)
+    keep = take > 0
+    return Intervals(iv.start_ns[keep], iv.start_ns[keep] + take[keep])
 
 
 def _unsampled(threads: list[int]) -> str:
@@ -47,6 +118,8 @@ def describe(ci: CheckInput) -> Finding:
     missing = _sources_missing(src)
     if missing:
         return unresolved(NAME, missing)
+    if not src.kernels:
+        return unresolved(NAME, [OUTSIDE_WINDOW]) if src.gpu_outside_window else _host_only(ci)
     threads = launching_threads(ev, step.start_ns, step.end_ns, step.thread_id)
     per = {}
     for tid in threads:
@@ -92,6 +165,8 @@ def check_steps(si: StepsInput) -> StepFindings:
     missing = _sources_missing(si.src)
     if missing:
         return uniform(NAME, n, UNRESOLVED, tuple(missing))
+    if not si.src.kernels:
+        return uniform(NAME, n, UNRESOLVED, (OUTSIDE_WINDOW,)) if si.src.gpu_outside_window else _host_only_steps(si)
     # launching_threads for every step: the step's thread and the threads of its launch calls.
     pr, pk = base_steps.calls_of(si, ev.rt_launch)
     ptid = ev.rt_thread[pr]
@@ -145,3 +220,33 @@ def _mark_unsampled(out: StepFindings, fr, where: np.ndarray, threads: np.ndarra
     for j0, js in lists:  # distinct thread lists: few
         out.missing.append((_unsampled([int(threads[j0])] + [int(threads[j]) for j in js]),))
     out.missing_code[rows] = base + inv.reshape(-1)
+
+
+def _host_only_steps(si: StepsInput) -> StepFindings:
+    """_host_only for every step of a rank at once."""
+    fr, ev, opts = si.frame, si.ev, si.opts
+    n = fr.n
+    wait = np.full(n, -1, np.int64)
+    for tid in np.unique(fr.tids).tolist():  # threads are few
+        m = fr.tids == tid
+        ok, _, rq, _ = base_steps.step_sched(ev, tid, fr.starts[m], fr.ends[m])
+        iok, iw, _ = interpolated(ev, tid, fr.starts[m], fr.ends[m])
+        wait[m] = np.where(ok, rq, np.where(iok, iw, -1))
+    sampled = wait >= 0
+    applicable = sampled & ~(wait < np.maximum(opts.min_gap_ns, MIN_FRACTION * fr.wall))
+    free, k = fr.split(measures.subtract(fr.windows, ev.wait_union) if len(ev.wait_union) else fr.windows)
+    on = applicable[k]
+    fs, length, k = free.start_ns[on], (free.end_ns - free.start_ns)[on], k[on]
+    run = np.cumsum(length)
+    first = np.searchsorted(k, k, side="left")
+    before = run - length - (run[first] - length[first]) if k.size else run
+    take = np.clip(wait[k] - before, 0, length)
+    keep = take > 0
+    out = answer(NAME, fr, applicable, Intervals(fs[keep], fs[keep] + take[keep]))
+    rows = np.flatnonzero(~sampled)
+    if rows.size:
+        out.verdict[rows] = UNRESOLVED
+        for tid in np.unique(fr.tids[rows]).tolist():
+            out.missing.append((_unsampled([int(tid)]),))
+            out.missing_code[rows[fr.tids[rows] == tid]] = len(out.missing) - 1
+    return out

@@ -1,10 +1,18 @@
-"""launch_bound: many kernels shorter than their own launch call, the host continuously launching.
+"""launch_bound: many short kernels launched one by one, the GPU draining each faster than the
+host launches the next (a Python loop of 3,000 tiny elementwise ops, an unfused optimizer).
 
 Evidence required: kernels and runtime API calls joined by correlation id.
-Explains: GPU idle while the submitting thread was in its launch calls or in the short host
-time between two consecutive ones (the GPU drains each kernel faster than the host can
-enqueue the next). A pause between launches longer than HOST_GAP_LAUNCHES x the median launch
-call is host work of its own (a data transform, a Python loop): host_submission names it.
+Attributed where the step has >= launch_bound_min_kernels kernels, >= launch_bound_min_short_fraction
+of them shorter than the interval from their launch to the thread's next launch (the GPU
+went idle before the next kernel arrived: kernel durations against the launch gaps), and the
+launch loop (the submitting thread's launch calls and the short host pauses between two of
+them) covers >= launch_bound_min_host_launch_fraction of the step. The Python of each op
+between its launches (PyTorch's dispatcher: a few launch calls' worth) is part of the loop:
+the lever is fewer launches (fuse, foreach ops, torch.compile, CUDA graphs), not shorter host
+work. The evidence gives the launch rate, the median kernel and the median launch interval.
+Explains: GPU idle inside the launch loop. A pause between launches longer than
+HOST_GAP_LAUNCHES x the median launch call is host work of its own (a data transform, a
+Python loop without launches): host_submission names it.
 """
 
 from __future__ import annotations
@@ -22,6 +30,23 @@ NAME = "launch_bound"
 # calls' worth (PyTorch's dispatcher ~2-3x a cudaLaunchKernel). Ten launches' worth is work of
 # another kind.
 HOST_GAP_LAUNCHES = 10
+FIX = ("launch fewer kernels: fuse the loop's ops (torch.compile), use foreach/fused ops (torch._foreach_*, "
+       "fused optimizers), or capture the loop once in a CUDA graph (torch.cuda.graphs, torch.compile mode='reduce-overhead')")
+
+
+def to_next_launch(ev, rows: np.ndarray) -> np.ndarray:
+    """Per launch call row: the time from its start to the start of the same thread's next
+    launch call; where there is none, the call's own length."""
+    out = ev.rt_end[rows] - ev.rt_start[rows]
+    lrows = np.flatnonzero(ev.rt_launch)
+    for tid in np.unique(ev.rt_thread[rows]).tolist():  # threads are few
+        mine = lrows[ev.rt_thread[lrows] == tid]  # in start order (rows are)
+        st = ev.rt_start[mine]
+        m = np.flatnonzero(ev.rt_thread[rows] == tid)
+        p = np.searchsorted(mine, rows[m], side="right")  # the next launch row of the thread
+        has = p < mine.size
+        out[m[has]] = st[p[has]] - ev.rt_start[rows[m[has]]]
+    return out
 
 
 def _missing(src) -> list[str]:
@@ -50,33 +75,37 @@ def describe(ci: CheckInput) -> Finding:
     rt = rows[matched]
     kdur = (ev.k_end[i:j] - ev.k_start[i:j])[matched]
     ldur = ev.rt_end[rt] - ev.rt_start[rt]
-    short_frac = float((kdur < ldur).mean())
+    interval = to_next_launch(ev, rt)
+    short_frac = float((kdur < interval).mean())
     # The submitting thread: the one that issued most of this step's launches.
     threads, counts = np.unique(ev.rt_thread[rt], return_counts=True)
     tid = int(threads[np.argmax(counts)])
     near = ev.rt_index.overlapping(step.start_ns, step.end_ns)
     near = near[ev.rt_launch[near] & (ev.rt_thread[near] == tid)]
-    in_launch = measures.clip(measures.union(ev.rt_start[near], ev.rt_end[near]), step.start_ns, step.end_ns)
-    launch_frac = in_launch.total_ns / step.wall_ns if step.wall_ns else 0.0
+    ls, le = ev.rt_start[near], ev.rt_end[near]
+    order = np.argsort(ls, kind="stable")
+    ls, le = ls[order], np.maximum.accumulate(le[order])
+    pause = ls[1:] - le[:-1]
+    short = (pause > 0) & (pause <= HOST_GAP_LAUNCHES * max(int(np.median(ldur)), 1))
+    launching = measures.clip(measures.union(np.concatenate([ls, le[:-1][short]]), np.concatenate([le, ls[1:][short]])),
+                              step.start_ns, step.end_ns)
+    launch_frac = launching.total_ns / step.wall_ns if step.wall_ns else 0.0
     evidence = {
         "kernels": n,
         "kernels_matched_to_launch": int(matched.sum()),
         "short_kernel_fraction": round(short_frac, 6),
         "median_kernel_ns": int(np.median(kdur)),
         "median_launch_ns": int(np.median(ldur)),
+        "median_launch_interval_ns": int(np.median(interval)),
+        "launches_per_ms": round(int(near.size) / (launching.total_ns / 1e6), 3) if launching.total_ns else 0.0,
         "host_in_launch_fraction": round(launch_frac, 6),
         "submitting_thread": tid,
     }
     if short_frac < opts.launch_bound_min_short_fraction or launch_frac < opts.launch_bound_min_host_launch_fraction:
         return not_applicable(NAME, **evidence)
-    ls, le = ev.rt_start[near], ev.rt_end[near]
-    order = np.argsort(ls, kind="stable")
-    ls, le = ls[order], np.maximum.accumulate(le[order])
-    pause = ls[1:] - le[:-1]
-    short = (pause > 0) & (pause <= HOST_GAP_LAUNCHES * max(int(np.median(ldur)), 1))
-    launching = measures.union(np.concatenate([ls, le[:-1][short]]), np.concatenate([le, ls[1:][short]]))
-    claimed = measures.intersect(ci.base.idle, measures.clip(launching, step.start_ns, step.end_ns))
+    claimed = measures.intersect(ci.base.idle, launching)
     evidence["host_pauses_left_to_host_ns"] = int(pause[(pause > 0) & ~short].sum())
+    evidence["fix"] = FIX
     return attributed(NAME, claimed, **evidence)
 
 
@@ -136,7 +165,7 @@ def check_steps(si: StepsInput) -> StepFindings:
     kdur = ev.k_end[mk] - ev.k_start[mk]
     ldur = ev.rt_end[rt] - ev.rt_start[rt]
     nmatched = np.bincount(mstep, minlength=n)[:n]
-    short_frac = np.bincount(mstep, weights=(kdur < ldur), minlength=n)[:n] / np.maximum(nmatched, 1)
+    short_frac = np.bincount(mstep, weights=(kdur < to_next_launch(ev, rt)), minlength=n)[:n] / np.maximum(nmatched, 1)
     # The submitting thread: most launches in the step, the lowest thread id on a tie (np.unique's order).
     thr = ev.rt_thread[rt]
     pairs, pc = np.unique(np.stack([mstep, thr]), axis=1, return_counts=True)
@@ -145,26 +174,16 @@ def check_steps(si: StepsInput) -> StepFindings:
     first[1:] = pairs[0][best][1:] != pairs[0][best][:-1]
     tid = np.zeros(n, np.int64)
     tid[pairs[0][best][first]] = pairs[1][best][first]
-    # That thread's launch calls overlapping the step.
+    # That thread's launch calls overlapping the step: its launch loop, each call in start
+    # order with its running end, the short pauses between consecutive calls bridged.
     lrows = np.flatnonzero(ev.rt_launch)
     wi, wk = fr.overlapping(ev.rt_start[lrows], ev.rt_end[lrows])
     mine = cand[wk] & (ev.rt_thread[lrows][wi] == tid[wk])
     nr, nk = lrows[wi[mine]], wk[mine]
-    a = np.maximum(ev.rt_start[nr], fr.starts[nk])
-    b = np.minimum(ev.rt_end[nr], fr.ends[nk])
-    in_launch = fr.per_step(measures.union(a, b))
-    wall = fr.wall
-    launch_frac = np.where(wall > 0, in_launch / np.maximum(wall, 1), 0.0)
-    att = cand & (short_frac >= opts.launch_bound_min_short_fraction) & (launch_frac >= opts.launch_bound_min_host_launch_fraction)
-    verdict[att] = ATTRIBUTED
-    # The launch loop of each attributed step: its calls in start order with their running end,
-    # and the short pauses between consecutive calls bridged.
-    sel = att[nk]
-    nr, nk = nr[sel], nk[sel]
     order = np.lexsort((np.arange(nr.size), ev.rt_start[nr], nk))
     nr, nk = nr[order], nk[order]
     ls, le = ev.rt_start[nr], _running_max_by_group(nk, ev.rt_end[nr])
-    med = _grouped_median_int(mstep[att[mstep]], ldur[att[mstep]], n)
+    med = _grouped_median_int(mstep, ldur, n)
     same = nk[1:] == nk[:-1]
     pause = ls[1:] - le[:-1]
     short = same & (pause > 0) & (pause <= HOST_GAP_LAUNCHES * np.maximum(med[nk[1:]], 1))
@@ -172,5 +191,9 @@ def check_steps(si: StepsInput) -> StepFindings:
     e = np.concatenate([le, ls[1:][short]])
     g = np.concatenate([nk, nk[1:][short]])
     launching = measures.union(np.maximum(s, fr.starts[g]), np.minimum(e, fr.ends[g]))
+    wall = fr.wall
+    launch_frac = np.where(wall > 0, fr.per_step(launching) / np.maximum(wall, 1), 0.0)
+    att = cand & (short_frac >= opts.launch_bound_min_short_fraction) & (launch_frac >= opts.launch_bound_min_host_launch_fraction)
+    verdict[att] = ATTRIBUTED
     claimed = measures.intersect(si.base.idle, launching)
     return StepFindings(NAME, verdict, fr.only(claimed, att), out_missing, codes)

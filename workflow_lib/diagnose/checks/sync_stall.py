@@ -2,10 +2,13 @@
 
 Evidence required: host CUDA API calls with is_sync (runtime_api) and GPU activity.
 Explains (checks/base.call_windows, the rule for every call-shaped cause): GPU idle during
-each synchronizing call, plus the idle after it returns only as far as the call delayed the
-next launch: until the GPU starts again or the calling thread begins a named host span. The
-host's refill after the sync (its forward pass, its Python) is that span's time and is
-credited to host_submission, which names it; the evidence reports it as `refill_in_spans_ns`.
+each synchronizing call, plus the idle after it returns as far as the call caused it (issue
+34: credit by consequence, bounded): until the GPU starts again, and through the refill
+(checks/base.refill_end): after a sync the queue is empty, so every launch until the host is
+ahead again runs on an idle GPU because of the sync, inside named spans too. Bounded by the
+lead the sync took away (`lead_lost_ns`: the GPU busy time while the host was blocked): a
+0.05 ms sync on an idle GPU followed by 50 ms of host work in `forward` gets 0.05 ms, the
+rest is host_submission's; `refill_in_spans_ns` is the drain's idle left to others.
 Declared waits and allocator calls after the return are their own causes.
 """
 
@@ -30,7 +33,7 @@ def describe(ci: CheckInput) -> Finding:
     if sel.size == 0:
         return not_applicable(NAME, sync_calls=0)
     s, e = ev.rt_start[sel], ev.rt_end[sel]
-    blocked, windows = call_windows(ci, sel)
+    blocked, windows = call_windows(ci, sel, refill=True)
     if len(ev.alloc_union):
         windows = measures.subtract(windows, measures.subtract(measures.clip(ev.alloc_union, step.start_ns, step.end_ns), blocked))
     claimed = measures.intersect(ci.base.idle, windows)
@@ -43,6 +46,7 @@ def describe(ci: CheckInput) -> Finding:
         "gpu_idle_after_sync_ns": drain.total_ns,
         "gpu_idle_during_and_after_sync_ns": claimed.total_ns,
         "refill_in_spans_ns": measures.subtract(drain, claimed).total_ns,
+        "lead_lost_ns": int(measures.covered_between(ev.busy, s, e).sum()),
         "calls": top_names(ev.rt_name[sel], e - s),
     }
     if claimed.total_ns < ci.opts.min_gap_ns:
@@ -53,4 +57,4 @@ def describe(ci: CheckInput) -> Finding:
 
 def check_steps(si: StepsInput) -> StepFindings:
     """describe() for every step of a rank at once (diagnose/batch.py)."""
-    return base_steps.call_cause(si, NAME, si.ev.rt_sync, less_allocator=True)
+    return base_steps.call_cause(si, NAME, si.ev.rt_sync, less_allocator=True, refill=True)

@@ -61,6 +61,33 @@ FIXES = {
 # for peer copies. Device-local copies run at HBM speed and have no link.
 LINK_NOMINAL_GBPS = {"HtoD": 64.0, "DtoH": 64.0, "PtoP": 450.0}
 LINK_NAME = {"HtoD": "PCIe 5.0 x16", "DtoH": "PCIe 5.0 x16", "PtoP": "NVLink 4"}
+# A host copy whose memory kinds were not recorded (a capture without copy kinds, a trace
+# that names only "Memcpy HtoD") and that ran below this fraction of its link's nominal rate
+# is read as pageable, probably: pageable copies go through the driver's bounce buffer at
+# 3-12 GB/s on PCIe 5.0 x16 (3.35 GB/s for a 425 MB copy on the H200), pinned ones at 40-55.
+# The host waited for it (the staging holds the issuing call) and nothing could run behind
+# it on its stream, so its compute-free time is on the critical path whatever the launches say.
+PAGEABLE_GUESS_FRACTION = 0.25
+# Below this size a copy's rate is its latency, not its memory kind (a 4 KB pinned copy runs at
+# well under 1 GB/s): no guess is made.
+PAGEABLE_GUESS_MIN_BYTES = 1 << 20
+
+
+def guessed_pageable(c, rows: np.ndarray) -> np.ndarray:
+    """Per copy row: its kinds were not recorded, and it is a host copy of at least
+    PAGEABLE_GUESS_MIN_BYTES that ran below PAGEABLE_GUESS_FRACTION of the link's rate."""
+    kind = c.kind[rows]
+    unknown = (c.src_kind[rows] == "") & (c.dst_kind[rows] == "")
+    host = (kind == "HtoD") | (kind == "DtoH")
+    dur = c.end[rows] - c.start[rows]
+    nb = c.nbytes[rows]
+    slow = nb < PAGEABLE_GUESS_FRACTION * LINK_NOMINAL_GBPS["HtoD"] * np.maximum(dur, 1)  # bytes/ns = GB/s
+    return unknown & host & (nb >= PAGEABLE_GUESS_MIN_BYTES) & (dur > 0) & slow
+
+
+def _guess_text(nbytes: int, dur_ns: int, direction: str) -> str:
+    return (f"pageable, probably: {nbytes / max(dur_ns, 1):.2f} GB/s on a {LINK_NOMINAL_GBPS[direction]:g} GB/s link "
+            f"({LINK_NAME[direction]}); the memory kinds were not recorded")
 
 
 def kind_of(kind: str, src: str, dst: str, is_async: int, host_blocked: bool) -> str:
@@ -77,6 +104,14 @@ def kind_of(kind: str, src: str, dst: str, is_async: int, host_blocked: bool) ->
 
 
 _COPY_CALL = re.compile(r"mem(cpy|set)", re.IGNORECASE)
+
+
+def _kinds(c, r: int, guess: bool) -> tuple[str, str]:
+    """A copy's (src, dst) memory kinds, "pageable" on the host side where guessed_pageable."""
+    src, dst = str(c.src_kind[r]), str(c.dst_kind[r])
+    if guess:
+        return ("pageable", "device") if c.kind[r] == "HtoD" else ("device", "pageable")
+    return src, dst
 
 
 def _held_up_a_kernel(ci: CheckInput, rows: np.ndarray) -> np.ndarray:
@@ -186,10 +221,11 @@ def describe(ci: CheckInput) -> Finding:
     lo, hi = step.start_ns, step.end_ns
     copy_iv = measures.clip(measures.union(c.start[rows], c.end[rows]), lo, hi)
     no_compute = measures.subtract(measures.as_intervals([lo], [hi]), measures.clip(ev.kernel_busy, lo, hi))
-    delaying = _held_up_a_kernel(ci, rows)
+    guess = guessed_pageable(c, rows)
+    delaying = _held_up_a_kernel(ci, rows) | guess
     gpu_waited = measures.intersect(no_compute, measures.clip(measures.union(c.start[rows[delaying]], c.end[rows[delaying]]), lo, hi))
     crow, matched = launch_rows(ev, c.corr[rows]) if ci.src.runtime_api else (np.zeros(rows.size, np.int64), np.zeros(rows.size, bool))
-    blocking = _host_blocking(ev, crow, matched, c, rows)
+    blocking = _host_blocking(ev, crow, matched, c, rows) | (guess & matched)
     waits = _waiting_syncs(ev, crow, matched, c, rows, hi) if ci.src.runtime_api else [np.zeros(0, np.int64)] * rows.size
     read = np.array([w.size > 0 for w in waits], bool)
     blocking |= read
@@ -197,7 +233,7 @@ def describe(ci: CheckInput) -> Finding:
     ops: dict[int, Intervals] = {}
     if blocking.any():
         calls = np.unique(np.concatenate([crow[blocking]] + [w for w in waits if w.size]))
-        _, windows = call_windows(ci, calls)
+        _, windows = call_windows(ci, calls, refill=True)
         ops = _read_op_spans(ev, crow, read & matched)
         if ops:
             windows = measures.union_many(windows, measures.clip(measures.union_many(*ops.values()), lo, hi))
@@ -207,12 +243,13 @@ def describe(ci: CheckInput) -> Finding:
     by_kind: dict[str, dict] = {}
     best: dict[str, float] = {}
     for k, r in enumerate(rows.tolist()):  # copies of one step: a handful
-        kind = kind_of(str(c.kind[r]), str(c.src_kind[r]), str(c.dst_kind[r]), int(c.is_async[r]), bool(blocking[k]))
+        src_k, dst_k = _kinds(c, r, bool(guess[k]))
+        kind = kind_of(str(c.kind[r]), src_k, dst_k, int(c.is_async[r]), bool(blocking[k]))
         dur = int(c.end[r] - c.start[r])
         one = measures.clip(measures.as_intervals([c.start[r]], [c.end[r]]), lo, hi)
         crit = measures.intersect(gpu_waited, one).total_ns if delaying[k] else 0
         if read[k]:
-            _, own = call_windows(ci, np.concatenate([[crow[k]], waits[k]]))
+            _, own = call_windows(ci, np.concatenate([[crow[k]], waits[k]]), refill=True)
             if k in ops:
                 own = measures.union_many(own, measures.clip(ops[k], lo, hi))
             crit = max(crit, measures.intersect(no_compute, own).total_ns)
@@ -224,13 +261,16 @@ def describe(ci: CheckInput) -> Finding:
         if int(c.stream[r]) not in b["streams"] and len(b["streams"]) < 8:
             b["streams"].append(int(c.stream[r]))
         b["copies"] += 1
+        if guess[k]:
+            b["guessed_copies"] = b.get("guessed_copies", 0) + 1
+            b["kind_basis"] = _guess_text(int(c.nbytes[r]), dur, str(c.kind[r]))
         b["copy_ns"] += dur
         b["critical_ns"] += int(crit)
         direction = str(c.kind[r])
         b["direction"][direction] = b["direction"].get(direction, 0) + 1
         if c.nbytes[r] > 0:
             b["bytes"] += int(c.nbytes[r])
-            if dur > 0 and kind != "pageable":
+            if dur > 0 and kind != "pageable" and not guess[k]:
                 best[direction] = max(best.get(direction, 0.0), c.nbytes[r] / dur)
     for kind, b in by_kind.items():
         d = max(b["direction"], key=b["direction"].get)
@@ -275,7 +315,8 @@ def check_steps(si: StepsInput) -> StepFindings:
         return uniform(NAME, fr.n, NOT_APPLICABLE)
     lo, hi = fr.starts[pk], fr.ends[pk]
     no_compute = fr.pieces(measures.subtract(fr.windows, ev.kernel_busy))
-    delaying = _held_up_steps(si, pc, hi)
+    guess = guessed_pageable(c, pc)
+    delaying = _held_up_steps(si, pc, hi) | guess
     cs, ce = np.maximum(c.start[pc], lo), np.minimum(c.end[pc], hi)
     gpu_waited = measures.intersect(no_compute, measures.union(cs[delaying], ce[delaying]))
     if si.src.runtime_api:  # the issuing call of each copy, and the syncs that waited for a read
@@ -285,7 +326,7 @@ def check_steps(si: StepsInput) -> StepFindings:
         crow, matched = np.zeros(c.start.size, np.int64), np.zeros(c.start.size, bool)
         wrow = wpair = np.zeros(0, np.int64)
     read = np.bincount(wpair, minlength=pc.size) > 0
-    blocking = _host_blocking_all(ev, crow, matched, c)[pc] | read
+    blocking = _host_blocking_all(ev, crow, matched, c)[pc] | read | (guess & matched[pc])
     rp = np.flatnonzero(read)
     op = _read_ops(ev, crow[pc[rp]])  # (has, start, end) per read pair
     host_side = measures.empty()
@@ -293,7 +334,7 @@ def check_steps(si: StepsInput) -> StepFindings:
         rows = np.concatenate([crow[pc[blocking]], wrow])
         steps = np.concatenate([pk[blocking], pk[wpair]])
         lanes = Lanes.of_steps(fr, np.unique(steps))
-        _, windows = base_steps.lane_call_windows(si, lanes, rows, np.searchsorted(lanes.step, steps))
+        _, windows = base_steps.lane_call_windows(si, lanes, rows, np.searchsorted(lanes.step, steps), refill=True)
         has = op[0]
         ops = lanes.place(op[1][has], op[2][has], np.searchsorted(lanes.step, pk[rp[has]]))
         host_side = measures.intersect(no_compute, measures.union_many(windows, ops))
@@ -315,7 +356,7 @@ def check_steps(si: StepsInput) -> StepFindings:
         r = rp[mine]
         own = _read_own_ns(si, no_compute, r, pk[r], crow[pc[r]], wrow, wpair, tuple(x[mine] for x in op))
         crit[r] = np.maximum(crit[r], own)
-        found.kinds_ns = _by_kind(c, pc, pk, sel, blocking, crit)
+        found.kinds_ns = _by_kind(c, pc, pk, sel, blocking, crit, guess)
     return found
 
 
@@ -487,7 +528,7 @@ def _read_own_ns(si: StepsInput, no_compute: Intervals, pairs: np.ndarray, steps
         w = wl >= 0
         rows = np.concatenate([calls[mine], wrow[w]])
         lane = np.concatenate([np.arange(mine.size), wl[w]])
-        _, windows = base_steps.lane_call_windows(si, lanes, rows, lane)
+        _, windows = base_steps.lane_call_windows(si, lanes, rows, lane, refill=True)
         has = op[0][mine]
         ops = lanes.place(op[1][mine][has], op[2][mine][has], np.flatnonzero(has))
         out[mine] = lanes.per_lane(measures.intersect(lanes.lift(no_compute), measures.union_many(windows, ops)))
@@ -501,7 +542,8 @@ def _codes(x: np.ndarray) -> np.ndarray:
     return np.asarray(x, np.int64)
 
 
-def _by_kind(c, pc: np.ndarray, pk: np.ndarray, sel: np.ndarray, blocking: np.ndarray, crit: np.ndarray) -> dict:
+def _by_kind(c, pc: np.ndarray, pk: np.ndarray, sel: np.ndarray, blocking: np.ndarray, crit: np.ndarray,
+             guess: np.ndarray) -> dict:
     """step -> {kind: critical ns} over the selected pairs, kinds in the order the step's copies
     first show them (the per-step by_kind's order)."""
     idx = np.flatnonzero(sel)
@@ -509,11 +551,11 @@ def _by_kind(c, pc: np.ndarray, pk: np.ndarray, sel: np.ndarray, blocking: np.nd
     rows = pc[idx]
     # What kind_of reads, as one integer per pair: it is called once per distinct combination.
     combo = np.zeros(idx.size, np.int64)
-    for x in (c.kind[rows], c.src_kind[rows], c.dst_kind[rows], c.is_async[rows] + 1, blocking[idx]):
+    for x in (c.kind[rows], c.src_kind[rows], c.dst_kind[rows], c.is_async[rows] + 1, blocking[idx], guess[idx]):
         code = _codes(x)
         combo = combo * (int(code.max(initial=0)) + 1) + code
     _, first, inv = np.unique(combo, return_index=True, return_inverse=True)
-    names = [kind_of(str(c.kind[rows[f]]), str(c.src_kind[rows[f]]), str(c.dst_kind[rows[f]]), int(c.is_async[rows[f]]),
+    names = [kind_of(str(c.kind[rows[f]]), *_kinds(c, int(rows[f]), bool(guess[idx[f]])), int(c.is_async[rows[f]]),
                      bool(blocking[idx[f]])) for f in first.tolist()]  # distinct kinds of copy: a handful
     code = np.array([list(FIXES).index(n) for n in names], np.int64)[inv.ravel()]
     nk = len(FIXES)

@@ -1,0 +1,81 @@
+"""checkpoint_stall: a checkpoint save stopped the step's thread.
+
+Evidence required: host spans of vocabulary.CHECKPOINT_SPANS ("checkpoint.save" around
+torch.save, "checkpoint.dcp_save" / "checkpoint.dcp_async_save" around
+torch.distributed.checkpoint's saves: the zero-change capture's, capture/inprocess/torch_hooks.py),
+on the step's own thread (a save on a thread of its own is already asynchronous), with the
+bytes written (span_details). Kineto and Nsight traces hold no such span.
+Explains (checks/host_stall.py): the GPU idle inside the saves, or without GPU activity for
+the step their own time ("basis: host-only"). Resolved before transfer_stall and sync_stall:
+the state dict's device->host copies and their syncs inside a save are the save's, and their
+fix is the save's, not that of a per-step .item().
+The evidence splits a save into its copy time (device->host copies inside it) and the rest
+(serialising and writing), which decide the fix.
+"""
+
+from __future__ import annotations
+
+from ...core.vocabulary import CHECKPOINT_SPANS
+from .. import measures
+from ..batch import StepFindings, StepsInput
+from ..types import Finding
+from . import host_stall
+from .base import CheckInput, attributed, not_applicable, unresolved
+
+NAME = "checkpoint_stall"
+ASYNC = ("save asynchronously: torch.distributed.checkpoint.async_save (or a background thread writing a snapshot), "
+         "so the step waits only for the copy")
+STAGE = "stage the state dict into a pinned host buffer allocated once and reused, copied with non_blocking=True"
+RARER = "or save less often"
+
+
+def fix_text(copy_ns: int, write_ns: int) -> str:
+    """The change for where the save's time went: the write goes to the background; a long
+    device->host copy needs a pinned staging buffer to be overlapped at all."""
+    parts = [ASYNC]
+    if copy_ns > 0:
+        parts.append(STAGE)
+    parts.append(RARER)
+    return "; ".join(parts) if write_ns >= copy_ns else "; ".join([STAGE, ASYNC, RARER])
+
+
+def describe(ci: CheckInput) -> Finding:
+    if not ci.src.spans:
+        return unresolved(NAME, [host_stall.NO_SPANS])
+    ev, step = ci.ev, ci.step
+    rows = host_stall.rows_in_step(ci, ev.span_is_checkpoint, own_thread=True)
+    if rows.size == 0:
+        return not_applicable(NAME, saves=0)
+    spans, claimed = host_stall.claim_one(ci, rows)
+    nbytes, known = 0, 0
+    names: dict[str, int] = {}
+    for r in rows.tolist():  # saves of one step: one or two
+        name = str(ev.span_name[r])
+        names[name] = names.get(name, 0) + int(ev.span_end[r] - ev.span_start[r])
+        d = ev.details.of(name, int(ev.span_thread[r]), int(ev.span_start[r]))
+        if d is not None and ev.details.nbytes[d] >= 0:
+            nbytes += int(ev.details.nbytes[d])
+            known += 1
+    c = ev.copies
+    crow = c.in_window(step.start_ns, step.end_ns)
+    crow = crow[c.kind[crow] == "DtoH"]
+    copy = measures.intersect(spans, measures.union(c.start[crow], c.end[crow])) if crow.size else measures.empty()
+    copy_ns = copy.total_ns
+    evidence = {
+        **({"basis": host_stall.HOST_ONLY} if not ci.src.kernels else {}),
+        "saves": int(rows.size), "save_ns": spans.total_ns, "gpu_idle_during_save_ns": claimed.total_ns,
+        "bytes": nbytes if known else None, "copy_ns": copy_ns if ci.src.kernels else None,
+        "write_ns": spans.total_ns - copy_ns, "spans": names,
+        "fix": fix_text(copy_ns, spans.total_ns - copy_ns),
+    }
+    if known and spans.total_ns:
+        evidence["bytes_per_s"] = int(nbytes / (spans.total_ns / 1e9))
+    if claimed.total_ns < ci.opts.min_gap_ns:
+        evidence["note"] = "the save ran but the GPU stayed busy: it was hidden"
+        return not_applicable(NAME, **evidence)
+    return attributed(NAME, claimed, **evidence)
+
+
+def check_steps(si: StepsInput) -> StepFindings:
+    """describe() for every step of a rank at once (diagnose/batch.py)."""
+    return host_stall.check_all(si, NAME, si.ev.span_is_checkpoint, own_thread=True)

@@ -1,0 +1,71 @@
+"""What gc_pause and checkpoint_stall share: a host span that stops the step's submitting
+thread, credited by its consequence.
+
+With GPU activity recorded for the step: the spans' time with no kernel running other than
+those launched inside the spans (the queue drained behind the stopped host; a pause the
+queued work covered cost nothing; a save's own copies and kernels, its state dict's
+device->host copies, are the save's: copies are never GPU work). Without it (a
+CPU-only program, a step outside every CUPTI window): the spans' own time, labelled
+"basis: host-only", since the step's wall holds the whole pause.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import measures
+from ..batch import StepFindings, StepsInput, UNRESOLVED, answer, uniform
+from ..evidence import launch_rows
+from ..types import Intervals
+from . import base_steps
+from .base import CheckInput
+
+NO_SPANS = "host spans (spans table not observed)"
+HOST_ONLY = "host-only: no GPU activity observed for the step; the pause's own time"
+
+
+def rows_in_step(ci: CheckInput, mask: np.ndarray, own_thread: bool) -> np.ndarray:
+    """Rows of the spans where `mask` holds overlapping the step (of its thread when `own_thread`)."""
+    ev, step = ci.ev, ci.step
+    sel = ev.span_index.overlapping(step.start_ns, step.end_ns)
+    sel = sel[mask[sel]]
+    return sel[ev.span_thread[sel] == step.thread_id] if own_thread else sel
+
+
+def _own_busy(ev, spans: Intervals, lo: int, hi: int) -> Intervals:
+    """Busy time of the kernels starting in [lo, hi) whose launch call began inside `spans`."""
+    i, j = np.searchsorted(ev.k_start, [lo, hi], side="left")
+    rows, ok = launch_rows(ev, ev.k_corr[i:j])
+    if not ok.any():
+        return measures.empty()
+    mine = ok & base_steps.covers(spans.start_ns, spans.end_ns, ev.rt_start[rows])
+    return measures.union(ev.k_start[i:j][mine], ev.k_end[i:j][mine])
+
+
+def _claim(ev, spans: Intervals, kernels: bool, lo: int, hi: int) -> Intervals:
+    if not kernels:
+        return spans
+    return measures.union_many(measures.subtract(spans, ev.kernel_busy), measures.intersect(spans, _own_busy(ev, spans, lo, hi)))
+
+
+def claim_one(ci: CheckInput, rows: np.ndarray) -> tuple[Intervals, Intervals]:
+    """(the spans' time in the step, what is claimed of it) for one step."""
+    ev, step = ci.ev, ci.step
+    spans = measures.clip(measures.union(ev.span_start[rows], ev.span_end[rows]), step.start_ns, step.end_ns)
+    return spans, _claim(ev, spans, ci.src.kernels, step.start_ns, step.end_ns)
+
+
+def check_all(si: StepsInput, name: str, mask: np.ndarray, own_thread: bool) -> StepFindings:
+    """The rule for every step of a rank at once (diagnose/batch.py)."""
+    fr, ev = si.frame, si.ev
+    if not si.src.spans:
+        return uniform(name, fr.n, UNRESOLVED, (NO_SPANS,))
+    rows = np.flatnonzero(mask)
+    i, k = fr.overlapping(ev.span_start[rows], ev.span_end[rows])
+    if own_thread:
+        keep = ev.span_thread[rows[i]] == fr.tids[k]
+        i, k = i[keep], k[keep]
+    r = rows[i]
+    spans = measures.union(np.maximum(ev.span_start[r], fr.starts[k]), np.minimum(ev.span_end[r], fr.ends[k]))
+    claimed = _claim(ev, spans, si.src.kernels, int(fr.starts.min(initial=0)), int(fr.ends.max(initial=0)))
+    return answer(name, fr, (fr.per_step(spans) > 0) & (fr.per_step(claimed) >= si.opts.min_gap_ns), claimed)

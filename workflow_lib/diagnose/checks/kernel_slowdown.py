@@ -1,0 +1,144 @@
+"""kernel_slowdown: the same kernels ran slower than they usually do (issue 34): "the same work,
+slower", told apart from "more work".
+
+Evidence required: per-kernel GPU activity (kernels). A kernel's identity is its name and
+launch shape (grid, block: evidence.k_ident); its typical duration is the median over the
+rank's launches of that identity (at least MIN_LAUNCHES of them). NCCL/RCCL kernels are left
+out: their length is mostly waiting for the slowest peer (collective_wait's). A kernel is slower when it
+ran more than SLOW_FACTOR x its typical duration; its extra time (duration - typical) is the
+slowdown. More kernels, or other kernels, are not slowdown: their time stays gpu_work's (the
+excess cause gpu_work_growth). Without per-kernel evidence the check is unresolved and says so.
+Attributed where the step's slowdown is at least max(min_gap_ns, MIN_FRACTION of the step).
+Explains: the last `extra` ns of each slower kernel (the time it ran past its typical length),
+resolved after clock_throttle (which takes the time NVML's clocks explain) and before
+gpu_bound/gpu_work.
+Why, from what the capture holds (evidence `why`): the SM clock during the step against the
+rank's median and NVML's clock-event reasons (clocks: thermal or power); device memory in use
+against the rank's median (another process's allocation on the GPU); else "not known".
+NVML's per-process lists are not recorded, so another process time-slicing the GPU is named
+only as a possibility the evidence cannot settle.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from .. import measures
+from ..batch import UNRESOLVED, StepFindings, StepsInput, answer, uniform
+from ..types import Finding, Intervals
+from .base import CheckInput, attributed, not_applicable, top_names, unresolved
+
+NAME = "kernel_slowdown"
+SLOW_FACTOR = 1.2  # slower than this x typical: a 20% longer kernel is not jitter on a GPU to itself
+MIN_LAUNCHES = 5  # fewer launches of an identity give no typical duration
+MIN_FRACTION = 0.05  # of the step: less slowdown than this is noise
+NO_KERNELS = "per-kernel GPU activity (kernels not observed): the same kernels cannot be compared across steps"
+CLOCK_DROP = 0.95  # the step's SM clock below this x the rank's median: clocks were lower
+# Device memory in use this much above the rank's median: another allocation (a second CUDA
+# context alone takes ~500 MiB).
+MEM_RISE_BYTES = 256 << 20
+_CACHE: dict = {}
+
+
+def extra_per_kernel(ev) -> np.ndarray:
+    """Per kernel of the rank: its run past SLOW_FACTOR x its identity's typical duration,
+    the whole excess over typical (0 where not slower or without a typical)."""
+    hit = _CACHE.get(id(ev))
+    if hit is not None and hit[0]() is ev:
+        return hit[1]
+    dur = ev.k_end - ev.k_start
+    out = np.zeros(dur.size, np.int64)
+    if dur.size:
+        ident = ev.k_ident
+        order = np.lexsort((dur, ident))
+        g, d = ident[order], dur[order]
+        lo = np.searchsorted(g, np.arange(int(ident.max()) + 1), side="left")
+        hi = np.searchsorted(g, np.arange(int(ident.max()) + 1), side="right")
+        cnt = hi - lo
+        mid = (d[np.minimum(lo + (cnt - 1) // 2, d.size - 1)] + d[np.minimum(lo + cnt // 2, d.size - 1)]) // 2
+        typical = mid[ident]
+        # A collective kernel's length is mostly its wait for the slowest peer: collective_wait's.
+        ok = (cnt[ident] >= MIN_LAUNCHES) & (dur > SLOW_FACTOR * typical) & ~ev.k_nccl
+        out = np.where(ok, dur - typical, 0).astype(np.int64)
+    _CACHE.clear()  # one rank's evidence at a time
+    _CACHE[id(ev)] = (weakref.ref(ev), out)  # never keeps the rank's evidence alive
+    return out
+
+
+def _claims(ev, rows: np.ndarray, extra: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Intervals:
+    e = ev.k_end[rows]
+    return measures.union(np.maximum(e - extra, lo), np.minimum(e, hi))
+
+
+def _median_in(ev, metric: str, lo: int, hi: int) -> tuple[float | None, float | None]:
+    """(the metric's mean inside [lo, hi), its median over the rank) from NVML samples."""
+    got = ev.nvml.get(metric)
+    if got is None or got[0].size == 0:
+        return None, None
+    ts, v = got
+    i, j = np.searchsorted(ts, [lo, hi])
+    return (float(np.mean(v[i:j])) if j > i else None), float(np.median(v))
+
+
+def why(ev, lo: int, hi: int) -> dict:
+    """What the capture says about why the step's kernels were slower."""
+    out: dict = {}
+    clock, typical = _median_in(ev, "sm_clock_mhz", lo, hi)
+    if clock is not None and typical and clock < CLOCK_DROP * typical:
+        out["clocks"] = f"SM clock {clock:.0f} MHz in the step vs {typical:.0f} MHz typical"
+    got = ev.nvml.get("clock_event_reasons")
+    if got is not None:
+        i, j = np.searchsorted(got[0], [lo, hi])
+        bits = int(np.bitwise_or.reduce(got[1][i:j].astype(np.int64))) if j > i else 0
+        from .clock_throttle import REASON_BITS
+        named = [name for name, bit in REASON_BITS.items() if bits & bit]
+        if named:
+            out["throttle_reasons"] = named
+    mem, mem_typ = _median_in(ev, "mem_used_bytes", lo, hi)
+    if mem is not None and mem_typ is not None and mem - mem_typ > MEM_RISE_BYTES:
+        out["other_process"] = (f"device memory in use {mem / 2**30:.1f} GiB vs {mem_typ / 2**30:.1f} GiB typical: another "
+                                "allocation on the GPU, possibly another process (per-process lists not recorded)")
+    if not out:
+        out["not_known"] = ("no clock drop, throttle reason or memory rise recorded in the step; another process "
+                            "time-slicing the GPU or memory contention cannot be told apart (NVML per-process lists "
+                            "not recorded)" if ev.nvml else "no NVML samples: clocks and other processes not recorded")
+    return out
+
+
+def describe(ci: CheckInput) -> Finding:
+    if not ci.src.kernels:
+        return unresolved(NAME, [NO_KERNELS])
+    ev, step = ci.ev, ci.step
+    i, j = np.searchsorted(ev.k_start, [step.start_ns, step.end_ns], side="left")
+    extra = extra_per_kernel(ev)[i:j]
+    slow = np.flatnonzero(extra > 0)
+    if slow.size == 0:
+        return not_applicable(NAME, kernels=int(j - i), slower_kernels=0)
+    rows = i + slow
+    claimed = _claims(ev, rows, extra[slow], np.full(slow.size, step.start_ns), np.full(slow.size, step.end_ns))
+    evidence = {
+        "kernels": int(j - i), "slower_kernels": int(slow.size), "slowdown_ns": claimed.total_ns,
+        "basis": f"per kernel identity (name and launch shape): more than {SLOW_FACTOR}x its median duration over the "
+                 f"rank's launches (at least {MIN_LAUNCHES}); more or other kernels are gpu_work's",
+        "kernels_slower_ns": top_names(ev.k_name[rows], extra[slow]),
+    }
+    if claimed.total_ns < max(ci.opts.min_gap_ns, MIN_FRACTION * step.wall_ns):
+        return not_applicable(NAME, **evidence)
+    evidence["why"] = why(ev, step.start_ns, step.end_ns)
+    return attributed(NAME, claimed, **evidence)
+
+
+def check_steps(si: StepsInput) -> StepFindings:
+    """describe() for every step of a rank at once (diagnose/batch.py)."""
+    fr, ev = si.frame, si.ev
+    if not si.src.kernels:
+        return uniform(NAME, fr.n, UNRESOLVED, (NO_KERNELS,))
+    k = fr.step_of(ev.k_start)
+    extra = extra_per_kernel(ev)
+    rows = np.flatnonzero((k >= 0) & (extra > 0))
+    ks = k[rows]
+    claimed = _claims(ev, rows, extra[rows], fr.starts[ks], fr.ends[ks])
+    got = fr.per_step(claimed)
+    return answer(NAME, fr, (got > 0) & (got >= np.maximum(si.opts.min_gap_ns, MIN_FRACTION * fr.wall)), claimed)
