@@ -110,7 +110,7 @@ def classify(inc, roles: dict[int, str]) -> dict:
         return {"kind": "pipeline", "work_role": work_role,
                 "reason": f"ranks exchange work through a queue or pipe ({how}) and meet in no collective in most "
                           f"steps (rank {low}: {frac[low]:.0%}): they are not in step, so the job's value is the "
-                          f"throughput of {who} (the time their counted steps took over the work done)"}
+                          f"throughput of {who} (their steps' rates added up)"}
     return {"kind": "independent", "work_role": work_role,
             "reason": f"no collective in most steps (rank {low}: {frac[low]:.0%}) and no queue wait: the ranks do not "
                       "synchronize, so the job's value is its throughput over "
