@@ -1,7 +1,10 @@
 """`trials: {stop: early}` through the workflow on the built-in demo (real Snakemake, the local
 profile): the A/B (four producers, no per-step sync) is `faster` before the block limit, with
 the looks it took on disk and the end line saying where it stopped; the deliberate A/A
-(candidate = baseline) is neither faster nor slower, whatever look it stopped at."""
+(candidate = baseline) is neither faster nor slower, whatever look it stopped at.
+
+Sized for CI: a limit of 8 blocks (looks at 6 and 8: plan/stopping.py) and the demo's 12 steps a
+run (tests/conftest.py's DEMO_SMALL), so the A/B can stop at its first look, 2 blocks early."""
 
 from __future__ import annotations
 
@@ -16,9 +19,10 @@ import pytest
 from workflow_lib.core import records
 
 ROOT = Path(__file__).resolve().parent.parent
-LIMIT = 12
+LIMIT = 8
 TRIALS = (f"trials:\n  blocks: {LIMIT}\n  runs_per_arm: 1\n  control_runs: 1\n  warmup_runs: 0\n  stop: early\n"
-          "  record_runs: false\n")
+          "  record_runs: false\n"
+          'demo:\n  args: ["--steps", "12", "--min-ready", "4", "--sync-every", "1"]\n')
 
 
 def _run(cfg: Path, cwd: Path, env: dict, *extra: str) -> str:

@@ -59,9 +59,12 @@ def test_the_recorded_job_links_the_consumers_wait_to_the_producer():
 
 
 def _with_consumer_throughput(arm_dir: Path) -> list[Execution]:
-    """The fixture's runs with the new default's value beside the old one. The runs predate
-    `ranks[].total_ns`, so each consumer's counted sum is its median x its steps (a stand-in:
-    the exact sums need a new H200 run); the old default is the run's own metric."""
+    """The fixture's runs with the consumers' throughput beside the old default. The runs predate
+    per-step times in the record, so the default's 3-step windows cannot be read from them: this
+    is the total form (`statistic: mean`), each consumer's counted sum standing in as its median
+    x its steps (the exact value needs a new H200 run); the old default is the run's own metric.
+    (Per-rank medians alone, windows of one step, give a floor of ±253%: one consumer drains the
+    queue in bursts, docs/statistics.md §13.)"""
     import dataclasses
 
     out = []

@@ -87,18 +87,41 @@ def test_the_h200_producer_consumer_recording_reads_as_a_pipeline():
     assert shape["kind"] == "pipeline" and shape["work_role"] == "consumer", shape
 
 
-def test_throughput_is_the_longest_counted_sum_over_the_work_and_alternates_cover_every_role():
+def test_throughput_adds_the_counted_ranks_rates_and_alternates_cover_every_role():
     recs = [StepsOut(covers="iteration", steps_ns=[9, 4, 4, 4], items=None, tokens=None, unusual=[], rank=0, role="consumer", pid=1),
             StepsOut(covers="iteration", steps_ns=[9, 2, 2, 2], items=None, tokens=None, unusual=[], rank=1, role="consumer", pid=2),
             StepsOut(covers="iteration", steps_ns=[9, 3, 3, 3], items=None, tokens=None, unusual=[], rank=2, role="producer", pid=3)]
     m = {"per": "step", "skip_steps": 1, "job": "throughput", "role": "consumer", "ranks": [0, 1], "expect_ranks": [0, 1, 2]}
     got = job_metric.reduce(m, recs, 10**9)
-    assert got["values_ns"] == [12 / 6]  # rank 0's 12 ns over the 6 consumer steps
+    assert got["values_ns"] == [1 / (1 / 4 + 1 / 2)]  # rank 0 does a step in 4 ns, rank 1 in 2: 0.75 steps/ns
     assert [(r["rank"], r["counted"], r["total_ns"]) for r in got["ranks"]] == [(0, True, 12), (1, True, 6), (2, False, 9)]
     alt = got["alternates"]
-    assert alt["job=throughput,role=consumer"] == 2.0 and alt["job=slowest_rank,role=consumer"] == 4.0
-    assert alt["job=throughput,role=producer"] == 3.0 and alt["job=throughput"] == 12 / 9
+    assert alt["job=throughput,role=consumer"] == 1 / 0.75 and alt["job=slowest_rank,role=consumer"] == 4.0
+    assert alt["job=throughput,role=producer"] == 3.0 and alt["job=throughput"] == 1 / (1 / 4 + 1 / 2 + 1 / 3)
     assert job_metric.config_line("job=throughput,role=consumer") == "trials: {metric: {job: throughput, role: consumer}}"
+
+
+def test_throughput_reads_each_ranks_typical_step_so_a_peers_exit_does_not_move_it():
+    """A consumer's last steps, slowed while the other consumer wrote its capture, and one step
+    stalled by the machine: the median over windows keeps the rate of the typical window; `mean`
+    is the exact total (counted time over counted steps)."""
+    steady = [17e6] * 20
+    recs = [StepsOut(covers="iteration", steps_ns=[90e6] + steady + [40e6, 45e6], items=None, tokens=None, unusual=[], rank=0,
+                     role="consumer", pid=1),
+            StepsOut(covers="iteration", steps_ns=[80e6] + steady[:10] + [140e6] + steady[10:], items=None, tokens=None,
+                     unusual=[], rank=1, role="consumer", pid=2)]
+    m = {"per": "step", "skip_steps": 1, "job": "throughput", "ranks": [0, 1], "expect_ranks": [0, 1]}
+    assert job_metric.reduce(m, recs, 10**9)["values_ns"] == [pytest.approx(8.5e6, rel=1e-12)]
+    # A consumer that drains the queue at once: bursts of fast steps, then a wait. Its rate is
+    # 3 steps per 24 ns; one step's median (2 ns) would read the burst as its rate.
+    bursty = StepsOut(covers="iteration", steps_ns=[50] + [2, 2, 20] * 6, items=None, tokens=None, unusual=[], rank=0,
+                      role="consumer", pid=1)
+    assert job_metric.reduce(dict(m, ranks=[0], expect_ranks=[0]), [bursty], 10**9)["values_ns"] == [8.0]
+    exact = job_metric.reduce(dict(m, statistic="mean"), recs, 10**9)["values_ns"][0]
+    assert exact == pytest.approx(1 / (22 / (20 * 17e6 + 85e6) + 21 / (20 * 17e6 + 140e6)), rel=1e-12)
+    assert exact > 1.2 * 8.5e6
+    with pytest.raises(job_metric.JobMetricUnreadable, match="no step declared its items"):
+        job_metric.reduce(dict(m, per="item"), recs, 10**9)
 
 
 def test_metric_resolve_reads_the_shape_from_the_store_when_given(tmp_path):

@@ -113,9 +113,9 @@ def test_job_wall_and_throughput():
     recs = [StepsOut(covers="iteration", steps_ns=[5, 5], items=[2, 2], tokens=None, unusual=[], rank=r, role=None, pid=r)
             for r in (0, 1)]
     assert job_metric.reduce({"job": "wall", "expect_ranks": [0, 1]}, recs, 1000)["values_ns"] == [1000.0]
-    # throughput: the longest counted sum (10 ns: the ranks run side by side) over the steps (4) or items (8)
-    assert job_metric.reduce({"job": "throughput", "expect_ranks": [0, 1]}, recs, 1000)["values_ns"] == [10.0 / 4]
-    assert job_metric.reduce({"job": "throughput", "per": "item", "expect_ranks": [0, 1]}, recs, 1000)["values_ns"] == [10.0 / 8]
+    # throughput: the ranks' rates add (side by side): two ranks of 5 ns steps, 2 items each
+    assert job_metric.reduce({"job": "throughput", "expect_ranks": [0, 1]}, recs, 1000)["values_ns"] == [5.0 / 2]
+    assert job_metric.reduce({"job": "throughput", "per": "item", "expect_ranks": [0, 1]}, recs, 1000)["values_ns"] == [2.5 / 2]
 
 
 def test_a_single_process_in_the_directory_reads_as_before(tmp_path):

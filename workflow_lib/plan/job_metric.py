@@ -7,11 +7,17 @@ capture/recorder.py `steps_out_name`). How the ranks' step times become the run'
 - `slowest_rank`: for each step index that every selected rank reached, the slowest rank's
   time at that index. A synchronous job advances at its slowest rank, and a rank that ran
   extra steps while the others finished does not dilute it.
-- `throughput`: the time the selected ranks took for their counted steps (the longest sum of
-  one rank's counted step times: they run side by side) over the work they did in them (their
-  counted steps, or the items/tokens the steps declared for `per: item|token`), one value per
-  run, ns per unit; the reciprocal is the job's steps (items, tokens) per second. A pipeline's
-  consumers are not in step, so this, not a per-index maximum, is what a fix changes.
+- `throughput`: the selected ranks' rates added up (they run side by side), one value per run,
+  ns per unit (the reciprocal is the job's steps, items or tokens per second). A rank's rate
+  is read over consecutive windows of WINDOW_STEPS counted steps (work over time in each) and
+  summarized by the plan's statistic: with the default, median, the steps a rank spends while
+  another process of the job starts, exits or writes its capture, or while the machine runs
+  something else, do not move it, as they do not move a one-process run's median step; a
+  window of a few steps, not one step, because a consumer that takes every queued item at
+  once has bursts of fast steps followed by a long wait (one step's median would read the
+  burst as its rate). `statistic: mean` is the exact total: each rank's counted work over its
+  counted time. A pipeline's consumers are not in step, so this, not a per-index maximum, is
+  what a fix changes (docs/statistics.md §13 has the per-run spread of each form).
 - `wall`: the run's process wall time (the launcher's), one value per run.
 
 Which one is the default is decided from the job's shape (job_shape.py: collectives every
@@ -131,7 +137,7 @@ def reduce(metric: dict, recs: list[StepsOut], wall_ns: int) -> dict:
     if job == "wall":
         values = [float(wall_ns)]
     elif job == "throughput":
-        values = [_throughput(counted, per, skip)]
+        values = [_throughput(counted, per, skip, metric.get("statistic", "median"))]
     else:
         values = _slowest(series)
     unusual = [f"{_name(r)}: {u}" for r in recs for u in r.unusual]
@@ -152,20 +158,42 @@ def _slowest(series: list[list[float]]) -> list[float]:
     return [max(s[k] for s in series) for k in range(n)]
 
 
-def _throughput(counted: list[StepsOut], per: str, skip: int) -> float:
-    """ns per unit of work of the counted ranks: the longest of their counted step sums (they run
-    side by side) over the steps (or declared items/tokens) they did in them."""
-    elapsed = max(sum(float(v) for v in rec.steps_ns[skip:]) for rec in counted)
-    if per == "step":
-        units = sum(len(rec.steps_ns[skip:]) for rec in counted)
+# Steps per window of a rank's rate (`throughput`): a few, so a burst of fast steps from a queue
+# drained at once sits inside one window with the wait that follows it; few enough that a
+# 25-step run has 8 windows for the median (docs/statistics.md §13).
+WINDOW_STEPS = 3
+
+
+def _rank_rate(steps: list[float], work: list[float], statistic: str, who: str) -> float:
+    """Units per ns of one rank: over windows of WINDOW_STEPS steps, the statistic's window
+    (median, fastest for `min`), or its whole counted work over its whole counted time (`mean`)."""
+    if statistic == "mean" or len(steps) < WINDOW_STEPS:
+        windows = [(sum(work), sum(steps))]
     else:
-        units = sum(v or 0 for rec in counted for v in (rec.work_of(per) or [])[skip:])
-        if not units:
-            raise JobMetricUnreadable(f"job metric throughput per {per} needs the steps' declared {per}s "
-                                      f"(rec.step(i, {per}s=...))")
-    if not units or elapsed <= 0:
-        raise JobMetricUnreadable("job metric throughput: the counted ranks reported no step after skip_steps")
-    return elapsed / units
+        windows = [(sum(work[i:i + WINDOW_STEPS]), sum(steps[i:i + WINDOW_STEPS]))
+                   for i in range(0, len(steps) - WINDOW_STEPS + 1, WINDOW_STEPS)]
+    if any(t <= 0 for _, t in windows):
+        raise JobMetricUnreadable(f"job metric throughput: {who} reported steps that took no time")
+    rates = [w / t for w, t in windows]
+    return max(rates) if statistic == "min" else float(median(rates))
+
+
+def _throughput(counted: list[StepsOut], per: str, skip: int, statistic: str = "median") -> float:
+    """ns per unit of work of the counted ranks together: their rates add (they run side by side)."""
+    rate = 0.0
+    for rec in counted:
+        steps = [float(v) for v in rec.steps_ns[skip:]]
+        if not steps:
+            raise JobMetricUnreadable(f"job metric throughput: {_name(rec)} reported no step after skip_steps")
+        if per == "step":
+            work = [1.0] * len(steps)
+        else:
+            work = [float(v or 0) for v in (rec.work_of(per) or [])[skip:]]
+            if len(work) != len(steps) or not all(work):
+                raise JobMetricUnreadable(f"job metric throughput per {per} needs every counted step's declared "
+                                          f"{per}s (rec.step(i, {per}s=...)); {_name(rec)} left some out")
+        rate += _rank_rate(steps, work, statistic, _name(rec))
+    return 1.0 / rate
 
 
 _STAT = {"median": median, "mean": lambda v: sum(v) / len(v), "min": min}
@@ -198,7 +226,7 @@ def alternates(metric: dict, recs: list[StepsOut], wall_ns: int) -> dict[str, fl
         try:
             series = [_per_unit([float(v) for v in r.steps_ns], r.work_of(per), per, _name(r))[skip:] for r in members]
             out[selector("slowest_rank", role)] = float(stat(_slowest(series)))
-            out[selector("throughput", role)] = _throughput(members, per, skip)
+            out[selector("throughput", role)] = _throughput(members, per, skip, metric.get("statistic", "median"))
         except JobMetricUnreadable:
             continue  # a unit some rank did not declare: that alternate does not exist for this run
     return out
@@ -211,4 +239,6 @@ def describe(metric: dict) -> str:
            f"ranks {metric['ranks']}" if metric.get("ranks") else "every rank")
     return {"slowest_rank": f"per step index reached by {who}, the slowest rank's time",
             "wall": "the job's wall time",
-            "throughput": f"the time {who} took for their counted steps over the work done (1/throughput)"}[job]
+            "throughput": f"{who}'s rates added up, each " + (
+                "its counted work over its counted time" if metric.get("statistic") == "mean" else
+                f"the {metric.get('statistic', 'median')} over windows of {WINDOW_STEPS} steps") + " (1/throughput)"}[job]

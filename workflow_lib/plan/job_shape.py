@@ -12,7 +12,7 @@ the first trial (choosing after seeing the trials would be choosing the answer):
   collectives. They are not in step: the maximum over ranks at one step index mixes one
   consumer's wait with another's compute and swings from run to run. The run's value is the
   job's throughput of the role that does the work (consumers by default; `job: throughput`):
-  the time the counted ranks took for their counted steps over the work they did.
+  the counted ranks' rates added up (job_metric.py reads each over windows of a few steps).
 - `independent`: neither collectives nor queues: the ranks do not synchronize, and the job's
   throughput over every rank is its value.
 
@@ -110,7 +110,7 @@ def classify(inc, roles: dict[int, str]) -> dict:
         return {"kind": "pipeline", "work_role": work_role,
                 "reason": f"ranks exchange work through a queue or pipe ({how}) and meet in no collective in most "
                           f"steps (rank {low}: {frac[low]:.0%}): they are not in step, so the job's value is the "
-                          f"throughput of {who} (the time their counted steps took over the work done)"}
+                          f"throughput of {who} (their steps' rates added up)"}
     return {"kind": "independent", "work_role": work_role,
             "reason": f"no collective in most steps (rank {low}: {frac[low]:.0%}) and no queue wait: the ranks do not "
                       "synchronize, so the job's value is its throughput over "
