@@ -14,8 +14,11 @@ Per fixture, on the diagnosis run here (CPU):
   claims more than 20% of a normal step's wall. Those describe the step's own cost, not a stall;
   any other check claiming a fifth of a step where nothing was injected names a cause that is
   not there.
-Today's engine names few of these causes (issue 34's engine work is on its own branch): the
-cases that fail here are marked xfail(strict=False), to be unmarked when that engine lands.
+In recorder form, CUPTI records only inside the triggered GPU windows: a window opens after the
+latency trigger fires on the first slow steps, so those steps have no kernel or copy evidence.
+They are held to the other half of the rule: the expected cause is not attributed there without
+its evidence (it stays unresolved, saying what is missing) and no other stall claims them.
+The cases the engine still gets wrong are strict xfails, each with its measured reason.
 """
 
 from __future__ import annotations
@@ -40,19 +43,34 @@ MIN_EXCESS = 0.10
 SHARE = 0.80
 FALSE_SHARE = 0.20
 COMPOSITION = {"gpu_work", "gpu_bound", "host_work", "host_submission", "warm_up"}
-NEEDS_34 = "needs #34 engine"
-# Fixtures today's engine gets wrong on this branch (measured; reasons in PROVENANCE.md).
-XFAIL_EXPLAINED = {"sync_layers.recorder", "sync_layers.kineto", "pageable_copy.recorder",
-                   "pageable_copy.recorder_kinds_dropped", "pageable_copy.kineto", "python_loop.recorder",
-                   "python_loop.kineto", "contended.recorder", "contended.kineto", "gc_heavy.recorder",
-                   "checkpoint_every_n.recorder", "checkpoint_every_n.kineto"}
-XFAIL_FALSE = {"gc_heavy.recorder"}
+# Cases the engine gets wrong, measured (docs/diagnosis.md): strict, so a fix shows as a failure to unmark.
+XFAIL_EXPLAINED = {
+    "sync_layers.kineto": "sync_stall explains 25-41%: the program's per-layer logging adds ~1.2 ms of its own "
+                          "norm kernels a step (more work, not the sync's); a cumulative-lead bound is not built",
+    "sync_layers.recorder": "as the Kineto form: sync_stall 1.2-2.8 ms of 2-6 ms excess inside the windows",
+    "contended.kineto": "the hog's steps queue a backlog (step 63 holds 736 kernels of earlier steps): "
+                        "kernel_slowdown explains 24%",
+    "contended.recorder": "the other process slowed no kernel (median duration ratio 1.00) in the windows; "
+                          "its cost shows only as gaps between the trainer's kernels",
+    "checkpoint_every_n.kineto": "the save's 1.1 s device-to-host copy is in the trace: transfer_stall names it, "
+                                 "where the truth (no checkpoint span in Kineto) expects host_submission",
+}
+XFAIL_FALSE = {
+    "gc_heavy.recorder": "cpu_contention on 4 normal-schedule steps that were slow, with 0.9-1.3 ms of measured "
+                         "run-queue wait: real waits, not injected ones",
+}
 _CACHE: dict = {}
 
 
-def _params(xfails: set[str]):
-    return [pytest.param(n, marks=pytest.mark.xfail(strict=False, reason=NEEDS_34)) if n in xfails else n
-            for n in sorted(TRUTH)]
+def _params(xfails: dict[str, str], names=None):
+    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=xfails[n])) if n in xfails else n
+            for n in sorted(TRUTH if names is None else names)]
+
+
+def _gpu_covered(inc: Path) -> set[int]:
+    """Steps lying wholly inside a GPU window: the capture's own list (manifest, sources.cupti)."""
+    spans = json.loads((inc / "manifest.json").read_text())["sources"]["cupti"]["detail"]["steps"]["with_gpu_activity"]
+    return {i for a, b in spans for i in range(a, b + 1)}
 
 
 def _incident(name: str, tmp: Path) -> Path:
@@ -112,7 +130,8 @@ def case(name: str, tmp_path_factory) -> dict:
         d = diagnose_dir(inc)
         steps = [s for s in d["steps"] if s["step_id"] > 0]
         normal = [s for s in steps if s["step_id"] not in injected]
-        _CACHE[name] = {"steps": steps, "injected": injected, "normal": normal,
+        covered = {s["step_id"] for s in steps} if "trace" in t else _gpu_covered(inc)
+        _CACHE[name] = {"steps": steps, "injected": injected, "normal": normal, "covered": covered,
                         "median": float(np.median([s["wall_ns"] for s in normal])), "cause": t["cause"]}
     return _CACHE[name]
 
@@ -138,8 +157,9 @@ def test_fixtures_are_small_and_cover_every_program():
 @pytest.mark.parametrize("name", _params(XFAIL_EXPLAINED))
 def test_injected_steps_explained_by_their_cause(name, tmp_path_factory):
     c = case(name, tmp_path_factory)
-    counted = [s for s in c["steps"] if s["step_id"] in c["injected"] and s["wall_ns"] - c["median"] >= MIN_EXCESS * c["median"]]
-    assert counted, f"{name}: no injected step stands out of the normal steps"
+    counted = [s for s in c["steps"] if s["step_id"] in c["injected"] and s["step_id"] in c["covered"]
+               and s["wall_ns"] - c["median"] >= MIN_EXCESS * c["median"]]
+    assert counted, f"{name}: no injected step with GPU evidence stands out of the normal steps"
     short = {s["step_id"]: round(_explains(s, c["cause"]) / (s["wall_ns"] - c["median"]), 2) for s in counted
              if _explains(s, c["cause"]) < SHARE * (s["wall_ns"] - c["median"])}
     assert not short, f"{name}: {c['cause']} explains under {SHARE:.0%} of the excess on steps {short}"
@@ -155,3 +175,22 @@ def test_no_false_attribution_on_normal_steps(name, tmp_path_factory):
                     and (f["explains_ns"] or 0) > FALSE_SHARE * s["wall_ns"]):
                 bad.setdefault(f["check"], []).append(s["step_id"])
     assert not bad, f"{name}: on normal steps {bad}"
+
+
+RECORDER = sorted(n for n, t in TRUTH.items() if "incident" in t)
+
+
+@pytest.mark.parametrize("name", RECORDER)
+def test_injected_steps_without_gpu_evidence_are_not_misattributed(name, tmp_path_factory):
+    """Recorder form: an injected step before its GPU window opened has no kernel or copy record.
+    A cause that needs them is not attributed there, and no other stall claims the step."""
+    c = case(name, tmp_path_factory)
+    blind = [s for s in c["steps"] if s["step_id"] in c["injected"] and s["step_id"] not in c["covered"]]
+    needs_gpu = c["cause"] in {"sync_stall", "transfer_stall", "launch_bound", "kernel_slowdown"}
+    for s in blind:
+        for f in s["findings"]:
+            if f["verdict"] != "attributed" or f["check"] in COMPOSITION:
+                continue
+            if f["check"] == c["cause"] and not needs_gpu:
+                continue  # a host-evidence cause (GC, checkpoint) needs no GPU window
+            assert (f["explains_ns"] or 0) <= FALSE_SHARE * s["wall_ns"], (name, s["step_id"], f["check"], f["explains_ns"])
