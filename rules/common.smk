@@ -61,3 +61,16 @@ def final_targets():
     i = config["incident"]
     return [layout.snapshot(RESULTS, i), layout.diagnosis(RESULTS, i), layout.comparison(RESULTS, i, RUN),
             layout.report(RESULTS, i, RUN), layout.latest_record(RESULTS, i)]
+
+
+# Compare's inputs (rules/compare.smk): the execution records of a run, every block for a fixed design,
+# the blocks the looks so far asked for with `trials: {stop: early}` (workflow_lib/compare/looks.py).
+def _execution(w):
+    return lambda block: layout.execution(RESULTS, w.incident, w.run, block)
+
+
+def _executions(w):
+    if config["trials"].get("stop", "fixed") != "early":
+        return [layout.execution(RESULTS, w.incident, w.run, b) for b in BLOCKS]
+    look = lambda wave: checkpoints.look.get(incident=w.incident, run=w.run, wave=wave).output[0]
+    return workflow_lib.compare.looks.execution_targets(config["trials"], look, _execution(w))

@@ -3,17 +3,6 @@
 # (workflow_lib/compare/looks.py), and compare asks for the next wave only while a look says go on.
 
 
-def _execution(w):
-    return lambda block: layout.execution(RESULTS, w.incident, w.run, block)
-
-
-def _executions(w):
-    if config["trials"].get("stop", "fixed") != "early":
-        return [layout.execution(RESULTS, w.incident, w.run, b) for b in BLOCKS]
-    look = lambda wave: checkpoints.look.get(incident=w.incident, run=w.run, wave=wave).output[0]
-    return workflow_lib.compare.looks.execution_targets(config["trials"], look, _execution(w))
-
-
 checkpoint look:
     input:
         plan=layout.plan(RESULTS, "{incident}", "{run}"),

@@ -96,3 +96,9 @@ def test_when_every_candidate_run_fails_the_pipeline_fails_and_latest_stays(run1
     assert last.startswith("stallcase: failed: no comparison could be made") and "exit status" in last, last
     assert f"still shows run {before['run']}" in last, last
     assert _latest(run1) == before
+    # The same command again must not say "Nothing to be done" and exit 0 over a failed run.
+    again = _snakemake(run1, configfiles=[broken])
+    assert again.returncode == 1, (again.stdout + again.stderr)[-4000:]
+    again_last = [ln for ln in again.stdout.splitlines() if ln.startswith("stallcase: ")][-1]
+    assert again_last.startswith("stallcase: failed: no comparison could be made"), again_last
+    assert _latest(run1) == before
