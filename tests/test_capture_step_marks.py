@@ -39,13 +39,15 @@ def test_steps_are_bracketed_by_samples_of_their_thread(tmp_path):
         span = after.ts_ns.iloc[0] - before.ts_ns.iloc[-1]
         assert span <= 2 * (s.end_ns - s.start_ns)
         # The samples are the step's own thread's: over the bracket it spun, so it ran (CPU time
-        # grew), and its CPU time plus run-queue wait fit inside the bracket. How the bracket
+        # grew), and its CPU time fits inside the bracket. The run-queue wait need not: schedstat adds
+        # a wait to run_delay when the wait ends, so a wait that began before the bracket's first
+        # sample is counted whole inside it (35.8 ms in a 24 ms bracket beside two CPU hogs). How the bracket
         # splits between CPU, run queue and GIL waits is the machine's load, not the recorder's
         # (on a machine busy with other jobs the thread got 4 ms of CPU in a 52 ms bracket).
         dcpu = after.cpu_time_ns.iloc[0] - before.cpu_time_ns.iloc[-1]
         drq = after.runqueue_wait_ns.iloc[0] - before.runqueue_wait_ns.iloc[-1]
         tick = 10_000_000  # schedstat and CPU time are accounted at scheduler ticks (<= 10 ms)
-        assert dcpu > 0 and drq >= 0 and dcpu + drq <= span + tick
+        assert 0 < dcpu <= span + tick and drq >= 0
 
 
 def test_a_step_after_a_gap_takes_its_own_start_mark_and_every_boundary_has_a_near_sample(tmp_path):
