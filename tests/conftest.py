@@ -91,9 +91,20 @@ def serial_modules(tests_dir: Path = Path(__file__).resolve().parent) -> frozens
     return frozenset(p.name for p in tests_dir.glob("test_*.py") if SERIAL_MODULE.search(p.read_text(encoding="utf-8")))
 
 
+# End-to-end modules that time nothing (no floor, no verdict size, no overhead): each is one work
+# unit of its own (its module fixtures made once), so the other worker takes them once the unit
+# tests are done instead of queueing them behind the timed runs. None uses the session's demo run.
+UNTIMED_END_TO_END = frozenset({"test_hardening_e2e.py", "test_hardening_round3.py", "test_results_layout.py",
+                                "test_concurrency.py", "test_config_candidate.py", "test_zero_change_e2e.py",
+                                "test_diagnose_cpu_contention_e2e.py"})
+
+
 def scope_of(nodeid: str, serial: frozenset[str]) -> str:
-    """The xdist work unit of a test: the serial one, or the test alone."""
-    return SERIAL_SCOPE if nodeid.split("::", 1)[0].rsplit("/", 1)[-1] in serial else nodeid
+    """The xdist work unit of a test: the serial one, its untimed end-to-end module, or the test alone."""
+    module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    if module in UNTIMED_END_TO_END:
+        return module
+    return SERIAL_SCOPE if module in serial else nodeid
 
 
 try:

@@ -3,6 +3,8 @@ one serial scope, whole, and the small tests are scopes of their own."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from conftest import SERIAL_SCOPE, scope_of, serial_modules
 
 
@@ -22,3 +24,15 @@ def test_a_module_with_one_end_to_end_test_goes_whole(tmp_path):
     (tmp_path / "test_mixed.py").write_text(f"def test_small():\n    pass\n\n\ndef test_big({fixture}):\n    pass\n")
     (tmp_path / "test_small.py").write_text("def test_small():\n    pass\n")
     assert serial_modules(tmp_path) == {"test_mixed.py"}
+
+
+def test_untimed_end_to_end_modules_are_units_of_their_own_and_share_no_demo_run():
+    from conftest import UNTIMED_END_TO_END
+
+    serial = serial_modules()
+    tests_dir = Path(__file__).resolve().parent
+    for name in UNTIMED_END_TO_END:
+        assert name in serial, name  # still an end-to-end module (slow, or a real run)
+        assert scope_of(f"tests/{name}::test_a", serial) == scope_of(f"tests/{name}::test_b", serial) == name
+        # a module using the session's demo run on the other worker would make that run twice
+        assert "demo_" + "pipeline" not in (tests_dir / name).read_text(encoding="utf-8"), name
