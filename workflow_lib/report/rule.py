@@ -48,10 +48,6 @@ def run_latest(plan_path: str | os.PathLike, comparison_path: str | os.PathLike,
         notes = layout.point_latest(results, incident, prev, typed.read(prev_plan, Plan).digest())
         notes.append(f"not moved to {run} ({why}); results/{incident}/ still shows {prev}")
         summary = f"latest: still {prev}"
-        # Out of date on purpose: dated before this run's comparison, so the same command again
-        # runs this job again and says why again, instead of "Nothing to be done" and exit 0.
-        stale = os.stat(comparison_path).st_mtime_ns - 1_000_000_000
-        os.utime(layout.latest_record(results, incident), ns=(stale, stale))
     if log_path:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
         Path(log_path).write_text("".join(n + "\n" for n in notes), encoding="utf-8")
