@@ -20,7 +20,7 @@ from .. import measures
 from ..batch import StepFindings, StepsInput
 from ..types import Finding
 from . import host_stall
-from .base import CheckInput, attributed, not_applicable, unresolved
+from .base import CheckInput, not_applicable, unresolved
 
 NAME = "checkpoint_stall"
 ASYNC = ("save asynchronously: torch.distributed.checkpoint.async_save (or a background thread writing a snapshot), "
@@ -70,10 +70,7 @@ def describe(ci: CheckInput) -> Finding:
     }
     if known and spans.total_ns:
         evidence["bytes_per_s"] = int(nbytes / (spans.total_ns / 1e9))
-    if claimed.total_ns < ci.opts.min_gap_ns:
-        evidence["note"] = "the save ran but the GPU stayed busy: it was hidden"
-        return not_applicable(NAME, **evidence)
-    return attributed(NAME, claimed, **evidence)
+    return host_stall.verdict(NAME, ci, claimed, evidence, hidden="the save ran but the GPU stayed busy: it was hidden")
 
 
 def check_steps(si: StepsInput) -> StepFindings:

@@ -20,7 +20,7 @@ from ...core.vocabulary import GC_SPAN
 from ..batch import StepFindings, StepsInput
 from ..types import Finding
 from . import host_stall
-from .base import CheckInput, attributed, not_applicable, unresolved
+from .base import CheckInput, not_applicable, unresolved
 
 NAME = "gc_pause"
 FREEZE = "call gc.freeze() once after setup (model, optimizer, dataset built) so long-lived objects leave the collector's view"
@@ -64,10 +64,7 @@ def describe(ci: CheckInput) -> Finding:
         "collections": int(rows.size), "pause_ns": spans.total_ns, "gpu_idle_during_pause_ns": claimed.total_ns,
         "by_generation": by_gen, "largest": largest, "fix": fix_text(gens, ci.src.ranks),
     }
-    if claimed.total_ns < ci.opts.min_gap_ns:
-        evidence["note"] = "the collector ran but the GPU stayed busy: the pause was hidden"
-        return not_applicable(NAME, **evidence)
-    return attributed(NAME, claimed, **evidence)
+    return host_stall.verdict(NAME, ci, claimed, evidence, hidden="the collector ran but the GPU stayed busy: the pause was hidden")
 
 
 def check_steps(si: StepsInput) -> StepFindings:

@@ -18,10 +18,18 @@ from ..batch import StepFindings, StepsInput, UNRESOLVED, answer, uniform
 from ..evidence import launch_rows
 from ..types import Intervals
 from . import base_steps
-from .base import CheckInput
+from .base import CheckInput, attributed, not_applicable
 
 NO_SPANS = "host spans (spans table not observed)"
 HOST_ONLY = "host-only: no GPU activity observed for the step; the pause's own time"
+
+
+def verdict(name: str, ci: CheckInput, claimed: Intervals, evidence: dict, hidden: str):
+    """The pause claims the GPU idle it left; under the gap threshold the GPU stayed busy through it
+    (queued work hid it): not this step's stall, with `hidden` saying so."""
+    if claimed.total_ns < ci.opts.min_gap_ns:
+        return not_applicable(name, **evidence, note=hidden)
+    return attributed(name, claimed, **evidence)
 
 
 def rows_in_step(ci: CheckInput, mask: np.ndarray, own_thread: bool) -> np.ndarray:
