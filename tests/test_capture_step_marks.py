@@ -69,11 +69,19 @@ def test_a_step_after_a_gap_takes_its_own_start_mark_and_every_boundary_has_a_ne
     assert detail["step_boundary_samples"] + shared == 12 and shared <= 2
     steps = inc.table("steps").to_pandas()
     sched = inc.table("sched").to_pandas()
-    ts = sched[sched.thread_id == int(steps["thread_id"].iloc[0])].ts_ns.to_numpy()
+    mine = sched[sched.thread_id == int(steps["thread_id"].iloc[0])].sort_values("ts_ns")
+    ts, rq = mine.ts_ns.to_numpy(), mine.runqueue_wait_ns.to_numpy()
     for _, s in steps.iterrows():  # the diagnosis' rule (diagnose/evidence.step_sched)
         tol = max((s.end_ns - s.start_ns) // 10, 200_000)
         for b in (s.start_ns, s.end_ns):
-            assert abs(ts - b).min() <= tol
+            d = abs(ts - b).min()
+            if d <= tol:
+                continue
+            # Further only when the scheduler took the CPU between the clock read and the mark
+            # (the suite's other worker did, once, for 206 us): the thread's run-queue wait over
+            # the samples around the boundary covers the excess, so the gap is not the recorder's.
+            i = int(ts.searchsorted(b))
+            assert 0 < i < len(ts) and rq[i] - rq[i - 1] >= d - tol, (b, d, tol)
     spans = inc.table("spans").to_pandas()
     waits = spans[spans.name == "between_steps"]
     assert len(waits) == 5
