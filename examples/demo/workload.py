@@ -28,8 +28,25 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 from workflow_lib.capture import FlightRecorder  # noqa: E402
 
 
+def gpu_visible() -> bool:
+    """Whether NVML counts a GPU. Importing torch costs seconds, paid by every trial run, so
+    a machine without a GPU goes straight to NumPy."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return int(pynvml.nvmlDeviceGetCount()) > 0
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no driver or no libnvidia-ml: a CPU machine
+        return False
+
+
 def make_compute(size: int, seed: int):
     try:
+        if not gpu_visible():
+            raise ImportError("no GPU: NumPy on the CPU")
         import torch
 
         if torch.cuda.is_available():

@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import platform
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -207,8 +208,10 @@ def source_cap_bytes() -> int:
         return SOURCE_CAP_BYTES
 
 
-def source_files(root: Path, script: str | None, in_process: bool, errors: list[str]) -> tuple[list[str], dict]:
+def source_files(root: Path, script: str | None, in_process: bool, errors: list[str],
+                 realpath: RealPaths | None = None) -> tuple[list[str], dict]:
     """(files to pin as source, summary): imported modules first, then tracked files, capped."""
+    realpath = realpath or RealPaths()
     real_root = os.path.realpath(root)
     imported = imported_modules(root) if in_process else []
     tracked = tracked_files(root)
@@ -216,11 +219,15 @@ def source_files(root: Path, script: str | None, in_process: bool, errors: list[
     skipped: list[str] = []
     extra = []
     for f in tracked or []:
-        if os.path.islink(f) or not os.path.isfile(f):  # deleted in the work tree, a submodule, a link
-            if os.path.lexists(f) and not os.path.isdir(f):
+        try:
+            st = os.lstat(f)
+        except OSError:  # deleted in the work tree
+            continue
+        if not stat.S_ISREG(st.st_mode):  # a link, a submodule, a special file
+            if not os.path.isdir(f):
                 skipped.append(os.path.relpath(f, root))
             continue
-        real = os.path.realpath(f)
+        real = realpath(f, st)
         if _under(real, real_root) and real not in always:
             try:
                 real.encode("utf-8")
@@ -289,19 +296,38 @@ def git_state(root: Path | None) -> dict | None:
     }
 
 
-def _artifact(role: str, path: str, root: Path | None, errors: list[str]) -> dict | None:
+class RealPaths:
+    """`os.path.realpath` for many files in few directories: each directory is resolved once and a
+    file that is not itself a link joins its directory's real path (a snapshot pins thousands of
+    files of one tree, and resolving each component of each path was most of its time)."""
+
+    def __init__(self) -> None:
+        self._dirs: dict[str, str] = {}
+
+    def __call__(self, path: str, st: os.stat_result | None = None) -> str:
+        path = os.path.abspath(path)
+        try:
+            st = st or os.lstat(path)
+        except OSError:
+            return os.path.realpath(path)
+        if stat.S_ISLNK(st.st_mode):
+            return os.path.realpath(path)
+        head, name = os.path.split(path)
+        real_head = self._dirs.get(head)
+        if real_head is None:
+            real_head = self._dirs[head] = os.path.realpath(head)
+        return os.path.join(real_head, name)
+
+
+def _artifact(role: str, path: str, real_root: str | None, errors: list[str], realpath: RealPaths) -> dict | None:
     try:
         digest, size = digest_file(path)
     except OSError as exc:
         errors.append(f"{role} {path}: {exc.strerror or exc}")
         return None
-    rel = None
-    if root is not None:
-        try:
-            rel = str(Path(path).resolve().relative_to(root.resolve()))
-        except ValueError:
-            rel = None
-    return {"role": role, "path": str(Path(path).resolve()), "relpath": rel if role == "source" else None,
+    real = realpath(path)
+    rel = os.path.relpath(real, real_root) if real_root is not None and _under(real, real_root) else None
+    return {"role": role, "path": real, "relpath": rel if role == "source" else None,
             "digest": digest, "size": size}
 
 
@@ -354,13 +380,15 @@ def collect(*, argv: list[str], cwd: str, executable: str, pid: int | str = "sel
             prov["packages"] = {}
     artifacts: list[dict] = []
     seen: set[tuple[str, str]] = set()
+    realpath = RealPaths()
+    real_root = os.path.realpath(root) if root is not None else None
 
     def add(role: str, path: str) -> None:
         key = (role, os.path.abspath(path))
         if key in seen:
             return
         seen.add(key)
-        a = _artifact(role, path, root, errors)
+        a = _artifact(role, path, real_root, errors, realpath)
         if a is not None:
             artifacts.append(a)
 
@@ -372,7 +400,7 @@ def collect(*, argv: list[str], cwd: str, executable: str, pid: int | str = "sel
         for lib in libs:
             add("library", lib)
     if pin_tree:
-        files, summary = source_files(root, script, in_process, errors)
+        files, summary = source_files(root, script, in_process, errors, realpath)
         if source is not None:
             source["pinned"] = summary
         for f in files:
