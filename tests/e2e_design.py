@@ -14,3 +14,21 @@ def trials_yaml(metric: str, *, record_runs: bool | None = None, blocks: int = 6
         lines.append(f"  record_runs: {'true' if record_runs else 'false'}")
     lines.append(f"  metric: {{{metric}}}")
     return "\n" + "\n".join(lines) + "\n"
+
+
+def check_floor_target(comparison: dict, target_pct: float = 5.0) -> None:
+    """Issue 35's floor target, judged where it is defined: on a machine nobody else loads. A run
+    that other processes loaded carries the runner's busy note (trials/host_load.py) and the
+    comparison says how many did; then a floor over the target is an expected failure that names
+    the load, and any floor must come with that warning. Without the warning the target is strict."""
+    import pytest
+
+    floor = comparison["noise_floor"]["pct"]
+    assert floor is not None, comparison["reasons"]
+    busy = [w for w in comparison.get("warnings") or [] if w.startswith("the machine was busy")]
+    if floor < target_pct:
+        return
+    if busy:
+        pytest.xfail(f"floor ±{floor:.1f}% over ±{target_pct:g}%, with {busy[0].split(':')[0]}")
+    raise AssertionError(f"floor ±{floor:.2f}% over ±{target_pct:g}% on a machine no other process loaded: "
+                         f"{comparison['noise_floor']}")

@@ -42,8 +42,12 @@ def _stallcase(*args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def run1(tmp_path_factory):
     wd = tmp_path_factory.mktemp("hardening-e2e")
-    (wd / "small.yaml").write_text(DEMO_SMALL, encoding="utf-8")
-    proc = _snakemake(wd, "trials={blocks: 6, runs_per_arm: 1}")
+    # Two blocks at confidence 0.5 (the fewest that can conclude there): these tests time nothing,
+    # and each of their four pipeline runs pays for every block's runs.
+    small = DEMO_SMALL.replace("  blocks: 6\n", "  blocks: 2\n").replace("  confidence: 0.95\n", "  confidence: 0.5\n")
+    assert small != DEMO_SMALL
+    (wd / "small.yaml").write_text(small, encoding="utf-8")
+    proc = _snakemake(wd, "trials={blocks: 2, runs_per_arm: 1, confidence: 0.5}")
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     return wd
 
@@ -54,7 +58,7 @@ def _latest(wd: Path) -> dict:
 
 def test_nested_config_overrides_are_typed_by_the_schema(run1):
     plan = json.loads((run1 / "results" / "demo" / "plan.json").read_text())
-    assert plan["design"]["blocks"] == 6 and plan["design"]["runs_per_arm"] == 1
+    assert plan["design"]["blocks"] == 2 and plan["design"]["runs_per_arm"] == 1 and plan["design"]["confidence"] == 0.5
 
 
 def test_a_nested_override_that_does_not_convert_is_refused_naming_key_and_value(run1):

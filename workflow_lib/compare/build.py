@@ -12,6 +12,7 @@ docs/statistics.md explains them.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +22,7 @@ from ..core import records
 from . import verdict as V
 from ..core.errors import RecordError
 from ..plan.types import Plan
+from ..trials.host_load import BUSY_NOTE, BUSY_SHARE
 from ..trials.types import Execution
 from .types import (BlockResult, Comparison, Counts, DesignSummary, Estimate, Interval, JobMetric, Mde, Method,
                     Metric, MetricChoice, NoiseFloor, Sequential)
@@ -291,6 +293,9 @@ def compare(plan: Plan, executions: dict[str, Execution], execution_digests: dic
         reasons.append(failure)
     warnings = work_warnings(plan, executions)
     reasons[:0] = warnings
+    busy = busy_machine_warnings(executions)  # about the floor: after the verdict's own reasons
+    reasons += busy
+    warnings = warnings + busy
     if plan.arms["candidate"].get("same_as_baseline", False):
         reasons.append(_aa_note(V.VERDICTS[code]))
     summary = failure_summary(executions, len(blocks))
@@ -397,6 +402,23 @@ def work_warnings(plan: Plan, executions: dict[str, Execution]) -> list[str]:
         else:
             out.append(f"{what}: compared per {per}, as trials.metric.per says")
     return out
+
+
+def busy_machine_warnings(executions: dict[str, Execution]) -> list[str]:
+    """What the comparison must say when other processes loaded the machine during its runs
+    (trials/host_load.py notes each such run): the floor then holds their noise too."""
+    timed = [run for ex in executions.values() for run in ex.runs if run["arm"] != "warmup" and run["status"] == "ok"]
+    busy = [u for run in timed for u in run["unusual"] if u.startswith(BUSY_NOTE)]
+    if not busy:
+        return []
+    shares = [int(m.group(1)) for m in map(_BUSY_SHARE.search, busy) if m]
+    most = f" (up to {max(shares)}% of its CPUs)" if shares else ""
+    return [f"the machine was busy during {len(busy)} of {len(timed)} runs: other processes used at least "
+            f"{BUSY_SHARE:.0%} of its CPUs{most}; the noise floor holds their noise too: run the trials "
+            "on a quiet machine (or with its other work stopped) for the floor of the program alone"]
+
+
+_BUSY_SHARE = re.compile(r"used (\d+)% of")
 
 
 def work_difference(design: dict, executions: dict[str, Execution]) -> str | None:

@@ -32,7 +32,7 @@ from statistics import mean, median
 from typing import Callable, Protocol
 
 from ..plan import metric as metric_mod
-from . import observe
+from . import host_load, observe
 from ..core.errors import StallcaseError
 
 STATISTICS = {"median": median, "mean": mean, "min": min}
@@ -243,6 +243,7 @@ class LocalRunner:
                 extra.update(STALLCASE_RECORDER="on", STALLCASE_INCIDENTS_DIR=str(req.capture_dir.resolve()))
             env = observe.run_env(req.spec["env"], extra)
             start, err, code, stdout, stderr = time.time_ns(), None, None, "", ""
+            load_before = host_load.sample()
             with self._watch() as watch:
                 try:
                     code, stdout, stderr = run_group(req.spec["argv"], req.spec["cwd"], env, policy.run_timeout_s, Path(tmp))
@@ -253,6 +254,7 @@ class LocalRunner:
                 except OSError as exc:
                     err = f"could not start: {exc}"
             end = time.time_ns()
+            busy = host_load.note(host_load.other_share(load_before, host_load.sample()))
             got = {"values_ns": [], "unusual": [], "source": None, "work": None}
             if err is None and code != 0:
                 err = failure_reason(code, stderr)
@@ -268,7 +270,7 @@ class LocalRunner:
             index=entry["index"], arm=entry["arm"], attempt=req.attempt, status="ok" if ok else "failed",
             exit_code=code, start_unix_ns=start, end_unix_ns=end,
             metric_ns=STATISTICS[metric["statistic"]](values) if ok else None, values_ns=values,
-            gpu=watch.summary(), unusual=got["unusual"], error=err, metric_source=got["source"], work=got["work"],
+            gpu=watch.summary(), unusual=got["unusual"] + ([busy] if busy else []), error=err, metric_source=got["source"], work=got["work"],
             stderr_tail=[] if ok else _tail(stderr), ranks=got.get("ranks"), alternates=got.get("alternates") if ok else None)
         if req.capture_dir is not None:
             result = dataclasses.replace(result, capture=self._diagnose(req.capture_dir, int(metric.get("skip_steps", 0))))
