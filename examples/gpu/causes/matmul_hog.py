@@ -1,5 +1,5 @@
-"""Another user's GPU job: waits for a start file, then runs bf16 matmuls for --seconds and
-prints when it ran (wall clock), so the launcher can tell which of the trainer's steps shared the GPU."""
+"""Another user's GPU job: waits for a start file, then runs bf16 matmuls for --seconds (or until
+a stop file exists) and prints when it ran (wall clock), so the launcher can tell which of the trainer's steps shared the GPU."""
 import argparse
 import os
 import time
@@ -10,7 +10,8 @@ import torch
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--go", required=True, help="start when this file exists")
-    p.add_argument("--seconds", type=float, default=0.4)
+    p.add_argument("--seconds", type=float, default=0.4, help="run this long (with --stop: at most this long)")
+    p.add_argument("--stop", default=None, help="stop when this file exists (the launcher's: after a trainer's step)")
     p.add_argument("--n", type=int, default=8192)
     args = p.parse_args()
     dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -21,7 +22,7 @@ def main():
     while not os.path.exists(args.go) and time.time() < deadline:
         time.sleep(0.001)
     t0 = time.time()
-    while time.time() - t0 < args.seconds:
+    while time.time() - t0 < args.seconds and not (args.stop and os.path.exists(args.stop)):
         for _ in range(4):
             a @ b
         if dev == "cuda":
