@@ -31,7 +31,8 @@ from e2e_design import trials_yaml
 ROOT = Path(__file__).resolve().parent.parent
 KINETO = ROOT / "tests" / "fixtures" / "kineto" / "new_rank0.json"
 PY = sys.executable
-TRIALS = trials_yaml("name: iteration_time, source: auto, per: step, statistic: median, skip_steps: 3, unit: ns")
+METRIC = "name: iteration_time, source: auto, per: step, statistic: median, skip_steps: 3, unit: ns"
+TRIALS = trials_yaml(METRIC)
 STEPS = "20"
 
 
@@ -75,16 +76,18 @@ def world(tmp_path_factory):
     # 1. Record it (the README's loop), from the project directory.
     _sh([PY, "train.py", "--steps", STEPS, "--workers", "1"], repo, env)
     # 2. my.yaml as the README writes it, plus a small design.
-    (checkout / "my.yaml").write_text(textwrap.dedent(f"""
+    mine = textwrap.dedent(f"""
         incidents_dir: {repo / 'incidents'}
         allow_roots: [{repo}]
         candidate:
           set_args: {{"--workers": "4"}}
-    """) + TRIALS)
+    """)
+    (checkout / "my.yaml").write_text(mine + TRIALS)
     smk = [".venv/bin/snakemake", "--cores", "2", "--profile", "profiles/local", "--configfile", "my.yaml", "--config"]
     # The other entry paths only have to reach the verdict: the same my.yaml without per-run
-    # captures (trials.record_runs; the A/B above keeps the default), which halve a run's cost.
-    (checkout / "paths.yaml").write_text((checkout / "my.yaml").read_text() + "  record_runs: false\n")
+    # captures (trials.record_runs; the A/B above keeps the default), which halve a run's cost, and
+    # three blocks at 75% (the fewest there): the change is over 30%, the floor a few percent.
+    (checkout / "paths.yaml").write_text(mine + trials_yaml(METRIC, record_runs=False, blocks=3, confidence=0.75))
     smk_paths = [*smk[:6], "paths.yaml", "--config"]
     _sh([*smk, "incident=slow-step-0412"], checkout, env)
     ab = _keep(checkout, "slow-step-0412", root / "kept" / "ab")

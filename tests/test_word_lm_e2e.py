@@ -76,7 +76,9 @@ def world(tmp_path_factory):
                                                             record_runs=False))
     end = _sh([*smk, "token.yaml", "--config", "incident=wlm"], checkout, env)
     token = _keep(checkout, root / "kept" / "token")
-    (checkout / "step.yaml").write_text(base + trials_yaml(METRIC + ", per: step", record_runs=True))
+    # The per-step arm only has to carry the warning and a larger change than per token (twice the
+    # tokens a step): three blocks at 75%, the fewest there, each run captured for its components.
+    (checkout / "step.yaml").write_text(base + trials_yaml(METRIC + ", per: step", record_runs=True, blocks=3, confidence=0.75))
     step_end = _sh([*smk, "step.yaml", "--config", "incident=wlm"], checkout, env)
     step = _keep(checkout, root / "kept" / "step")
     (checkout / "bad.yaml").write_text(base + trials_yaml(METRIC + ", per: token", record_runs=False))
