@@ -8,7 +8,8 @@ Per fixture, on the diagnosis run here (CPU):
 - every injected step whose excess over the typical step (the median wall of the fixture's
   normal steps) is at least MIN_EXCESS of that median is explained by the expected cause for
   >= 80% of its excess (a smaller excess is within the normal steps' spread: measuring 80% of
-  it measures noise);
+  it measures noise); truth.json's `with` counts the part of the injection another check names
+  by its documented rule (a `.item()`'s wait: transfer_stall's sync_dtoh);
 - no false attribution on normal steps: no check other than the ones that describe what a
   typical step is made of (COMPOSITION: its GPU work, its host work and submission, warm-up)
   claims more than 20% of a normal step's wall. Those describe the step's own cost, not a stall;
@@ -45,9 +46,13 @@ FALSE_SHARE = 0.20
 COMPOSITION = {"gpu_work", "gpu_bound", "host_work", "host_submission", "warm_up"}
 # Cases the engine gets wrong, measured (docs/diagnosis.md): strict, so a fix shows as a failure to unmark.
 XFAIL_EXPLAINED = {
-    "sync_layers.kineto": "sync_stall explains 25-41%: the program's per-layer logging adds ~1.2 ms of its own "
-                          "norm kernels a step (more work, not the sync's); a cumulative-lead bound is not built",
-    "sync_layers.recorder": "as the Kineto form: sync_stall 1.2-2.8 ms of 2-6 ms excess inside the windows",
+    "sync_layers.kineto": "sync_stall with the .item() reads explains 28-65% (was 25-41%, sync_stall alone 26-54%) "
+                          "with the step's syncs bounded by the lead they took together: the rest is GPU busy "
+                          "time in the step's window, +1.2-1.6 ms over a normal step's 13.6 ms though the step "
+                          "launches only +0.24 ms of kernels (normal steps launch 14.86 ms of GPU work in 14.34 ms "
+                          "of wall: the queue grows, and the first sync pays it), and 0.4-2.0 ms of idle past that "
+                          "lead (the logging's own host ops under the profiler: without the syncs the GPU would "
+                          "wait there too)",
     "contended.kineto": "the hog's steps queue a backlog (step 63 holds 736 kernels of earlier steps): "
                         "kernel_slowdown explains 24%",
     "contended.recorder": "the other process slowed no kernel (median duration ratio 1.00) in the windows; "
@@ -132,12 +137,25 @@ def case(name: str, tmp_path_factory) -> dict:
         normal = [s for s in steps if s["step_id"] not in injected]
         covered = {s["step_id"] for s in steps} if "trace" in t else _gpu_covered(inc)
         _CACHE[name] = {"steps": steps, "injected": injected, "normal": normal, "covered": covered,
-                        "median": float(np.median([s["wall_ns"] for s in normal])), "cause": t["cause"]}
+                        "median": float(np.median([s["wall_ns"] for s in normal])), "cause": t["cause"],
+                        "with": t.get("with", {})}
     return _CACHE[name]
 
 
-def _explains(s: dict, check: str) -> int:
-    return sum(int(f["explains_ns"] or 0) for f in s["findings"] if f["check"] == check and f["verdict"] == "attributed")
+def _explains(s: dict, check: str, with_: dict | None = None) -> int:
+    """The cause's credited ns, plus, for each (check, kind) in `with_` (truth.json: a part of the
+    injection another check names by its documented rule), that check's credit up to its kind's
+    critical time."""
+    out = 0
+    for f in s["findings"]:
+        if f["verdict"] != "attributed":
+            continue
+        if f["check"] == check:
+            out += int(f["explains_ns"] or 0)
+        elif f["check"] in (with_ or {}):
+            kind = ((f["evidence"] or {}).get("by_kind") or {}).get(with_[f["check"]]) or {}
+            out += min(int(f["explains_ns"] or 0), int(kind.get("critical_ns") or 0))
+    return out
 
 
 def test_programs_are_unchanged_user_code():
@@ -160,8 +178,8 @@ def test_injected_steps_explained_by_their_cause(name, tmp_path_factory):
     counted = [s for s in c["steps"] if s["step_id"] in c["injected"] and s["step_id"] in c["covered"]
                and s["wall_ns"] - c["median"] >= MIN_EXCESS * c["median"]]
     assert counted, f"{name}: no injected step with GPU evidence stands out of the normal steps"
-    short = {s["step_id"]: round(_explains(s, c["cause"]) / (s["wall_ns"] - c["median"]), 2) for s in counted
-             if _explains(s, c["cause"]) < SHARE * (s["wall_ns"] - c["median"])}
+    short = {s["step_id"]: round(_explains(s, c["cause"], c["with"]) / (s["wall_ns"] - c["median"]), 2) for s in counted
+             if _explains(s, c["cause"], c["with"]) < SHARE * (s["wall_ns"] - c["median"])}
     assert not short, f"{name}: {c['cause']} explains under {SHARE:.0%} of the excess on steps {short}"
 
 
