@@ -315,6 +315,70 @@ def test_checkpoint_stall_takes_the_save_and_its_state_dict_copies():
     assert rec["next_experiments"][0]["check"] == "checkpoint_stall"
 
 
+def _saved_by_ops(storage: bool, nbytes=64 << 20):
+    """Step 5 saves 4 tensors as a Kineto trace shows torch.save (no save span): per storage
+    aten::empty, aten::set_, then aten::copy_ holding a cudaMemcpyAsync device->host of
+    `nbytes` (10 ms), then 40 ms of host time with no op recorded (the write). With `storage`
+    False the same copies and pauses come from `.cpu()` (aten::to > aten::_to_copy >
+    aten::empty_strided, aten::copy_): not torch.save's shape."""
+    steps, kernels, rt, spans, copies = [], [], [], [], []
+    t, corr = 0, 1
+    for i in range(10):
+        wall = 10 * MS + (200 * MS if i == 5 else 0)
+        steps.append(step(i, t, t + wall))
+        rt.append(api(t, t + 5 * US, corr=corr))
+        kernels.append(kernel(t + 10 * US, t + 9 * MS, corr=corr))
+        corr += 1
+        if i == 5:
+            a = t + 9 * MS + 100 * US
+            for _ in range(4):
+                if storage:
+                    spans.append(span("aten::empty", a, a + 10 * US, depth=1))
+                    spans.append(span("aten::set_", a + 20 * US, a + 30 * US, depth=1))
+                    c0 = a + 40 * US
+                    spans.append(span("aten::copy_", c0, c0 + 10 * MS, depth=1))
+                else:
+                    spans.append(span("aten::to", a, a + 10 * MS + 40 * US, depth=1))
+                    spans.append(span("aten::_to_copy", a + 5 * US, a + 10 * MS + 35 * US, depth=2))
+                    spans.append(span("aten::empty_strided", a + 10 * US, a + 20 * US, depth=3))
+                    c0 = a + 30 * US
+                    spans.append(span("aten::copy_", c0, c0 + 10 * MS, depth=3))
+                rt.append(api(c0 + 5 * US, c0 + 10 * MS - 5 * US, name="cudaMemcpyAsync", corr=corr))
+                copies.append(memcpy(c0 + 10 * US, c0 + 10 * MS - 10 * US, kind="DtoH", corr=corr, nbytes=nbytes))
+                corr += 1
+                a += 50 * MS
+        t += wall
+    return run(make_incident(steps=steps, kernels=kernels, runtime_api=rt, spans=spans, memcpy=copies,
+                             clock_sync=[clock(0, 1 * US)]))
+
+
+def test_a_save_without_a_save_span_is_named_from_torch_saves_storage_copies():
+    """Kineto holds no save span but does hold torch.save's storage copies and the writes after
+    them (no op recorded): step 5's 200 ms are one save of 256 MiB, 40 ms copying, the rest
+    writing, inferred and saying so."""
+    rec = _saved_by_ops(storage=True)
+    f = finding(rec, "checkpoint_stall", 5)
+    assert f["verdict"] == "attributed" and f["explains_ns"] >= 195 * MS
+    ev = f["evidence"]
+    assert ev["inferred"].startswith("inferred: no save span") and ev["saves"] == 1 and ev["bytes"] == 4 * (64 << 20)
+    assert 39 * MS <= ev["copy_ns"] <= 40 * MS and ev["write_ns"] >= 150 * MS
+    assert right_share(rec, 5, ["checkpoint_stall"]) >= 0.95
+    assert rec["next_experiments"][0]["check"] == "checkpoint_stall"
+    for s in rec["steps"]:
+        if s["step_id"] != 5:
+            assert finding(rec, "checkpoint_stall", s["step_id"])["verdict"] == "not_applicable"
+
+
+def test_device_to_host_reads_that_are_not_storage_copies_are_no_save():
+    """The other direction: the same copies and pauses from `.cpu()` (aten::to), or storage copies
+    moving under 1 MiB in all, are not named a checkpoint: the `.cpu()` reads stay transfer_stall's."""
+    reads, small = _saved_by_ops(storage=False), _saved_by_ops(storage=True, nbytes=100_000)
+    for rec in (reads, small):
+        f = finding(rec, "checkpoint_stall", 5)
+        assert f["verdict"] == "not_applicable" and f["evidence"]["saves"] == 0
+    assert finding(reads, "transfer_stall", 5)["explains_ns"] >= 195 * MS
+
+
 def _cpu_only(rq_per_step_ns, sample_every_ns=None, n=12, wall=100 * MS):
     """A CPU-only program's steps (no GPU source) with the step thread's run-queue wait growing
     by rq_per_step_ns[i] in step i; samples at each step boundary, or every sample_every_ns."""

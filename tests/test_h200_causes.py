@@ -60,8 +60,6 @@ XFAIL_EXPLAINED = {
                         "kernel_slowdown explains 24%",
     "contended.recorder": "the other process slowed no kernel (median duration ratio 1.00) in the windows; "
                           "its cost shows only as gaps between the trainer's kernels",
-    "checkpoint_every_n.kineto": "the save's 1.1 s device-to-host copy is in the trace: transfer_stall names it, "
-                                 "where the truth (no checkpoint span in Kineto) expects host_submission",
 }
 XFAIL_FALSE: dict[str, str] = {}
 _CACHE: dict = {}
@@ -246,3 +244,21 @@ def test_injected_steps_without_gpu_evidence_are_not_misattributed(name, tmp_pat
             if f["check"] == c["cause"] and not needs_gpu:
                 continue  # a host-evidence cause (GC, checkpoint) needs no GPU window
             assert (f["explains_ns"] or 0) <= FALSE_SHARE * s["wall_ns"], (name, s["step_id"], f["check"], f["explains_ns"])
+
+
+KINETO = sorted(n for n, t in TRUTH.items() if "trace" in t)
+
+
+@pytest.mark.parametrize("name", KINETO)
+def test_kineto_forms_diagnose_the_same_both_ways(name, tmp_path):
+    """The imported traces (tests/test_diagnose_batch.py covers the incident directories): the
+    batched engine gives what the per-step reference gives, the step's syncs' shared lead and
+    the saves inferred from storage copies included."""
+    from tests import reference_diagnosis
+    from tests.diagnose_crosscheck import assert_same
+    from workflow_lib.core.incident import read_incident
+    from workflow_lib.diagnose import diagnose
+
+    inc = read_incident(_incident(name, tmp_path))
+    assert_same(reference_diagnosis.diagnose(inc, incident_id="x", snapshot_digest="0" * 64),
+                diagnose(inc, incident_id="x", snapshot_digest="0" * 64))
