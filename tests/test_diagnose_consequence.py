@@ -108,6 +108,76 @@ def test_a_sync_refill_is_bounded_by_the_lead_it_took():
     assert finding(rec, "host_submission", 0)["explains_ns"] >= 27 * MS
 
 
+def per_layer_logging(python_us: int, backlog_us: int, n_steps=10, synced=(6, 7), layers=8):
+    """A simulated program, run two ways on the same host and GPU costs: each step launches a
+    `backlog_us` kernel (the host is that far ahead), then per layer `python_us` of Python in
+    span `layer` and 4 launches 10 us apart of 100 us kernels (400 us of GPU a layer), and a
+    sync at the step's end. Steps in `synced` also sync after every layer (the per-layer
+    logging). Returns the incident and each step's wall; the other steps are the same program
+    without the per-layer syncs, so the synced steps' excess over them is the syncs' cost:
+    the constructed truth."""
+    steps, kernels, rt, spans, walls = [], [], [], [], []
+    t, corr = 0, 1
+    for i in range(n_steps):
+        t0 = t
+        rt.append(api(t, t + 8 * US, corr=corr))
+        kernels.append(kernel(t + 10 * US, t + 10 * US + backlog_us * US, corr=corr))
+        gpu_free = t + 10 * US + backlog_us * US
+        corr += 1
+        t += 10 * US
+        for layer in range(layers):
+            spans.append(span("layer", t, t + python_us * US, depth=1))
+            t += python_us * US
+            for _ in range(4):
+                rt.append(api(t, t + 8 * US, corr=corr))
+                ks = max(t + 10 * US, gpu_free)
+                kernels.append(kernel(ks, ks + 100 * US, corr=corr))
+                gpu_free = ks + 100 * US
+                corr += 1
+                t += 10 * US
+            if i in synced or layer == layers - 1:
+                end = max(gpu_free, t + 5 * US)
+                rt.append(api(t, end, name="cudaStreamSynchronize", is_sync=True))
+                t = end + 5 * US
+        steps.append(step(i, t0, t))
+        walls.append(t - t0)
+    inc = make_incident(steps=steps, kernels=kernels, runtime_api=rt, spans=spans, clock_sync=[clock(0, 1 * US)])
+    return inc, walls
+
+
+def test_repeated_syncs_are_bounded_by_the_lead_they_took_together():
+    """A sync per layer, each waiting only for its layer's 400 us, then 600 us of Python on an
+    idle GPU: the host is slower than the GPU per layer, but the first sync took the 3 ms the
+    host was ahead, so without the syncs the GPU would never have waited (3 ms of lead, 240 us
+    used a layer). The whole excess (4.3 ms) is the syncs': a per-sync bound gives each layer's
+    idle only what its own sync waited for (~370 us) after the first sync's 3 ms ran out (3.58
+    ms, 83%); the lead the step's syncs took together covers it all."""
+    inc, walls = per_layer_logging(python_us=600, backlog_us=3000)
+    rec = run(inc)
+    typical = int(np.median([w for k, w in enumerate(walls) if k not in (6, 7)]))
+    for sid in (6, 7):
+        truth = walls[sid] - typical
+        f = finding(rec, "sync_stall", sid)
+        assert 0.9 * truth <= f["explains_ns"] <= truth + 50 * US, (sid, f["explains_ns"], truth, f["evidence"])
+        assert right_share(rec, sid, ["sync_stall"]) >= 0.9
+
+
+def test_repeated_syncs_take_no_more_than_the_lead_when_the_host_is_behind_anyway():
+    """The other direction: 2 ms of Python a layer and no queued work at the step's start, so
+    without the syncs the GPU would idle behind the host anyway; each sync costs only what it
+    waited for (~370 us of its layer's kernels): the syncs get that much, host_submission the
+    Python's idle."""
+    inc, walls = per_layer_logging(python_us=2000, backlog_us=100)
+    rec = run(inc)
+    typical = int(np.median([w for k, w in enumerate(walls) if k not in (6, 7)]))
+    for sid in (6, 7):
+        truth = walls[sid] - typical
+        f = finding(rec, "sync_stall", sid)
+        assert f["explains_ns"] <= truth + 50 * US, (sid, f["explains_ns"], truth, f["evidence"])
+        assert f["explains_ns"] >= 0.8 * truth
+        assert finding(rec, "host_submission", sid)["explains_ns"] >= 7 * 1_900 * US
+
+
 def test_copies_are_never_gpu_work_and_a_slow_copy_of_unknown_kind_is_pageable_probably():
     """A 400 MB host->device copy at 3.3 GB/s on the compute stream, its kinds not recorded,
     issued by cudaMemcpyAsync (which returned at once: the capture shows no host block), then
@@ -243,6 +313,70 @@ def test_checkpoint_stall_takes_the_save_and_its_state_dict_copies():
     assert finding(rec, "transfer_stall", 5)["explains_ns"] < 1 * MS  # the idle after the save, to the step end
     assert right_share(rec, 5, ["checkpoint_stall"]) >= 0.95
     assert rec["next_experiments"][0]["check"] == "checkpoint_stall"
+
+
+def _saved_by_ops(storage: bool, nbytes=64 << 20):
+    """Step 5 saves 4 tensors as a Kineto trace shows torch.save (no save span): per storage
+    aten::empty, aten::set_, then aten::copy_ holding a cudaMemcpyAsync device->host of
+    `nbytes` (10 ms), then 40 ms of host time with no op recorded (the write). With `storage`
+    False the same copies and pauses come from `.cpu()` (aten::to > aten::_to_copy >
+    aten::empty_strided, aten::copy_): not torch.save's shape."""
+    steps, kernels, rt, spans, copies = [], [], [], [], []
+    t, corr = 0, 1
+    for i in range(10):
+        wall = 10 * MS + (200 * MS if i == 5 else 0)
+        steps.append(step(i, t, t + wall))
+        rt.append(api(t, t + 5 * US, corr=corr))
+        kernels.append(kernel(t + 10 * US, t + 9 * MS, corr=corr))
+        corr += 1
+        if i == 5:
+            a = t + 9 * MS + 100 * US
+            for _ in range(4):
+                if storage:
+                    spans.append(span("aten::empty", a, a + 10 * US, depth=1))
+                    spans.append(span("aten::set_", a + 20 * US, a + 30 * US, depth=1))
+                    c0 = a + 40 * US
+                    spans.append(span("aten::copy_", c0, c0 + 10 * MS, depth=1))
+                else:
+                    spans.append(span("aten::to", a, a + 10 * MS + 40 * US, depth=1))
+                    spans.append(span("aten::_to_copy", a + 5 * US, a + 10 * MS + 35 * US, depth=2))
+                    spans.append(span("aten::empty_strided", a + 10 * US, a + 20 * US, depth=3))
+                    c0 = a + 30 * US
+                    spans.append(span("aten::copy_", c0, c0 + 10 * MS, depth=3))
+                rt.append(api(c0 + 5 * US, c0 + 10 * MS - 5 * US, name="cudaMemcpyAsync", corr=corr))
+                copies.append(memcpy(c0 + 10 * US, c0 + 10 * MS - 10 * US, kind="DtoH", corr=corr, nbytes=nbytes))
+                corr += 1
+                a += 50 * MS
+        t += wall
+    return run(make_incident(steps=steps, kernels=kernels, runtime_api=rt, spans=spans, memcpy=copies,
+                             clock_sync=[clock(0, 1 * US)]))
+
+
+def test_a_save_without_a_save_span_is_named_from_torch_saves_storage_copies():
+    """Kineto holds no save span but does hold torch.save's storage copies and the writes after
+    them (no op recorded): step 5's 200 ms are one save of 256 MiB, 40 ms copying, the rest
+    writing, inferred and saying so."""
+    rec = _saved_by_ops(storage=True)
+    f = finding(rec, "checkpoint_stall", 5)
+    assert f["verdict"] == "attributed" and f["explains_ns"] >= 195 * MS
+    ev = f["evidence"]
+    assert ev["inferred"].startswith("inferred: no save span") and ev["saves"] == 1 and ev["bytes"] == 4 * (64 << 20)
+    assert 39 * MS <= ev["copy_ns"] <= 40 * MS and ev["write_ns"] >= 150 * MS
+    assert right_share(rec, 5, ["checkpoint_stall"]) >= 0.95
+    assert rec["next_experiments"][0]["check"] == "checkpoint_stall"
+    for s in rec["steps"]:
+        if s["step_id"] != 5:
+            assert finding(rec, "checkpoint_stall", s["step_id"])["verdict"] == "not_applicable"
+
+
+def test_device_to_host_reads_that_are_not_storage_copies_are_no_save():
+    """The other direction: the same copies and pauses from `.cpu()` (aten::to), or storage copies
+    moving under 1 MiB in all, are not named a checkpoint: the `.cpu()` reads stay transfer_stall's."""
+    reads, small = _saved_by_ops(storage=False), _saved_by_ops(storage=True, nbytes=100_000)
+    for rec in (reads, small):
+        f = finding(rec, "checkpoint_stall", 5)
+        assert f["verdict"] == "not_applicable" and f["evidence"]["saves"] == 0
+    assert finding(reads, "transfer_stall", 5)["explains_ns"] >= 195 * MS
 
 
 def _cpu_only(rq_per_step_ns, sample_every_ns=None, n=12, wall=100 * MS):

@@ -8,12 +8,15 @@ Per fixture, on the diagnosis run here (CPU):
 - every injected step whose excess over the typical step (the median wall of the fixture's
   normal steps) is at least MIN_EXCESS of that median is explained by the expected cause for
   >= 80% of its excess (a smaller excess is within the normal steps' spread: measuring 80% of
-  it measures noise);
+  it measures noise); truth.json's `with` counts the part of the injection another check names
+  by its documented rule (a `.item()`'s wait: transfer_stall's sync_dtoh);
 - no false attribution on normal steps: no check other than the ones that describe what a
   typical step is made of (COMPOSITION: its GPU work, its host work and submission, warm-up)
   claims more than 20% of a normal step's wall. Those describe the step's own cost, not a stall;
   any other check claiming a fifth of a step where nothing was injected names a cause that is
-  not there.
+  not there, unless it is a run-queue wait the capture measured on a step that itself stood out,
+  significant against a typical step's wait and as large as half the step's excess (a real stall
+  nobody injected: _measured_wait).
 In recorder form, CUPTI records only inside the triggered GPU windows: a window opens after the
 latency trigger fires on the first slow steps, so those steps have no kernel or copy evidence.
 They are held to the other half of the rule: the expected cause is not attributed there without
@@ -42,23 +45,23 @@ PROGRAMS = Path(__file__).parents[1] / "examples" / "gpu" / "causes"
 MIN_EXCESS = 0.10
 SHARE = 0.80
 FALSE_SHARE = 0.20
+WAIT_OVER_TYPICAL = 10
 COMPOSITION = {"gpu_work", "gpu_bound", "host_work", "host_submission", "warm_up"}
 # Cases the engine gets wrong, measured (docs/diagnosis.md): strict, so a fix shows as a failure to unmark.
 XFAIL_EXPLAINED = {
-    "sync_layers.kineto": "sync_stall explains 25-41%: the program's per-layer logging adds ~1.2 ms of its own "
-                          "norm kernels a step (more work, not the sync's); a cumulative-lead bound is not built",
-    "sync_layers.recorder": "as the Kineto form: sync_stall 1.2-2.8 ms of 2-6 ms excess inside the windows",
+    "sync_layers.kineto": "sync_stall with the .item() reads explains 28-65% (was 25-41%, sync_stall alone 26-54%) "
+                          "with the step's syncs bounded by the lead they took together: the rest is GPU busy "
+                          "time in the step's window, +1.2-1.6 ms over a normal step's 13.6 ms though the step "
+                          "launches only +0.24 ms of kernels (normal steps launch 14.86 ms of GPU work in 14.34 ms "
+                          "of wall: the queue grows, and the first sync pays it), and 0.4-2.0 ms of idle past that "
+                          "lead (the logging's own host ops under the profiler: without the syncs the GPU would "
+                          "wait there too)",
     "contended.kineto": "the hog's steps queue a backlog (step 63 holds 736 kernels of earlier steps): "
                         "kernel_slowdown explains 24%",
     "contended.recorder": "the other process slowed no kernel (median duration ratio 1.00) in the windows; "
                           "its cost shows only as gaps between the trainer's kernels",
-    "checkpoint_every_n.kineto": "the save's 1.1 s device-to-host copy is in the trace: transfer_stall names it, "
-                                 "where the truth (no checkpoint span in Kineto) expects host_submission",
 }
-XFAIL_FALSE = {
-    "gc_heavy.recorder": "cpu_contention on 4 normal-schedule steps that were slow, with 0.9-1.3 ms of measured "
-                         "run-queue wait: real waits, not injected ones",
-}
+XFAIL_FALSE: dict[str, str] = {}
 _CACHE: dict = {}
 
 
@@ -132,12 +135,25 @@ def case(name: str, tmp_path_factory) -> dict:
         normal = [s for s in steps if s["step_id"] not in injected]
         covered = {s["step_id"] for s in steps} if "trace" in t else _gpu_covered(inc)
         _CACHE[name] = {"steps": steps, "injected": injected, "normal": normal, "covered": covered,
-                        "median": float(np.median([s["wall_ns"] for s in normal])), "cause": t["cause"]}
+                        "median": float(np.median([s["wall_ns"] for s in normal])), "cause": t["cause"],
+                        "with": t.get("with", {})}
     return _CACHE[name]
 
 
-def _explains(s: dict, check: str) -> int:
-    return sum(int(f["explains_ns"] or 0) for f in s["findings"] if f["check"] == check and f["verdict"] == "attributed")
+def _explains(s: dict, check: str, with_: dict | None = None) -> int:
+    """The cause's credited ns, plus, for each (check, kind) in `with_` (truth.json: a part of the
+    injection another check names by its documented rule), that check's credit up to its kind's
+    critical time."""
+    out = 0
+    for f in s["findings"]:
+        if f["verdict"] != "attributed":
+            continue
+        if f["check"] == check:
+            out += int(f["explains_ns"] or 0)
+        elif f["check"] in (with_ or {}):
+            kind = ((f["evidence"] or {}).get("by_kind") or {}).get(with_[f["check"]]) or {}
+            out += min(int(f["explains_ns"] or 0), int(kind.get("critical_ns") or 0))
+    return out
 
 
 def test_programs_are_unchanged_user_code():
@@ -160,21 +176,55 @@ def test_injected_steps_explained_by_their_cause(name, tmp_path_factory):
     counted = [s for s in c["steps"] if s["step_id"] in c["injected"] and s["step_id"] in c["covered"]
                and s["wall_ns"] - c["median"] >= MIN_EXCESS * c["median"]]
     assert counted, f"{name}: no injected step with GPU evidence stands out of the normal steps"
-    short = {s["step_id"]: round(_explains(s, c["cause"]) / (s["wall_ns"] - c["median"]), 2) for s in counted
-             if _explains(s, c["cause"]) < SHARE * (s["wall_ns"] - c["median"])}
+    short = {s["step_id"]: round(_explains(s, c["cause"], c["with"]) / (s["wall_ns"] - c["median"]), 2) for s in counted
+             if _explains(s, c["cause"], c["with"]) < SHARE * (s["wall_ns"] - c["median"])}
     assert not short, f"{name}: {c['cause']} explains under {SHARE:.0%} of the excess on steps {short}"
+
+
+def _measured_wait(s: dict, f: dict, c: dict, waits: np.ndarray) -> bool:
+    """A normal-schedule step's cpu_contention is a real stall, not a false attribution, when the
+    step itself stands out (excess >= MIN_EXCESS of the median) and its measured run-queue wait
+    is significant against what a typical step waits (>= WAIT_OVER_TYPICAL x the normal steps'
+    90th percentile) and explains at least half of the step's excess: nothing was injected
+    there, but the thread measurably waited for a CPU for about as long as the step ran over."""
+    if f["check"] != "cpu_contention":
+        return False
+    excess = s["wall_ns"] - c["median"]
+    wait = int((f["evidence"] or {}).get("runqueue_wait_ns") or 0)
+    return (excess >= MIN_EXCESS * c["median"] and wait >= WAIT_OVER_TYPICAL * float(np.percentile(waits, 90))
+            and wait >= 0.5 * excess)
 
 
 @pytest.mark.parametrize("name", _params(XFAIL_FALSE))
 def test_no_false_attribution_on_normal_steps(name, tmp_path_factory):
     c = case(name, tmp_path_factory)
+    waits = np.array([int((f["evidence"] or {}).get("runqueue_wait_ns") or 0) for s in c["normal"] for f in s["findings"]
+                      if f["check"] == "cpu_contention"] or [0])
     bad = {}
     for s in c["normal"]:
         for f in s["findings"]:
             if (f["verdict"] == "attributed" and f["check"] not in COMPOSITION
-                    and (f["explains_ns"] or 0) > FALSE_SHARE * s["wall_ns"]):
+                    and (f["explains_ns"] or 0) > FALSE_SHARE * s["wall_ns"] and not _measured_wait(s, f, c, waits)):
                 bad.setdefault(f["check"], []).append(s["step_id"])
     assert not bad, f"{name}: on normal steps {bad}"
+
+
+def test_a_real_run_queue_wait_on_a_normal_step_is_told_from_a_false_one(tmp_path_factory):
+    """The rule above, both ways, on gc_heavy's recorder form: its four slow normal-schedule steps
+    (154, 158, 161, 167: 1.3-2.4 ms over a 1.97 ms median) waited 0.86-2.26 ms for a CPU where the
+    typical step waits ~0 (90th percentile 6 us): real. The same claim on a step that did not
+    stand out, or with a wait no larger than a typical step's, would be false."""
+    c = case("gc_heavy.recorder", tmp_path_factory)
+    waits = np.array([int((f["evidence"] or {}).get("runqueue_wait_ns") or 0) for s in c["normal"] for f in s["findings"]
+                      if f["check"] == "cpu_contention"])
+    real = {s["step_id"] for s in c["normal"] for f in s["findings"]
+            if f["verdict"] == "attributed" and f["explains_ns"] > FALSE_SHARE * s["wall_ns"] and _measured_wait(s, f, c, waits)}
+    assert real == {154, 158, 161, 167}
+    s = next(s for s in c["normal"] if s["step_id"] == 158)
+    f = next(f for f in s["findings"] if f["check"] == "cpu_contention")
+    assert not _measured_wait({**s, "wall_ns": int(c["median"])}, f, c, waits)  # the step did not stand out
+    small = {**f, "evidence": {**f["evidence"], "runqueue_wait_ns": int(np.percentile(waits, 90))}}
+    assert not _measured_wait(s, small, c, waits)  # a typical step's wait
 
 
 RECORDER = sorted(n for n, t in TRUTH.items() if "incident" in t)
@@ -194,3 +244,21 @@ def test_injected_steps_without_gpu_evidence_are_not_misattributed(name, tmp_pat
             if f["check"] == c["cause"] and not needs_gpu:
                 continue  # a host-evidence cause (GC, checkpoint) needs no GPU window
             assert (f["explains_ns"] or 0) <= FALSE_SHARE * s["wall_ns"], (name, s["step_id"], f["check"], f["explains_ns"])
+
+
+KINETO = sorted(n for n, t in TRUTH.items() if "trace" in t)
+
+
+@pytest.mark.parametrize("name", KINETO)
+def test_kineto_forms_diagnose_the_same_both_ways(name, tmp_path):
+    """The imported traces (tests/test_diagnose_batch.py covers the incident directories): the
+    batched engine gives what the per-step reference gives, the step's syncs' shared lead and
+    the saves inferred from storage copies included."""
+    from tests import reference_diagnosis
+    from tests.diagnose_crosscheck import assert_same
+    from workflow_lib.core.incident import read_incident
+    from workflow_lib.diagnose import diagnose
+
+    inc = read_incident(_incident(name, tmp_path))
+    assert_same(reference_diagnosis.diagnose(inc, incident_id="x", snapshot_digest="0" * 64),
+                diagnose(inc, incident_id="x", snapshot_digest="0" * 64))

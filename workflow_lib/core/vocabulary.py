@@ -69,7 +69,7 @@ COMPILE_RE = re.compile(
 
 # Host spans the zero-change capture names for two stalls of the host (capture/inprocess/:
 # gc_hooks.py, torch_hooks.py; docs/capture.md), read by the diagnosis' gc_pause and
-# checkpoint_stall. Kineto and Nsight traces hold neither.
+# checkpoint_stall. Kineto and Nsight traces hold neither (a save there is read from its aten ops: diagnose/save_shape.py).
 GC_SPAN = "gc.collect"
 CHECKPOINT_SPANS = frozenset({"checkpoint.save", "checkpoint.dcp_save", "checkpoint.dcp_async_save"})
 

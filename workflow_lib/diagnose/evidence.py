@@ -8,7 +8,7 @@ nanoseconds (Kineto imports) cannot overflow int64.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from ..core import vocabulary
 from ..core.incident import Incident
-from . import measures
+from . import measures, save_shape
 from .index import IntervalIndex
 from .types import Intervals
 
@@ -114,6 +114,7 @@ class RankEvidence:
     span_is_gc: np.ndarray = None  # bool: a Python GC collection (vocabulary.GC_SPAN)
     span_is_checkpoint: np.ndarray = None  # bool: a checkpoint save (vocabulary.CHECKPOINT_SPANS)
     details: "SpanDetails" = None  # attributes of GC and checkpoint spans (the span_details table)
+    saves_inferred: object = None  # save_shape.InferredSaves: torch.save's shape where no save span names it
     k_ident: np.ndarray = None  # per kernel: its identity (name and launch shape) as a small code
 
 
@@ -306,7 +307,7 @@ def build(inc: Incident, rk: int, origin_ns: int, wait_re: re.Pattern) -> RankEv
     span_end = _i64(s["end_ns"]) - origin_ns
     is_wait = span_name.matches(wait_re)
 
-    return RankEvidence(
+    ev = RankEvidence(
         rank=None if rk < 0 else int(rk),
         devices=tuple(int(d) for d in devices),
         busy=measures.union(g_start, np.concatenate([k_end, m_end])),
@@ -336,6 +337,10 @@ def build(inc: Incident, rk: int, origin_ns: int, wait_re: re.Pattern) -> RankEv
         span_is_checkpoint=span_name.where(lambda x: x in vocabulary.CHECKPOINT_SPANS),
         details=_details(_table_for_rank(inc.table("span_details"), rk), origin_ns),
     )
+    # torch.save's shape where no save span names it: the device->host copies and their calls.
+    d2h = np.flatnonzero(ev.copies.kind == "DtoH")
+    call, ok = launch_rows(ev, ev.copies.corr[d2h])
+    return replace(ev, saves_inferred=save_shape.find(ev, d2h[ok], call[ok]))
 
 
 def _sorted(t: pa.Table) -> pa.Table:

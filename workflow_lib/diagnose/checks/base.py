@@ -95,31 +95,63 @@ def next_host_start(ev: RankEvidence, thread_id: np.ndarray, after_ns: np.ndarra
     return np.minimum(np.maximum(out, after_ns), step_end_ns)
 
 
-def refill_end(ev: RankEvidence, s: np.ndarray, e: np.ndarray, hi: "int | np.ndarray") -> np.ndarray:
+def refill_end(ev: RankEvidence, s: np.ndarray, e: np.ndarray, hi: "int | np.ndarray",
+               set_lead: np.ndarray | None = None, set_first_end: np.ndarray | None = None) -> np.ndarray:
     """Per synchronizing call [s, e): how far after its return the GPU idle is the call's own
     consequence (issue 34, credit by consequence, bounded). The sync emptied the GPU's queue:
     the launches after it run on an idle GPU until the host has rebuilt its lead. Bounded by
     the lead the sync took away: the GPU busy time while the host was blocked is how far ahead
     the host would have been without it, so the first that much idle after the return (in the
     step) is the sync's, and no more (a sync that waited on an idle GPU took no lead and gets
-    no refill). Conservative: the lead the host would have kept building after the sync is not
-    counted (measured on the H200 per-layer-sync capture: 25-41% of the excess, docs/diagnosis.md)."""
+    no refill).
+
+    Repeated syncs in one step (a sync per layer) are bounded together: `set_lead` is, per
+    call, the lead all the set's calls in the step took away up to its return (set_lead), and
+    `set_first_end` the set's first return. Without any of them the host would have been that
+    far ahead, so the idle since the first return is the syncs' until it adds up to that lead:
+    the lead one sync took covers the refill after a later one (a per-sync bound gives each
+    layer's refill only the little that layer's sync waited for). Each call keeps at least its
+    own bound. Conservative: the lead the host would have kept building is not counted."""
     hi = np.broadcast_to(np.asarray(hi, np.int64), np.shape(e))
     b = ev.busy
     if len(b) == 0 or e.size == 0:
         return np.asarray(e, np.int64).copy()
     lead = measures.covered_between(b, s, e)
     # F(t) = t - busy before t: non-decreasing, flat over busy time. The refill ends where F
-    # has grown by `lead` since the return: that much idle lies between.
+    # has grown by the lead since the return: that much idle lies between.
     base = b.start_ns[0]
     cum_before = np.concatenate([[0], np.cumsum(b.end_ns - b.start_ns)[:-1]])
     f_start = b.start_ns - cum_before
-    target = (e - measures.covered_between(b, np.full(e.size, base), np.maximum(e, base))) + lead
+
+    def f(t):
+        return t - measures.covered_between(b, np.full(t.size, base), np.maximum(t, base))
+
+    target = f(e) + lead
+    if set_lead is not None:
+        target = np.maximum(target, f(np.asarray(set_first_end, np.int64)) + set_lead)
     i = np.searchsorted(f_start, target, side="left")
     last_f = f_start[-1]
     t = np.where(i < f_start.size, b.start_ns[np.minimum(i, f_start.size - 1)] - (f_start[np.minimum(i, f_start.size - 1)] - target),
                  b.end_ns[-1] + (target - last_f))
     return np.maximum(np.minimum(t, hi), e)
+
+
+def set_lead(ev: RankEvidence, blocked: Intervals, piece_shift: np.ndarray, lane_lo: np.ndarray, until: np.ndarray,
+             shift: np.ndarray) -> np.ndarray:
+    """Per call: the GPU busy time inside its set's blocked time (`blocked`: the union of the
+    set's calls, each set on its own lane of a timeline where lanes do not overlap; one lane
+    on the real timeline for one step) from its lane's start `lane_lo` up to `until` (its
+    return, in the step): the lead the set's calls had taken away by then (refill_end).
+    `piece_shift` and `shift`: virtual minus real time per blocked piece and per call."""
+    if len(blocked) == 0 or until.size == 0:
+        return np.zeros(until.size, np.int64)
+    rs, re = blocked.start_ns - piece_shift, blocked.end_ns - piece_shift
+    cum = np.concatenate([[0], np.cumsum(measures.covered_between(ev.busy, rs, re))])
+    j = np.searchsorted(blocked.start_ns, until, side="left")  # pieces starting before the return
+    last = np.maximum(j - 1, 0)
+    past = (j > 0) & (blocked.end_ns[last] > until)  # a piece running on past it (another call of the set)
+    over = np.where(past, measures.covered_between(ev.busy, np.where(past, until - shift, 0), np.where(past, re[last], 0)), 0)
+    return cum[j] - over - cum[np.searchsorted(blocked.start_ns, lane_lo, side="left")]
 
 
 def call_windows(ci: "CheckInput", rows: np.ndarray, refill: bool = False) -> tuple[Intervals, Intervals]:
@@ -135,8 +167,10 @@ def call_windows(ci: "CheckInput", rows: np.ndarray, refill: bool = False) -> tu
     s, e, tid = ev.rt_start[rows], ev.rt_end[rows], ev.rt_thread[rows]
     blocked = measures.clip(measures.union(s, e), lo, hi)
     stop = np.minimum(next_gpu_start(ev, e, hi), next_host_start(ev, tid, e, hi))
-    if refill:
-        stop = np.maximum(stop, refill_end(ev, s, e, hi))
+    if refill and e.size:
+        zero = np.zeros(e.size, np.int64)
+        lead = set_lead(ev, blocked, np.zeros(len(blocked), np.int64), np.full(e.size, lo), np.minimum(e, hi), zero)
+        stop = np.maximum(stop, refill_end(ev, s, e, hi, lead, np.full(e.size, e.min())))
     windows = measures.clip(measures.union(s, np.maximum(stop, e)), lo, hi)
     if len(ev.wait_union):
         after = measures.subtract(windows, blocked)

@@ -12,7 +12,7 @@ from .. import measures
 from ..batch import UNRESOLVED, StepFrame, StepsInput, answer, uniform
 from ..lanes import Lanes
 from ..types import Intervals
-from .base import next_gpu_start, next_host_start, refill_end
+from .base import next_gpu_start, next_host_start, refill_end, set_lead
 
 
 def calls_of(si: StepsInput, kind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -147,9 +147,14 @@ def lane_call_windows(si: StepsInput, lanes, rows: np.ndarray, lane: np.ndarray,
     s, e, tid = ev.rt_start[rows], ev.rt_end[rows], ev.rt_thread[rows]
     hi = fr.ends[lanes.step[lane]]
     stop = np.minimum(next_gpu_start(ev, e, hi), next_host_start(ev, tid, e, hi))
-    if refill:
-        stop = np.maximum(stop, refill_end(ev, s, e, hi))
     blocked = lanes.place(s, e, lane)
+    if refill and e.size:
+        sh = lanes.shift
+        piece_lane = np.searchsorted(lanes.base, blocked.start_ns, side="right") - 1
+        lead = set_lead(ev, blocked, sh[piece_lane], lanes.base[lane], np.minimum(e, hi) + sh[lane], sh[lane])
+        first = np.full(lanes.n, np.iinfo(np.int64).max, np.int64)
+        np.minimum.at(first, lane, e)
+        stop = np.maximum(stop, refill_end(ev, s, e, hi, lead, first[lane]))
     windows = lanes.place(s, np.maximum(stop, e), lane)
     if len(ev.wait_union):
         after = measures.subtract(windows, blocked)

@@ -4,7 +4,10 @@ Evidence required: host spans of vocabulary.CHECKPOINT_SPANS ("checkpoint.save" 
 torch.save, "checkpoint.dcp_save" / "checkpoint.dcp_async_save" around
 torch.distributed.checkpoint's saves: the zero-change capture's, capture/inprocess/torch_hooks.py),
 on the step's own thread (a save on a thread of its own is already asynchronous), with the
-bytes written (span_details). Kineto and Nsight traces hold no such span.
+bytes written (span_details). Kineto and Nsight traces hold no such span; where one holds
+torch.save's shape instead (its storage copies: aten::set_ then aten::copy_ device->host, and
+the host time after each with no op recorded: the write; save_shape.py), that is the save,
+with `basis` saying it is inferred and `bytes` the storages copied.
 Explains (checks/host_stall.py): the GPU idle inside the saves, or without GPU activity for
 the step their own time ("basis: host-only"). Resolved before transfer_stall and sync_stall:
 the state dict's device->host copies and their syncs inside a save are the save's, and their
@@ -15,8 +18,10 @@ The evidence splits a save into its copy time (device->host copies inside it) an
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...core.vocabulary import CHECKPOINT_SPANS
-from .. import measures
+from .. import measures, save_shape
 from ..batch import StepFindings, StepsInput
 from ..types import Finding
 from . import host_stall
@@ -44,11 +49,16 @@ def describe(ci: CheckInput) -> Finding:
         return unresolved(NAME, [host_stall.NO_SPANS])
     ev, step = ci.ev, ci.step
     rows = host_stall.rows_in_step(ci, ev.span_is_checkpoint, own_thread=True)
-    if rows.size == 0:
+    inf = _inferred_in_step(ci)
+    if rows.size == 0 and inf.size == 0:
         return not_applicable(NAME, saves=0)
-    spans, claimed = host_stall.claim_one(ci, rows)
+    si = ev.saves_inferred
+    spans, claimed = host_stall.claim_one(ci, rows, (si.start[inf], si.end[inf]))
     nbytes, known = 0, 0
     names: dict[str, int] = {}
+    if rows.size == 0:  # inferred from the storage copies: their bytes, and the saves' time
+        nbytes, known = int(si.nbytes[inf].sum()), 1
+        names[save_shape.LABEL] = int((si.end[inf] - si.start[inf]).sum())
     for r in rows.tolist():  # saves of one step: one or two
         name = str(ev.span_name[r])
         names[name] = names.get(name, 0) + int(ev.span_end[r] - ev.span_start[r])
@@ -63,7 +73,8 @@ def describe(ci: CheckInput) -> Finding:
     copy_ns = copy.total_ns
     evidence = {
         **({"basis": host_stall.HOST_ONLY} if not ci.src.kernels else {}),
-        "saves": int(rows.size), "save_ns": spans.total_ns, "gpu_idle_during_save_ns": claimed.total_ns,
+        **({"inferred": save_shape.BASIS} if rows.size == 0 else {}),
+        "saves": int(rows.size or inf.size), "save_ns": spans.total_ns, "gpu_idle_during_save_ns": claimed.total_ns,
         "bytes": nbytes if known else None, "copy_ns": copy_ns if ci.src.kernels else None,
         "write_ns": spans.total_ns - copy_ns, "spans": names,
         "fix": fix_text(copy_ns, spans.total_ns - copy_ns),
@@ -73,6 +84,14 @@ def describe(ci: CheckInput) -> Finding:
     return host_stall.verdict(NAME, ci, claimed, evidence, hidden="the save ran but the GPU stayed busy: it was hidden")
 
 
+def _inferred_in_step(ci: CheckInput):
+    """Rows of the rank's inferred saves (save_shape.py) overlapping the step, on its thread."""
+    s = ci.ev.saves_inferred
+    hit = (s.start < ci.step.end_ns) & (s.end > ci.step.start_ns) & (s.thread == ci.step.thread_id)
+    return np.flatnonzero(hit)
+
+
 def check_steps(si: StepsInput) -> StepFindings:
     """describe() for every step of a rank at once (diagnose/batch.py)."""
-    return host_stall.check_all(si, NAME, si.ev.span_is_checkpoint, own_thread=True)
+    s = si.ev.saves_inferred
+    return host_stall.check_all(si, NAME, si.ev.span_is_checkpoint, own_thread=True, extra=(s.start, s.end, s.thread))

@@ -56,24 +56,31 @@ def _claim(ev, spans: Intervals, kernels: bool, lo: int, hi: int) -> Intervals:
     return measures.union_many(measures.subtract(spans, ev.kernel_busy), measures.intersect(spans, _own_busy(ev, spans, lo, hi)))
 
 
-def claim_one(ci: CheckInput, rows: np.ndarray) -> tuple[Intervals, Intervals]:
-    """(the spans' time in the step, what is claimed of it) for one step."""
+def claim_one(ci: CheckInput, rows: np.ndarray, extra: tuple | None = None) -> tuple[Intervals, Intervals]:
+    """(the spans' time in the step, what is claimed of it) for one step; `extra`: (start, end)
+    of more pause intervals than the span rows (inferred ones: save_shape.py)."""
     ev, step = ci.ev, ci.step
-    spans = measures.clip(measures.union(ev.span_start[rows], ev.span_end[rows]), step.start_ns, step.end_ns)
+    s, e = ev.span_start[rows], ev.span_end[rows]
+    if extra is not None:
+        s, e = np.concatenate([s, extra[0]]), np.concatenate([e, extra[1]])
+    spans = measures.clip(measures.union(s, e), step.start_ns, step.end_ns)
     return spans, _claim(ev, spans, ci.src.kernels, step.start_ns, step.end_ns)
 
 
-def check_all(si: StepsInput, name: str, mask: np.ndarray, own_thread: bool) -> StepFindings:
-    """The rule for every step of a rank at once (diagnose/batch.py)."""
+def check_all(si: StepsInput, name: str, mask: np.ndarray, own_thread: bool, extra: tuple | None = None) -> StepFindings:
+    """The rule for every step of a rank at once (diagnose/batch.py); `extra`: (start, end,
+    thread) of pause intervals besides the span rows, as claim_one's."""
     fr, ev = si.frame, si.ev
     if not si.src.spans:
         return uniform(name, fr.n, UNRESOLVED, (NO_SPANS,))
     rows = np.flatnonzero(mask)
-    i, k = fr.overlapping(ev.span_start[rows], ev.span_end[rows])
+    s0, e0, t0 = ev.span_start[rows], ev.span_end[rows], ev.span_thread[rows]
+    if extra is not None:
+        s0, e0, t0 = np.concatenate([s0, extra[0]]), np.concatenate([e0, extra[1]]), np.concatenate([t0, extra[2]])
+    i, k = fr.overlapping(s0, e0)
     if own_thread:
-        keep = ev.span_thread[rows[i]] == fr.tids[k]
+        keep = t0[i] == fr.tids[k]
         i, k = i[keep], k[keep]
-    r = rows[i]
-    spans = measures.union(np.maximum(ev.span_start[r], fr.starts[k]), np.minimum(ev.span_end[r], fr.ends[k]))
+    spans = measures.union(np.maximum(s0[i], fr.starts[k]), np.minimum(e0[i], fr.ends[k]))
     claimed = _claim(ev, spans, si.src.kernels, int(fr.starts.min(initial=0)), int(fr.ends.max(initial=0)))
     return answer(name, fr, (fr.per_step(spans) > 0) & (fr.per_step(claimed) >= si.opts.min_gap_ns), claimed)

@@ -8,7 +8,9 @@ each synchronizing call, plus the idle after it returns as far as the call cause
 ahead again runs on an idle GPU because of the sync, inside named spans too. Bounded by the
 lead the sync took away (`lead_lost_ns`: the GPU busy time while the host was blocked): a
 0.05 ms sync on an idle GPU followed by 50 ms of host work in `forward` gets 0.05 ms, the
-rest is host_submission's; `refill_in_spans_ns` is the drain's idle left to others.
+rest is host_submission's; `refill_in_spans_ns` is the drain's idle left to others. Several
+syncs in one step (one per layer) are bounded together by the lead they took (refill_end's
+set_lead): the first sync's wait on the queued work covers the refill after later ones.
 Declared waits and allocator calls after the return are their own causes.
 """
 
