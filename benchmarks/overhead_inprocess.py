@@ -32,6 +32,9 @@ never share a process):
   host_sched      steps alone; with the scheduler sampler (its periodic all-thread sample
   host_nvml       and the step-boundary marks); with NVML's poll and driver-sample drain
                   (`--modes parts` runs these with aa and default; they are not in `all`);
+  default_no_baseline  the default with no baseline windows (`gpu_baseline_steps=0`): CUPTI
+                  prepared at start and detached, armed only by the recorder's own trigger; beside
+                  `default` it says whether the baseline windows' arm/detach cycles carry the cost;
   tiered_idle     the always-on layer plus CUPTI triggered, no window ever armed (no trigger, no
                   baseline windows: CUPTI never enabled);
   tiered_fired    the same, every on-window an armed window (`arm_gpu(K)`): the overhead per
@@ -68,7 +71,7 @@ from workflow_lib.compare import stats  # noqa: E402
 from workflow_lib.capture import FlightRecorder  # noqa: E402
 from workflow_lib.capture.gpu_arming import DEFAULT_SOURCES  # noqa: E402
 
-MODES = ("aa", "default", "no_gpu", "tiered_idle", "tiered_fired", "cupti", "cupti_kernel", "cupti_binding", "torch_profiler")
+MODES = ("aa", "default", "default_no_baseline", "no_gpu", "tiered_idle", "tiered_fired", "cupti", "cupti_kernel", "cupti_binding", "torch_profiler")
 # The default recorder's sources one at a time (attribution of its cost).
 PARTS = {"host_only": ("host",), "host_sched": ("host", "sched"), "host_nvml": ("host", "nvml")}
 # `--modes parts`: the A/A, the default and each of its parts (not in `all`: the H200 script's
@@ -107,6 +110,8 @@ def cpu_loop(rec):
 def build_recorder(mode: str, k: int, incidents_dir: str) -> FlightRecorder:
     if mode in ("aa", "default"):
         return FlightRecorder(incident_id="ovh", incidents_dir=incidents_dir)
+    if mode == "default_no_baseline":
+        return FlightRecorder(incident_id="ovh", incidents_dir=incidents_dir, gpu_baseline_steps=0)
     if mode == "no_gpu":
         return FlightRecorder(incident_id="ovh", incidents_dir=incidents_dir, sources=DEFAULT_SOURCES)
     if mode in PARTS:
