@@ -29,6 +29,7 @@ localrules:
     compare,
     look,
     report,
+    made,
     latest,
 
 
@@ -38,10 +39,11 @@ rule all:
 
 
 # The end of a run: the verdict and where the report is; on failure, the first stallcase
-# error from the rule logs in one line, with the fix (workflow_lib/report/terminal.py).
+# error from the rule logs in one line, with the fix, or, when the run's runs all failed (rule
+# made), the verdict and why no comparison could be made (workflow_lib/report/terminal.py).
 onsuccess:
     workflow_lib.report.terminal.on_success(RESULTS, config["incident"], RUN)
 
 
 onerror:
-    workflow_lib.report.terminal.on_error(RESULTS, config["incident"], log)
+    workflow_lib.report.terminal.on_error(RESULTS, config["incident"], log, RUN)

@@ -19,11 +19,24 @@ rule report:
         rulelog.logged(log[0], workflow_lib.report.rule.run, input.snapshot, input.diagnosis, input.plan, input.comparison, STORE, output[0])
 
 
+# A run that made its comparison is marked (made.json); one whose runs all failed fails here, every
+# time the same command runs (a failed job leaves no output), and latest never moves to it.
+rule made:
+    input:
+        comparison=layout.comparison(RESULTS, "{incident}", "{run}"),
+    output:
+        layout.made(RESULTS, "{incident}", "{run}"),
+    log:
+        layout.run_log(RESULTS, "{incident}", "{run}", workflow_lib.report.rule.MADE_LOG),
+    run:
+        rulelog.logged(log[0], workflow_lib.report.rule.run_made, input.comparison, wildcards.incident, wildcards.run, output[0])
+
+
 # results/<incident>/ shows the latest run (links; latest.json says which). Reruns when the run changes.
 rule latest:
     input:
         plan=layout.plan(RESULTS, "{incident}", RUN),
-        comparison=layout.comparison(RESULTS, "{incident}", RUN),
+        made=layout.made(RESULTS, "{incident}", RUN),
         report=layout.report(RESULTS, "{incident}", RUN),
     output:
         layout.latest_record(RESULTS, "{incident}"),
@@ -32,4 +45,4 @@ rule latest:
     log:
         layout.run_log(RESULTS, "{incident}", RUN, "latest.log"),
     run:
-        rulelog.logged(log[0], workflow_lib.report.rule.run_latest, input.plan, input.comparison, RESULTS, wildcards.incident, params.run, log_path=log[0])
+        rulelog.logged(log[0], workflow_lib.report.rule.run_latest, input.plan, input.made, RESULTS, wildcards.incident, params.run, log_path=log[0])

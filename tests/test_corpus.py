@@ -256,6 +256,17 @@ def test_corpus_rejects_every_entry_cleanly(tmp_path):
     assert sorted(i for i, p in peaks.items() if p is not None) == sorted(e["id"] for e in runnable)  # every entry measured
 
 
+@pytest.mark.parametrize("family", ["kineto-step-", "collectives-", "artifact-"])
+def test_each_held_out_family_of_issue_38_is_rejected_cleanly(tmp_path, family):
+    """The three families an independent corpus still broke (docs/security.md, tests/corpus/round4.py):
+    a non-ASCII digit captured by a Kineto step pattern, broken JSON in a collectives table's text
+    columns, an artifact present with another size or digest. Each entry: one line, non-zero, nothing written."""
+    entries = [e for e in EXPECTED if e["id"].startswith(f"r4_heldout/{family}")]
+    assert len(entries) >= 4 and all(available(e["consumer"]) for e in entries)
+    failures = [f"{e['id']}: {why}" for e in entries if (why := run_entry(e, tmp_path))]
+    assert not failures, "\n".join(failures)
+
+
 def test_one_entry_per_category_through_python_m(tmp_path):
     """The fork server is a shortcut; `python -m workflow_lib.cli` itself must agree."""
     firsts: dict[str, dict] = {}

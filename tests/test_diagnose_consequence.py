@@ -279,31 +279,40 @@ def test_gc_pause_hidden_by_queued_gpu_work_is_not_claimed():
     assert f["verdict"] == "not_applicable" and "hidden" in f["evidence"]["note"]
 
 
+def _ten_steps_saving_at_5(extra_ns, save):
+    """The diagnosis of ten 10 ms steps, each one launch and a 9 ms kernel; step 5 is `extra_ns`
+    longer, and `save(at, corr, rows)` adds its save's rows from `at` (100 us after that step's
+    kernel) and returns the next correlation id."""
+    rows = {"steps": [], "kernels": [], "runtime_api": [], "spans": [], "memcpy": []}
+    t, corr = 0, 1
+    for i in range(10):
+        wall = 10 * MS + (extra_ns if i == 5 else 0)
+        rows["steps"].append(step(i, t, t + wall))
+        rows["runtime_api"].append(api(t, t + 5 * US, corr=corr))
+        rows["kernels"].append(kernel(t + 10 * US, t + 9 * MS, corr=corr))
+        corr += 1
+        if i == 5:
+            corr = save(t + 9 * MS + 100 * US, corr, rows)
+        t += wall
+    return run(make_incident(**rows, clock_sync=[clock(0, 1 * US)]))
+
+
 def test_checkpoint_stall_takes_the_save_and_its_state_dict_copies():
     """Step 5 saves: 40 ms of device->host copies of the state dict (synchronous: each a
     cudaMemcpy), then 200 ms writing 1 GB. All of it is the save's, with its bytes and the
     split; the copies are not a transfer_stall with a per-step .item()'s fix."""
-    steps, kernels, rt, spans, copies, details = [], [], [], [], [], []
-    t, corr = 0, 1
-    for i in range(10):
-        wall = 10 * MS + (240 * MS if i == 5 else 0)
-        steps.append(step(i, t, t + wall))
-        rt.append(api(t, t + 5 * US, corr=corr))
-        kernels.append(kernel(t + 10 * US, t + 9 * MS, corr=corr))
-        corr += 1
-        if i == 5:
-            s0 = t + 9 * MS + 100 * US
-            spans.append(span("checkpoint.save", s0, s0 + 240 * MS, depth=1))
-            details.append(detail("checkpoint.save", s0, s0 + 240 * MS, nbytes=1_000_000_000))
-            for c in range(4):
-                a = s0 + c * 10 * MS
-                rt.append(api(a, a + 10 * MS, name="cudaMemcpy", corr=corr))
-                copies.append(memcpy(a + 5 * US, a + 10 * MS - 5 * US, kind="DtoH", corr=corr, nbytes=250_000_000,
-                                     src_kind="device", dst_kind="pageable", is_async=False))
-                corr += 1
-        t += wall
-    rec = run(make_incident(steps=steps, kernels=kernels, runtime_api=rt, spans=spans, memcpy=copies,
-                            span_details=details, clock_sync=[clock(0, 1 * US)]))
+    def save(s0, corr, rows):
+        rows["spans"].append(span("checkpoint.save", s0, s0 + 240 * MS, depth=1))
+        rows["span_details"] = [detail("checkpoint.save", s0, s0 + 240 * MS, nbytes=1_000_000_000)]
+        for c in range(4):
+            a = s0 + c * 10 * MS
+            rows["runtime_api"].append(api(a, a + 10 * MS, name="cudaMemcpy", corr=corr))
+            rows["memcpy"].append(memcpy(a + 5 * US, a + 10 * MS - 5 * US, kind="DtoH", corr=corr, nbytes=250_000_000,
+                                         src_kind="device", dst_kind="pageable", is_async=False))
+            corr += 1
+        return corr
+
+    rec = _ten_steps_saving_at_5(240 * MS, save)
     f = finding(rec, "checkpoint_stall", 5)
     assert f["verdict"] == "attributed" and f["explains_ns"] >= 239 * MS
     ev = f["evidence"]
@@ -321,35 +330,27 @@ def _saved_by_ops(storage: bool, nbytes=64 << 20):
     `nbytes` (10 ms), then 40 ms of host time with no op recorded (the write). With `storage`
     False the same copies and pauses come from `.cpu()` (aten::to > aten::_to_copy >
     aten::empty_strided, aten::copy_): not torch.save's shape."""
-    steps, kernels, rt, spans, copies = [], [], [], [], []
-    t, corr = 0, 1
-    for i in range(10):
-        wall = 10 * MS + (200 * MS if i == 5 else 0)
-        steps.append(step(i, t, t + wall))
-        rt.append(api(t, t + 5 * US, corr=corr))
-        kernels.append(kernel(t + 10 * US, t + 9 * MS, corr=corr))
-        corr += 1
-        if i == 5:
-            a = t + 9 * MS + 100 * US
-            for _ in range(4):
-                if storage:
-                    spans.append(span("aten::empty", a, a + 10 * US, depth=1))
-                    spans.append(span("aten::set_", a + 20 * US, a + 30 * US, depth=1))
-                    c0 = a + 40 * US
-                    spans.append(span("aten::copy_", c0, c0 + 10 * MS, depth=1))
-                else:
-                    spans.append(span("aten::to", a, a + 10 * MS + 40 * US, depth=1))
-                    spans.append(span("aten::_to_copy", a + 5 * US, a + 10 * MS + 35 * US, depth=2))
-                    spans.append(span("aten::empty_strided", a + 10 * US, a + 20 * US, depth=3))
-                    c0 = a + 30 * US
-                    spans.append(span("aten::copy_", c0, c0 + 10 * MS, depth=3))
-                rt.append(api(c0 + 5 * US, c0 + 10 * MS - 5 * US, name="cudaMemcpyAsync", corr=corr))
-                copies.append(memcpy(c0 + 10 * US, c0 + 10 * MS - 10 * US, kind="DtoH", corr=corr, nbytes=nbytes))
-                corr += 1
-                a += 50 * MS
-        t += wall
-    return run(make_incident(steps=steps, kernels=kernels, runtime_api=rt, spans=spans, memcpy=copies,
-                             clock_sync=[clock(0, 1 * US)]))
+    def save(a, corr, rows):
+        spans = rows["spans"]
+        for _ in range(4):
+            if storage:
+                spans.append(span("aten::empty", a, a + 10 * US, depth=1))
+                spans.append(span("aten::set_", a + 20 * US, a + 30 * US, depth=1))
+                c0 = a + 40 * US
+                spans.append(span("aten::copy_", c0, c0 + 10 * MS, depth=1))
+            else:
+                spans.append(span("aten::to", a, a + 10 * MS + 40 * US, depth=1))
+                spans.append(span("aten::_to_copy", a + 5 * US, a + 10 * MS + 35 * US, depth=2))
+                spans.append(span("aten::empty_strided", a + 10 * US, a + 20 * US, depth=3))
+                c0 = a + 30 * US
+                spans.append(span("aten::copy_", c0, c0 + 10 * MS, depth=3))
+            rows["runtime_api"].append(api(c0 + 5 * US, c0 + 10 * MS - 5 * US, name="cudaMemcpyAsync", corr=corr))
+            rows["memcpy"].append(memcpy(c0 + 10 * US, c0 + 10 * MS - 10 * US, kind="DtoH", corr=corr, nbytes=nbytes))
+            corr += 1
+            a += 50 * MS
+        return corr
+
+    return _ten_steps_saving_at_5(200 * MS, save)
 
 
 def test_a_save_without_a_save_span_is_named_from_torch_saves_storage_copies():

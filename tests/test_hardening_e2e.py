@@ -6,7 +6,8 @@
   - a byte flipped in a stored table: the stage that needs it fails with advice, and the advised
     plain rerun heals the store (the snapshot stage runs again) and finishes;
   - a candidate whose every run fails: the pipeline exits non-zero, its last line says why,
-    and results/<incident>/ still shows the earlier run (latest moves only to a comparison).
+    and results/<incident>/ still shows the earlier run (latest moves only to a comparison);
+    the same command again fails again with the same last line, without running the trials again.
 """
 
 from __future__ import annotations
@@ -102,17 +103,21 @@ def test_when_every_candidate_run_fails_the_pipeline_fails_and_latest_stays(run1
     assert _latest(run1) == before
 
 
-# Known gap (issue 38): the same command again finds every output present and says "Nothing to be
-# done", exit 0. Dating latest.json before the run's comparison (in the rule, and after the run in
-# onsuccess) did not make Snakemake 9.27 run the latest job again. Strict: passes once mended.
-@pytest.mark.xfail(strict=True, reason="issue 38 gap: a rerun of a failed run says 'Nothing to be done' and exits 0")
+# A failed run leaves its rule `made` without output, so the same command runs that job again
+# (before: every output was present, Snakemake said "Nothing to be done", exit status 0).
 def test_the_same_failed_command_again_fails_again(run1):
     before = _latest(run1)
     broken = run1 / "broken.yaml"
     broken.write_text('candidate:\n  set_args: {"--producers": "not-a-number"}\n', encoding="utf-8")
-    assert _snakemake(run1, configfiles=[broken]).returncode == 1
+    first = _snakemake(run1, configfiles=[broken])
+    assert first.returncode == 1, (first.stdout + first.stderr)[-4000:]
+    first_last = [ln for ln in first.stdout.splitlines() if ln.startswith("stallcase: ")][-1]
+    executions = sorted((run1 / "results" / "demo" / "runs").glob("ab-*/execution/*.json"))
+    stamps = [p.stat().st_mtime_ns for p in executions]
     again = _snakemake(run1, configfiles=[broken])
     assert again.returncode == 1, (again.stdout + again.stderr)[-4000:]
     again_last = [ln for ln in again.stdout.splitlines() if ln.startswith("stallcase: ")][-1]
     assert again_last.startswith("stallcase: failed: no comparison could be made"), again_last
+    assert again_last == first_last
     assert _latest(run1) == before
+    assert executions and [p.stat().st_mtime_ns for p in executions] == stamps  # the trials were not run again

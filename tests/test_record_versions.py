@@ -28,6 +28,7 @@ VERSION_CONSTANTS = {
     "steps_out": ("workflow_lib.capture.types", "SCHEMA_VERSION"),
     "incident_manifest": ("workflow_lib.core.types", "MANIFEST_VERSION"),
     "latest": ("workflow_lib.core.types", "LATEST_VERSION"),
+    "made": ("workflow_lib.core.types", "MADE_VERSION"),
     "look": ("workflow_lib.compare.types", "LOOK_VERSION"),
 }
 

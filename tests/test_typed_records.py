@@ -18,7 +18,7 @@ from workflow_lib.compare.types import Comparison, Prediction
 from workflow_lib.core import records
 from workflow_lib.core.errors import RecordError
 from workflow_lib.core.typed import ABSENT, doc, is_nested, nested, record
-from workflow_lib.core.types import IncidentManifest, Latest
+from workflow_lib.core.types import IncidentManifest, Latest, Made
 from workflow_lib.diagnose.types import DiagnosisRecord
 from workflow_lib.plan.types import Plan
 from workflow_lib.preflight.types import Preflight
@@ -26,7 +26,7 @@ from workflow_lib.snapshot.types import Snapshot
 from workflow_lib.trials.types import Execution
 
 ROOT = Path(__file__).resolve().parents[1]
-CLASSES = [Snapshot, Preflight, Latest, IncidentManifest, CollectivesRecord, Comparison, Plan, Execution, StepsOut,
+CLASSES = [Snapshot, Preflight, Latest, Made, IncidentManifest, CollectivesRecord, Comparison, Plan, Execution, StepsOut,
            DiagnosisRecord]
 PY_TO_JSON = {str: {"string"}, int: {"integer"}, float: {"number"}, bool: {"boolean"}, dict: {"object"},
               list: {"array"}, type(None): {"null"}}

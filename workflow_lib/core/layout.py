@@ -10,7 +10,8 @@
         plan.json, preflight/<block>.json,       experiment have their own and never
         execution/<block>.json, comparison.json, overwrite each other
         looks/<wave>.json (stop: early),
-        report.html, trace.perfetto.json, work/<block>/, logs/
+        report.html, trace.perfetto.json, work/<block>/, logs/,
+        made.json (only when the comparison was made: what latest may move to)
     <results>/<incident>/latest.json            which run is the latest (a record)
     <results>/<incident>/latest -> runs/<run>   the same, as a link
     <results>/<incident>/{plan.json, comparison.json, report.html, trace.perfetto.json,
@@ -124,6 +125,11 @@ def look(results: str, incident: str, run: str, wave: str) -> str:
 
 def comparison(results: str, incident: str, run: str) -> str:
     return f"{run_dir(results, incident, run)}/comparison.json"
+
+
+def made(results: str, incident: str, run: str) -> str:
+    """The mark of a run that made its comparison (core/types.py Made); absent when it could not."""
+    return f"{run_dir(results, incident, run)}/made.json"
 
 
 def report(results: str, incident: str, run: str) -> str:

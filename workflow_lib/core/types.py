@@ -1,8 +1,10 @@
-"""Typed records written by foundation code: the incident manifest and the latest-run pointer.
+"""Typed records written by foundation code: the incident manifest, the latest-run pointer and the
+mark of a run that made its comparison (the one kind of run the pointer may move to).
 
 Version history (bump the constant, and the schema's schema_version, when a field changes meaning):
   incident_manifest (schemas/incident_manifest.schema.json) 1: first version.
   latest (schemas/latest.schema.json) 1: first version.
+  made (schemas/made.schema.json) 1: first version.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from .typed import doc
 
 MANIFEST_VERSION = 1
 LATEST_VERSION = 1
+MADE_VERSION = 1
 
 
 @typed.record("latest", version=LATEST_VERSION)
@@ -22,6 +25,16 @@ class Latest:
     run: str = doc("run key: aa (A/A), ab (A/B) or exp (named experiment) and 12 hex digits of the plan inputs")
     run_dir: str = doc("the run's directory, relative to results/<incident>/")
     plan_digest: str = doc("blake3 digest of the run's plan.json")
+
+
+@typed.record("made", version=MADE_VERSION)
+class Made:
+    """results/<incident>/runs/<run>/made.json: the run made its comparison (report/rule.py run_made).
+    A run whose runs all failed has none: its rule fails, so the same command fails again."""
+
+    incident_id: str = doc("the incident")
+    run: str = doc("run key: aa (A/A), ab (A/B) or exp (named experiment) and 12 hex digits of the plan inputs")
+    comparison_digest: str = doc("blake3 digest of the run's comparison.json, the one that was made")
 
 
 @typed.record("incident_manifest", version=MANIFEST_VERSION)

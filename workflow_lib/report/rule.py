@@ -1,5 +1,6 @@
 """Rule entries of the report stage (rules/report.smk): `report` writes the run's page and its
-Perfetto trace; `latest` then points results/<incident>/ at that run, if it made a comparison."""
+Perfetto trace; `made` marks a run that made its comparison (and fails for one that could not);
+`latest` then points results/<incident>/ at that run."""
 
 from __future__ import annotations
 
@@ -7,10 +8,14 @@ import os
 from pathlib import Path
 
 from ..compare.types import Comparison
-from ..core import layout, typed
+from ..core import layout, records, typed
 from ..core.errors import StallcaseError
+from ..core.types import Made
 from ..plan.types import Plan
 from .build import write_report_files
+
+MADE_LOG = "made.log"
+"""The `made` rule's log under runs/<run>/logs/: its error is the end line of a run that made no comparison."""
 
 
 def run(snapshot_path, diagnosis_path, plan_path, comparison_path, store_root, out_path) -> Path:
@@ -27,28 +32,31 @@ def why_no_comparison(comparison: Comparison) -> str | None:
     return None
 
 
-def run_latest(plan_path: str | os.PathLike, comparison_path: str | os.PathLike, results: str, incident: str, run: str, *,
+def run_made(comparison_path: str | os.PathLike, incident: str, run: str, out_path: str | os.PathLike) -> str:
+    """Mark `run` as one that made its comparison (made.json), or fail saying why it could not.
+    Failing is the point: a failed job leaves no output, so the same command runs this job again
+    and fails again with the same end line (report/terminal.py), instead of finding every output
+    present and saying "Nothing to be done"; and `latest`, which needs this mark, never moves to it."""
+    comparison = typed.read(comparison_path, Comparison)
+    why = why_no_comparison(comparison)
+    if why is not None:
+        raise StallcaseError(comparison_path, why)
+    made = Made(incident_id=incident, run=run, comparison_digest=comparison.digest())
+    records.write_record(out_path, made.to_json(), "made")
+    return f"made: {run}"
+
+
+def run_latest(plan_path: str | os.PathLike, made_path: str | os.PathLike, results: str, incident: str, run: str, *,
                log_path: str | os.PathLike | None = None) -> str:
-    """Point results/<incident>/ at `run` (whose plan is `plan_path`; core/layout.py's point_latest)
-    when its comparison was made, so only a run that produced a comparison becomes the latest.
-    When it was not, the previous run stays the latest: its latest.json is written again (Snakemake
-    removed it before this job), and the end line says why (report/terminal.py); with no previous
-    run there is nothing to show, and the error says why. The notes about names that are not
-    links (an older layout's files, left untouched) go to the rule's log."""
-    why = why_no_comparison(typed.read(comparison_path, Comparison))
-    if why is None:
-        notes = layout.point_latest(results, incident, run, typed.read(plan_path, Plan).digest())
-        summary = f"latest: {run}"
-    else:
-        link = Path(layout.incident_dir(results, incident)) / layout.LATEST
-        prev = os.readlink(link).split("/")[-1] if link.is_symlink() else None
-        prev_plan = Path(layout.plan(results, incident, prev)) if prev and prev != run else None
-        if prev_plan is None or not prev_plan.is_file():
-            raise StallcaseError(comparison_path, f"{why}; results/{incident}/ shows no run yet")
-        notes = layout.point_latest(results, incident, prev, typed.read(prev_plan, Plan).digest())
-        notes.append(f"not moved to {run} ({why}); results/{incident}/ still shows {prev}")
-        summary = f"latest: still {prev}"
+    """Point results/<incident>/ at `run` (whose plan is `plan_path`; core/layout.py's point_latest).
+    Only a run that made its comparison gets here (`made_path`, run_made's mark, is this rule's
+    input). The notes about names that are not links (an older layout's files, left untouched)
+    go to the rule's log."""
+    made = typed.read(made_path, Made)
+    if made.run != run:
+        raise StallcaseError(made_path, f"marks run {made.run}, not {run}")
+    notes = layout.point_latest(results, incident, run, typed.read(plan_path, Plan).digest())
     if log_path:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
         Path(log_path).write_text("".join(n + "\n" for n in notes), encoding="utf-8")
-    return summary
+    return f"latest: {run}"

@@ -1,10 +1,11 @@
 """What the workflow prints when it ends (the Snakefile's onsuccess and onerror handlers).
 
-On success: the verdict line and the report's path (and exit status 1 with a last line saying
-why when no comparison could be made because runs failed). On error: the first stallcase error of
-this run in one line, read from the rule logs (rules log through workflow_lib.core.rulelog, which
-writes `error: <file>: <problem>`), with the fix. Neither handler raises: a summary that fails
-must not hide the run's own outcome.
+On success: the verdict line and the report's path. On error: the first stallcase error of this
+run in one line, read from the rule logs (rules log through workflow_lib.core.rulelog, which
+writes `error: <file>: <problem>`), with the fix; when that error is rule `made`'s (every run
+failed, so no comparison could be made), the verdict, the report's path and a last line saying
+why, on the first run and on every rerun of the same command alike. Neither handler raises
+anything but the exit status: a summary that fails must not hide the run's own outcome.
 """
 
 from __future__ import annotations
@@ -138,8 +139,13 @@ def first_failed_rule(snakemake_log: str | None) -> tuple[str, str | None] | Non
     return None
 
 
-def error_lines(results_dir, incident: str | None, snakemake_log: str | None = None) -> list[str]:
+def error_lines(results_dir, incident: str | None, snakemake_log: str | None = None, run: str | None = None) -> list[str]:
+    """The end lines of a failed workflow run. When its first error is that of rule `made` of
+    `run` (its runs all failed: no comparison could be made), they are the run's own end lines,
+    the last saying why: the same on the first run and on every rerun of the same command."""
     got = first_error(results_dir, incident)
+    if got is not None and run and incident and _is_made_log(got[1], results_dir, incident, run):
+        return success_lines(results_dir, incident, run)
     if got is None:
         failed = first_failed_rule(snakemake_log)
         if failed is not None:
@@ -152,9 +158,18 @@ def error_lines(results_dir, incident: str | None, snakemake_log: str | None = N
     return [f"stallcase: error: {msg}", f"stallcase: fix: {fix_for(msg)}  (log: {log})"]
 
 
+def _is_made_log(log: Path, results_dir, incident: str, run: str) -> bool:
+    from ..core import layout
+    from .rule import MADE_LOG
+
+    return log.resolve() == Path(layout.run_log(str(results_dir), incident, run, MADE_LOG)).resolve()
+
+
 def on_success(results_dir, incident: str, run: str | None = None) -> None:
-    """The end lines; exit status 1 when every job ran but no comparison could be made because
-    runs failed (the last line says why): a pipeline whose trials all crashed has not succeeded."""
+    """The end lines; exit status 1 when the run's comparison could not be made because runs
+    failed (the last line says why): a pipeline whose trials all crashed has not succeeded. With
+    the workflow's own targets that run ends in on_error (rule `made` fails); this is for a run
+    asked for fewer targets (its report, say)."""
     try:
         lines = success_lines(results_dir, incident, run)
     except Exception as exc:  # noqa: BLE001 - the run succeeded; a summary failure must not say otherwise
@@ -164,11 +179,11 @@ def on_success(results_dir, incident: str, run: str | None = None) -> None:
         raise SystemExit(1)  # Snakemake releases its locks on the way out (SystemExit from onsuccess: its exit status)
 
 
-def on_error(results_dir, incident: str | None, snakemake_log=None) -> None:
+def on_error(results_dir, incident: str | None, snakemake_log=None, run: str | None = None) -> None:
     if isinstance(snakemake_log, (list, tuple)):  # Snakemake passes its log files as a list
         snakemake_log = str(snakemake_log[0]) if snakemake_log else None
     try:
-        lines = error_lines(results_dir, incident, snakemake_log)
+        lines = error_lines(results_dir, incident, snakemake_log, run)
     except Exception as exc:  # noqa: BLE001 - never mask the workflow's own error
         lines = [f"stallcase: could not read the rule logs ({exc})"]
     print("\n".join(lines), flush=True)
