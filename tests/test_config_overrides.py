@@ -47,7 +47,7 @@ def test_doctor_and_check_config_read_a_users_own_file_over_the_defaults(tmp_pat
     assert "trials.blocks" in capsys.readouterr().err
 
 
-def test_check_config_without_overrides_does_not_import_snakemake(tmp_path):
+def test_check_config_without_overrides_does_not_import_snakemake():
     """Snakemake's import pulls in its SLURM plugin, which asks `scontrol show config` at import:
     10 s per command where a SLURM client has no controller (the corpus' 33 config entries took
     5 minutes). Only `--config` items need its parser."""
