@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import re
 import sys
 from collections import defaultdict
@@ -79,19 +80,13 @@ def import_sites(path: Path, module: str) -> list[tuple[str, bool, bool, int]]:
     reaches the module's own package or a parent (its `__init__`: `from . import atomic` where
     atomic is no submodule, `from .. import x`), which only works when that package has finished
     importing first. A package's `from . import sub` of its own submodule goes down, not up."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     is_pkg = path.name == "__init__.py"
     base = module.split(".") if is_pkg else module.split(".")[:-1]
     parents = {".".join(module.split(".")[:i]) for i in range(1, len(module.split(".")))}
     if is_pkg:
         parents.add(module)  # a package's own __init__ importing a name of itself
-    nested: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            nested.update(id(n) for n in ast.walk(node) if n is not node)
     found: list[tuple[str, bool, bool, int]] = []
-    for node in ast.walk(tree):
-        deferred = id(node) in nested
+    for node, deferred in _import_nodes(path.read_text(encoding="utf-8"), str(path)):
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.name.startswith(PKG):
@@ -115,6 +110,22 @@ def import_sites(path: Path, module: str) -> list[tuple[str, bool, bool, int]]:
                 found.append((target, deferred, False, node.lineno))
             found += [(cand, deferred, False, node.lineno) for cand in subs]
     return found
+
+
+@functools.lru_cache(maxsize=None)
+def _import_nodes(text: str, filename: str) -> tuple[tuple[ast.Import | ast.ImportFrom, bool], ...]:
+    """The file's import statements, each with whether it sits inside a function, class or lambda:
+    one pass over the tree, and once per text (a check asks for each file's imports four times;
+    walking each definition's subtree again for every enclosing one took seconds). What the
+    imports resolve to is worked out per call: files may appear between calls."""
+    found, todo = [], [(ast.parse(text, filename=filename), False)]
+    while todo:
+        node, inside = todo.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append((node, inside))
+        inner = inside or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda))
+        todo.extend((child, inner) for child in ast.iter_child_nodes(node))
+    return tuple(found)
 
 
 def _is_module(dotted: str) -> bool:

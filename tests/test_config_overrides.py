@@ -4,6 +4,10 @@ The real Snakemake run is in tests/test_hardening_e2e.py."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from workflow_lib import cli
@@ -41,3 +45,14 @@ def test_doctor_and_check_config_read_a_users_own_file_over_the_defaults(tmp_pat
     bad.write_text("trials:\n  blocks: 2\n", encoding="utf-8")  # below the fewest blocks at the default confidence
     assert cli.main(["doctor", str(bad)]) == 2
     assert "trials.blocks" in capsys.readouterr().err
+
+
+def test_check_config_without_overrides_does_not_import_snakemake():
+    """Snakemake's import pulls in its SLURM plugin, which asks `scontrol show config` at import:
+    10 s per command where a SLURM client has no controller (the corpus' 33 config entries took
+    5 minutes). Only `--config` items need its parser."""
+    code = ("import sys; from workflow_lib.cli import main; rc = main(['check-config', 'config/config.yaml']); "
+            "print(rc, 'snakemake' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent, capture_output=True,
+                         text=True, timeout=120, check=False)
+    assert out.stdout.split()[-2:] == ["0", "False"], out.stdout + out.stderr

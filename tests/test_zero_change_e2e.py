@@ -121,8 +121,9 @@ def test_the_readme_pipeline_reaches_a_verdict(world):
     for name in ("Snakefile", "rules", "profiles", "config", "schemas", "workflow_lib", "docs", "examples"):
         (checkout / name).symlink_to(ROOT / name)
     (checkout / ".venv").symlink_to(Path(sys.prefix))
+    # Any verdict will do (this times nothing): two blocks at 50%, the fewest that can conclude there.
     trials = trials_yaml("name: iteration_time, source: auto, per: step, statistic: median, skip_steps: 3, unit: ns",
-                         record_runs=False).replace("blocks: 6", "blocks: 4").replace("confidence: 0.95", "confidence: 0.8")
+                         record_runs=False, blocks=2, confidence=0.5)
     (checkout / "my.yaml").write_text(textwrap.dedent(f"""
         incidents_dir: {repo / 'incidents'}
         allow_roots: [{repo}]

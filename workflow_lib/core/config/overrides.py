@@ -27,6 +27,8 @@ _NO = object()
 
 def parse(items: list[str]) -> dict:
     """`--config` items as `snakemake --config` parses them (its own parser, so the two agree)."""
+    if not items:  # nothing to parse: importing snakemake costs 1-2 s, and its SLURM plugin asks
+        return {}  # `scontrol show config` at import (10 s where no controller answers)
     from snakemake.cli import parse_config
 
     for item in items:
