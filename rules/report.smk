@@ -27,7 +27,7 @@ rule made:
     output:
         layout.made(RESULTS, "{incident}", "{run}"),
     log:
-        layout.run_log(RESULTS, "{incident}", "{run}", workflow_lib.report.rule.MADE_LOG),
+        layout.made_log(RESULTS, "{incident}", "{run}"),
     run:
         rulelog.logged(log[0], workflow_lib.report.rule.run_made, input.comparison, wildcards.incident, wildcards.run, output[0])
 

@@ -46,7 +46,7 @@ def test_the_made_rules_error_ends_the_run_with_its_verdict_and_why(tmp_path):
     inc = results / "inc-1"
     (inc / "runs" / PREV).mkdir(parents=True)
     os.symlink(f"runs/{PREV}", inc / "latest")  # the earlier good run
-    log = layout.run_log(str(results), "inc-1", RUN, rule.MADE_LOG)
+    log = layout.made_log(str(results), "inc-1", RUN)
     with pytest.raises(StallcaseError):
         rulelog.logged(log, rule.run_made, comparison, "inc-1", RUN, layout.made(str(results), "inc-1", RUN))
     lines = terminal.error_lines(results, "inc-1", None, RUN)

@@ -132,6 +132,11 @@ def made(results: str, incident: str, run: str) -> str:
     return f"{run_dir(results, incident, run)}/made.json"
 
 
+def made_log(results: str, incident: str, run: str) -> str:
+    """Rule `made`'s log: its error is the end line of a run that made no comparison (report/terminal.py)."""
+    return run_log(results, incident, run, "made.log")
+
+
 def report(results: str, incident: str, run: str) -> str:
     return f"{run_dir(results, incident, run)}/report.html"
 

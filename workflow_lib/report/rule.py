@@ -14,10 +14,6 @@ from ..core.types import Made
 from ..plan.types import Plan
 from .build import write_report_files
 
-MADE_LOG = "made.log"
-"""The `made` rule's log under runs/<run>/logs/: its error is the end line of a run that made no comparison."""
-
-
 def run(snapshot_path, diagnosis_path, plan_path, comparison_path, store_root, out_path) -> Path:
     """The page (and trace.perfetto.json beside it, linked from it) from the run's records."""
     return write_report_files(snapshot_path, diagnosis_path, plan_path, comparison_path, store_root, out_path)

@@ -160,9 +160,8 @@ def error_lines(results_dir, incident: str | None, snakemake_log: str | None = N
 
 def _is_made_log(log: Path, results_dir, incident: str, run: str) -> bool:
     from ..core import layout
-    from .rule import MADE_LOG
 
-    return log.resolve() == Path(layout.run_log(str(results_dir), incident, run, MADE_LOG)).resolve()
+    return log.resolve() == Path(layout.made_log(str(results_dir), incident, run)).resolve()
 
 
 def on_success(results_dir, incident: str, run: str | None = None) -> None:
