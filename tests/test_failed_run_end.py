@@ -51,6 +51,7 @@ def test_the_made_rules_error_ends_the_run_with_its_verdict_and_why(tmp_path):
         rulelog.logged(log, rule.run_made, comparison, "inc-1", RUN, layout.made(str(results), "inc-1", RUN))
     lines = terminal.error_lines(results, "inc-1", None, RUN)
     assert lines[0].startswith("stallcase: inc-1: ") and "6 of 6 blocks had failed runs" in lines[0]
+    assert lines[-2].endswith("the same command with --forcerun trials"), lines
     assert lines[-1] == (f"stallcase: failed: no comparison could be made: 0 valid block(s), "
                          f"{typed.read(comparison, rule.Comparison).method.min_valid_blocks} needed; "
                          f"6 of 6 blocks had failed runs: exit status 1; results/inc-1/ still shows run {PREV}")

@@ -64,6 +64,10 @@ def success_lines(results_dir, incident: str, run: str | None = None) -> list[st
     if why:
         latest = Path(results_dir) / incident / layout.LATEST
         still = os.readlink(latest).split("/")[-1] if latest.is_symlink() else None
+        # The rerun advice comes before the last line, which says why: the same command again
+        # fails the same way (rule `made`), so fixing the cause needs the trials forced.
+        lines.append("stallcase: after fixing what made the runs fail, run the trials again: "
+                     "the same command with --forcerun trials")
         lines.append(f"stallcase: failed: {why}" + (f"; results/{incident}/ still shows run {still}" if still and still != run else ""))
     return lines
 
