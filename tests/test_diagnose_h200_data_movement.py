@@ -33,18 +33,22 @@ SHORT_AS_CAPTURED = {
         "13.06 ms vs typical 7.67 ms: the reads' span metrics.per_sample is 2.21 ms and transfer_stall takes 2.20 ms "
         "of it, but backward ran 6.65 ms vs 3.53 ms on normal steps before the reads began (the autograd thread's 92 "
         "CUDA calls took 1.14 ms and its gaps between them 4.80 ms, vs medians of 0.57 and 2.15 ms on normal steps; the same 96 kernels, 0.68 ms busy) and forward "
-        "+0.43 ms: at most 41% of the excess is the reads'"),
+        "+0.43 ms: at most 41% of the excess is the reads'. The 5.39 ms excess by check (2026-12-04): transfer_stall "
+        "2.20, host_submission 1.18, gpu_work_growth 0.01, unexplained 2.00 (the autograd thread's longer gaps: no "
+        "check's evidence names them)"),
     ("item-kineto", 15): (
         "17.27 ms vs typical 11.96 ms: forward 5.68 ms and backward 6.38 ms vs 3.89 and 4.76 ms on normal steps "
         "(GPU kernels unchanged, 1.38 ms busy) before the reads; the reads' span is 3.12 ms (59% of the excess), of "
         "which transfer_stall takes 2.41 ms, the rest being the loop's 128 aten::select (0.32 ms) and Python between "
-        "the ops, host work in a named span (host_submission by the credit rule): 46% < 50%"),
+        "the ops, host work in a named span (host_submission by the credit rule): 46% < 50%. The 5.31 ms excess by check "
+        "(2026-12-04): transfer_stall 2.41, host_submission 2.69, input_starvation 0.01, unexplained 0.21"),
     ("recompile-recorder", 8): (
         "2752 ms vs typical 10.6 ms: compilation takes all 1653 ms of the compile spans, but the new sequence length "
         "also made cuDNN build its SDPA plans, which the recorder has no span for: 528 ms in forward (5.3-533.7 ms, "
         "no CUDA call on any thread, up to the memset before the attention's kernels) and 517 ms in backward (the "
         "autograd thread, 2227-2744 ms); the Kineto form names them aten::_cudnn_attention_forward/backward "
-        "(65.5/50.5 ms at step 8, 0.1 ms on normal steps): 60% < 80%"),
+        "(65.5/50.5 ms at step 8, 0.1 ms on normal steps): 60% < 80%. The 2741 ms excess by check (2026-12-04): "
+        "compilation 1653, host_submission 538, sync_stall 2.7, allocator_churn 0.3, unexplained 548"),
 }
 
 

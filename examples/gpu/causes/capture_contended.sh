@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 34's contended-GPU capture, made again (tests/fixtures/h200_contended/PROVENANCE.md): the
+# Issue 34's contended-GPU capture, made again (tests/fixtures/h200_causes/PROVENANCE.md): the
 # trainer logs its loss every step (`contended.py --log-loss`: `.item()`, so the host waits for
 # each step's GPU work, as most training loops do) and another process (matmul_hog.py) runs bf16
 # matmuls on the same GPU from the trainer's step FROM to step UNTIL, started and stopped by this
