@@ -434,9 +434,12 @@ class FlightRecorder:
             # A step that began as a window was armed or closed carries that work (enabling
             # activity, parsing the window's records) where no step mark moved its start past
             # it: it is not fed to the trigger, so the windows never set off the trigger.
-            perturbed = self.gpu.touched
-            if self.gpu.step_ended(t1):
-                self._close_gpu_window(t1)
+            gpu = self.gpu
+            perturbed = False
+            if gpu.cupti is not None:  # without CUPTI no window is ever armed: nothing to count
+                perturbed = gpu.touched
+                if gpu.step_ended(t1):
+                    self._close_gpu_window(t1)
             trigger = self._trigger
             if trigger is not None and not perturbed and trigger.observe(step_id, duration_ns):
                 armed = self.cupti_mode == "triggered" and self.arm_gpu()
