@@ -55,9 +55,13 @@ def _workload(core):
 
 
 def _tables(host, sampler, durations):
+    """Rows with times as ranks among the rows' times (equal times stay equal). `sampler`
+    None: no marks (a started recorder's periodic samples, and the 20 us reuse rule on a loaded
+    machine, would make them differ between two runs)."""
     st = host.steps.copy().columns
     sp = host.spans.copy().columns
-    sc = sampler.ring.copy().columns
+    sc = sampler.ring.copy().columns if sampler is not None else {k: np.zeros(0, np.int64) for k in
+                                                                  ("seq", "tid", "state", "ts_ns", "cpu")}
     times = np.concatenate([st["start_ns"], st["end_ns"], sp["start_ns"], sp["end_ns"], sc["ts_ns"]])
     rank = {int(t): r for r, t in enumerate(np.unique(times))}  # equal times stay equal
     steps = [(int(st["seq"][i]), int(st["step_id"][i]), int(st["tid"][i]), rank[int(st["start_ns"][i])],
@@ -175,3 +179,46 @@ def test_after_fork_the_child_steps_and_marks_carry_its_own_tid(path):
     got = os.read(r, 1)
     os.waitpid(pid, 0)
     assert got == b"1"
+
+
+def _recorder_workload(rec):
+    for i in range(3):
+        with rec.step(i, items=4) as s:
+            s.tokens = 10 * i
+            with rec.span("fwd"):
+                pass
+    with rec.step(3):
+        rec.pause()  # inside a live step: takes effect at its end
+        assert rec._open is not None and rec._open.live
+    with rec.step(4):  # paused: not recorded
+        rec.resume()  # inside a paused step: waits for its end
+    with rec.step(5):  # follows no step (a pause came between)
+        pass
+    with rec.step(6, items="bad"):
+        pass
+    for batch in rec.steps([1, 2], start=10, items=1):
+        with rec.span("work"):
+            pass
+
+
+@needs_ext
+def test_the_recorder_writes_the_same_steps_and_spans_on_both_paths(tmp_path, monkeypatch):
+    from workflow_lib.capture import FlightRecorder
+
+    got = {}
+    for path in ("c", "python"):
+        if path == "python":
+            monkeypatch.setattr(step_core, "ext", None)
+            monkeypatch.setattr(sched_marks, "ext", None)
+        rec = FlightRecorder(incident_id=f"p{path}", incidents_dir=str(tmp_path), sources=("host", "sched")).start()
+        assert rec.report()["step_path"] == path
+        assert type(rec.step(0)).__module__.endswith("_stepext" if path == "c" else "steps")
+        _recorder_workload(rec)
+        rec.stop()
+        steps, spans, _, durs, same = _tables(rec.host, None, rec.durations)
+        got[path] = (steps, spans, durs, same, [e.split(":")[0] for e in rec.errors], rec.paused_intervals() != [])
+    assert got["c"] == got["python"]
+    steps = got["c"][0]
+    assert [s[1] for s in steps] == [0, 1, 2, 3, 5, 6, 10, 11]
+    assert [(s[5], s[6]) for s in steps][:3] == [(4, 0), (4, 10), (4, 20)]
+    assert got["c"][4] == ["step 6"]

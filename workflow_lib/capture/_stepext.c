@@ -558,6 +558,7 @@ typedef struct {
     PyObject *marker; /* a Marker, or NULL */
     PyObject *after;  /* after(step_id, t1, duration) or NULL: the trigger and GPU windows */
     PyObject *on_error;
+    PyObject *owner; /* the FlightRecorder whose steps step() makes, or NULL */
 } StepCoreObject;
 
 static int core_init(StepCoreObject *self, PyObject *args, PyObject *kwds) {
@@ -618,6 +619,7 @@ static int core_traverse(StepCoreObject *self, visitproc visit, void *arg) {
     Py_VISIT(self->marker);
     Py_VISIT(self->after);
     Py_VISIT(self->on_error);
+    Py_VISIT(self->owner);
     return 0;
 }
 
@@ -625,6 +627,7 @@ static int core_clear(StepCoreObject *self) {
     Py_CLEAR(self->marker);
     Py_CLEAR(self->after);
     Py_CLEAR(self->on_error);
+    Py_CLEAR(self->owner);
     return 0;
 }
 
@@ -761,7 +764,8 @@ static void core_failed(StepCoreObject *c, PyObject *step_id) {
     Py_DECREF(p);
 }
 
-static PyObject *core_start(StepCoreObject *self, PyObject *unused) {
+/* A step starts: its start mark, then its start time. Never raises. */
+static int64_t core_start_impl(StepCoreObject *self) {
     if (self->marker != NULL && marker_start_impl((MarkerObject *)self->marker) < 0) {
         PyObject *p = PyUnicode_FromString("step start: ");
         if (p == NULL)
@@ -771,7 +775,35 @@ static PyObject *core_start(StepCoreObject *self, PyObject *unused) {
             Py_DECREF(p);
         }
     }
-    return PyLong_FromLongLong(mono_ns());
+    return mono_ns();
+}
+
+static PyObject *core_start(StepCoreObject *self, PyObject *unused) {
+    return PyLong_FromLongLong(core_start_impl(self));
+}
+
+/* The step that started at t0 ends now: its rows, then its end mark. Never raises. */
+static void core_end_impl(StepCoreObject *self, PyObject *step_id, int64_t t0, PyObject *items, PyObject *tokens,
+                          int follow) {
+    int64_t t1 = mono_ns();
+    StepSlot *s = core_slot(self);
+    TidSlot *ts = s ? tid_slot() : NULL;
+    if (ts == NULL || core_record(self, s, ts, step_id, t0, t1, -1, items, tokens, follow) < 0) {
+        core_failed(self, step_id);
+        return;
+    }
+    if (self->marker != NULL) {
+        MarkerObject *m = (MarkerObject *)self->marker;
+        MarkSlot *ms = marker_slot(m);
+        if (ms == NULL || marker_mark_impl(m, ms) < 0) {
+            core_failed(self, step_id);
+            return;
+        }
+        /* The next step starts after this sample, so each step stays bracketed by two samples
+         * of its thread; the few microseconds of sampling belong to no step. */
+        if (follow)
+            s->last_end = mono_ns();
+    }
 }
 
 /* step_end(step_id, t0, items, tokens[, follow=True]): the step ends now. */
@@ -780,31 +812,13 @@ static PyObject *core_step_end(StepCoreObject *self, PyObject *const *args, Py_s
         PyErr_SetString(PyExc_TypeError, "step_end(step_id, t0, items, tokens[, follow])");
         return NULL;
     }
-    int64_t t1 = mono_ns();
     long long t0 = PyLong_AsLongLong(args[1]);
     if (t0 == -1 && PyErr_Occurred())
         return NULL;
     int follow = nargs < 5 ? 1 : PyObject_IsTrue(args[4]);
     if (follow < 0)
         return NULL;
-    StepSlot *s = core_slot(self);
-    TidSlot *ts = s ? tid_slot() : NULL;
-    if (ts == NULL || core_record(self, s, ts, args[0], t0, t1, -1, args[2], args[3], follow) < 0) {
-        core_failed(self, args[0]);
-        Py_RETURN_NONE;
-    }
-    if (self->marker != NULL) {
-        MarkerObject *m = (MarkerObject *)self->marker;
-        MarkSlot *ms = marker_slot(m);
-        if (ms == NULL || marker_mark_impl(m, ms) < 0) {
-            core_failed(self, args[0]);
-            Py_RETURN_NONE;
-        }
-        /* The next step starts after this sample, so each step stays bracketed by two samples
-         * of its thread; the few microseconds of sampling belong to no step. */
-        if (follow)
-            s->last_end = mono_ns();
-    }
+    core_end_impl(self, args[0], t0, args[2], args[3], follow);
     Py_RETURN_NONE;
 }
 
@@ -854,8 +868,192 @@ static int core_set_after(StepCoreObject *self, PyObject *v, void *c) {
     return 0;
 }
 
+/* ---- Step: `with rec.step(i, items=n):` in C (steps.Step is the Python one) ------------- *
+ * The recorder's state is read and written as steps.Step does: `paused` when the step begins
+ * (a step keeps the state it began in), `_open` while it is open (pause()/resume() inside it
+ * wait for its end), `_pending` and `_apply_pending()` after it. */
+
+static PyTypeObject *StepType;
+static PyObject *str_paused, *str_open, *str_pending, *str_apply_pending;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *core; /* StepCoreObject */
+    PyObject *step_id, *items, *tokens;
+    long long t0;
+    char live;
+} StepObject;
+
+static int stepobj_traverse(StepObject *self, visitproc visit, void *arg) {
+    Py_VISIT(Py_TYPE((PyObject *)self));
+    Py_VISIT(self->core);
+    Py_VISIT(self->step_id);
+    Py_VISIT(self->items);
+    Py_VISIT(self->tokens);
+    return 0;
+}
+
+static int stepobj_clear(StepObject *self) {
+    Py_CLEAR(self->core);
+    Py_CLEAR(self->step_id);
+    Py_CLEAR(self->items);
+    Py_CLEAR(self->tokens);
+    return 0;
+}
+
+static void stepobj_dealloc(StepObject *self) {
+    PyTypeObject *tp = Py_TYPE((PyObject *)self);
+    PyObject_GC_UnTrack((PyObject *)self);
+    stepobj_clear(self);
+    freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    f(self);
+    Py_DECREF(tp);
+}
+
+static PyObject *stepobj_enter(StepObject *self, PyObject *unused) {
+    StepCoreObject *c = (StepCoreObject *)self->core;
+    if (c == NULL || c->owner == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Step: its recorder is gone");
+        return NULL;
+    }
+    PyObject *paused = PyObject_GetAttr(c->owner, str_paused);
+    if (paused == NULL)
+        return NULL;
+    int p = PyObject_IsTrue(paused);
+    Py_DECREF(paused);
+    if (p < 0)
+        return NULL;
+    self->live = !p;
+    if (PyObject_SetAttr(c->owner, str_open, (PyObject *)self) < 0)
+        return NULL;
+    if (self->live)
+        self->t0 = core_start_impl(c);
+    Py_INCREF((PyObject *)self);
+    return (PyObject *)self;
+}
+
+static PyObject *stepobj_exit(StepObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    StepCoreObject *c = (StepCoreObject *)self->core;
+    if (c == NULL || c->owner == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Step: its recorder is gone");
+        return NULL;
+    }
+    PyObject *owner = c->owner;
+    Py_INCREF(owner);
+    PyObject *r = NULL;
+    if (PyObject_SetAttr(owner, str_open, Py_None) < 0)
+        goto done;
+    if (self->live)
+        core_end_impl(c, self->step_id, self->t0, self->items, self->tokens, 1);
+    PyObject *pending = PyObject_GetAttr(owner, str_pending);
+    if (pending == NULL)
+        goto done;
+    int has = pending != Py_None;
+    Py_DECREF(pending);
+    if (has) {
+        PyObject *a = PyObject_CallMethodObjArgs(owner, str_apply_pending, NULL);
+        if (a == NULL)
+            goto done;
+        Py_DECREF(a);
+    }
+    r = Py_False;
+    Py_INCREF(r);
+done:
+    Py_DECREF(owner);
+    return r;
+}
+
+static PyObject *stepobj_get(StepObject *self, void *which) {
+    PyObject *v = which == (void *)0 ? self->step_id : which == (void *)1 ? self->items : self->tokens;
+    v = v ? v : Py_None;
+    Py_INCREF(v);
+    return v;
+}
+
+static int stepobj_set(StepObject *self, PyObject *v, void *which) {
+    if (v == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "cannot delete a step's attribute");
+        return -1;
+    }
+    PyObject **slot = which == (void *)0 ? &self->step_id : which == (void *)1 ? &self->items : &self->tokens;
+    PyObject *old = *slot;
+    Py_INCREF(v);
+    *slot = v;
+    Py_XDECREF(old);
+    return 0;
+}
+
+static PyObject *stepobj_get_live(StepObject *self, void *c) { return PyBool_FromLong(self->live); }
+static PyObject *stepobj_get_t0(StepObject *self, void *c) { return PyLong_FromLongLong(self->t0); }
+
+static PyMethodDef stepobj_methods[] = {
+    {"__enter__", (PyCFunction)stepobj_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)(void (*)(void))stepobj_exit, METH_FASTCALL, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef stepobj_getset[] = {
+    {"step_id", (getter)stepobj_get, (setter)stepobj_set, "the step's id", (void *)0},
+    {"items", (getter)stepobj_get, (setter)stepobj_set, "items this step processes (int, or None)", (void *)1},
+    {"tokens", (getter)stepobj_get, (setter)stepobj_set, "tokens this step processes (int, or None)", (void *)2},
+    {"live", (getter)stepobj_get_live, NULL, "recorded (began while the recorder was not paused)", NULL},
+    {"t0", (getter)stepobj_get_t0, NULL, "its start (host ns), once entered live", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot stepobj_slots[] = {
+    {Py_tp_dealloc, (void *)stepobj_dealloc},
+    {Py_tp_traverse, (void *)stepobj_traverse},
+    {Py_tp_clear, (void *)stepobj_clear},
+    {Py_tp_methods, stepobj_methods},
+    {Py_tp_getset, stepobj_getset},
+    {Py_tp_doc, "`with rec.step(i, items=n):` (made by StepCore.step)"},
+    {0, NULL},
+};
+
+static PyType_Spec stepobj_spec = {
+    "workflow_lib.capture._stepext.Step", sizeof(StepObject), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    stepobj_slots,
+};
+
+/* step(step_id, *, items=None, tokens=None): FlightRecorder.step, for the recorder `owner`. */
+static PyObject *core_step(StepCoreObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"step_id", "items", "tokens", NULL};
+    PyObject *step_id, *items = Py_None, *tokens = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$OO:step", kwlist, &step_id, &items, &tokens))
+        return NULL;
+    allocfunc alloc = (allocfunc)PyType_GetSlot(StepType, Py_tp_alloc);
+    StepObject *o = (StepObject *)alloc(StepType, 0);
+    if (o == NULL)
+        return NULL;
+    Py_INCREF((PyObject *)self);
+    o->core = (PyObject *)self;
+    Py_INCREF(step_id);
+    o->step_id = step_id;
+    Py_INCREF(items);
+    o->items = items;
+    Py_INCREF(tokens);
+    o->tokens = tokens;
+    return (PyObject *)o;
+}
+
+static PyObject *core_get_owner(StepCoreObject *self, void *c) {
+    PyObject *a = self->owner ? self->owner : Py_None;
+    Py_INCREF(a);
+    return a;
+}
+
+static int core_set_owner(StepCoreObject *self, PyObject *v, void *c) {
+    PyObject *old = self->owner;
+    self->owner = (v == NULL || v == Py_None) ? NULL : (Py_INCREF(v), v);
+    Py_XDECREF(old);
+    return 0;
+}
+
 static PyMethodDef core_methods[] = {
     {"start", (PyCFunction)core_start, METH_NOARGS, "a step starts: its start mark; returns its start time"},
+    {"step", (PyCFunction)(void (*)(void))core_step, METH_VARARGS | METH_KEYWORDS,
+     "step(step_id, *, items=None, tokens=None): a Step of the recorder `owner`"},
     {"step_end", (PyCFunction)(void (*)(void))core_step_end, METH_FASTCALL, "the step ends now"},
     {"record", (PyCFunction)(void (*)(void))core_record_m, METH_FASTCALL, "a step timed elsewhere"},
     {"forget_last", (PyCFunction)core_forget_last, METH_NOARGS, "the calling thread's next step follows none"},
@@ -864,6 +1062,7 @@ static PyMethodDef core_methods[] = {
 
 static PyGetSetDef core_getset[] = {
     {"after", (getter)core_get_after, (setter)core_set_after, "after(step_id, t1, duration) or None", NULL},
+    {"owner", (getter)core_get_owner, (setter)core_set_owner, "the recorder whose steps step() makes", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -911,6 +1110,19 @@ static int ext_exec(PyObject *m) {
     MarkerType = (PyTypeObject *)marker; /* the module keeps it alive */
     if (PyModule_AddObject(m, "Marker", marker) < 0) {
         Py_DECREF(marker);
+        return -1;
+    }
+    if ((str_paused = PyUnicode_InternFromString("paused")) == NULL ||
+        (str_open = PyUnicode_InternFromString("_open")) == NULL ||
+        (str_pending = PyUnicode_InternFromString("_pending")) == NULL ||
+        (str_apply_pending = PyUnicode_InternFromString("_apply_pending")) == NULL)
+        return -1;
+    PyObject *stepobj = PyType_FromSpec(&stepobj_spec);
+    if (stepobj == NULL)
+        return -1;
+    StepType = (PyTypeObject *)stepobj; /* the module keeps it alive */
+    if (PyModule_AddObject(m, "Step", stepobj) < 0) {
+        Py_DECREF(stepobj);
         return -1;
     }
     PyObject *core = PyType_FromSpec(&core_spec);

@@ -223,6 +223,11 @@ class FlightRecorder:
                                      parser=cupti_parser)
             self.gpu.cupti = self.cupti
         self._core = step_core.make(self.host, self.durations, self.sched.marker if self.sched else None, self._error)
+        if step_core.path_of(self._core) == "c":
+            # An instance attribute shadows step(): `rec.step(i)` makes the C step (steps.py's
+            # Step in C), so a recorded step runs no Python frame of the recorder's own.
+            self._core.owner = self
+            self.step = self._core.step
         self._core_after()
         self.tracker = TargetTracker(self.budget)
         self.writer = SnapshotWriter(self.budget.max_concurrent_writes, housekeeping=lambda: backoff.housekeeping(self))
@@ -374,7 +379,9 @@ class FlightRecorder:
         """`with rec.step(i):` marks one workload step (and feeds the trigger).
 
         `items`/`tokens`: the work this step does (ints), when time per item or per token is
-        the metric. The step covers the whole iteration: see the module doc."""
+        the metric. The step covers the whole iteration: see the module doc. With the C step
+        path, this method is replaced per instance by the step core's `step` (the same step,
+        in C: step_core.py)."""
         return Step(self, step_id, items, tokens)
 
     def steps(self, iterable, *, start: int = 0, items=None, tokens=None):

@@ -38,7 +38,10 @@ def null_lookup(name: str) -> _NullSpan:
 
 
 class Step:
-    """`with rec.step(i, items=n)`; `items`/`tokens` may also be set on it inside the block."""
+    """`with rec.step(i, items=n)`; `items`/`tokens` may also be set on it inside the block.
+
+    The Python step: where the C step path is built, `rec.step` makes its C twin
+    (_stepext.Step, the same state and rules) and this class serves the Python path."""
 
     __slots__ = ("rec", "step_id", "t0", "items", "tokens", "live")
 
