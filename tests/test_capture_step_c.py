@@ -11,6 +11,7 @@ import time
 import numpy as np
 import pytest
 
+from capture_helpers import in_forked_child
 from workflow_lib.capture import cext, step_core
 from workflow_lib.capture.sources import sched_marks
 from workflow_lib.capture.sources.host import NAME_BITS, HostSource
@@ -156,29 +157,20 @@ def test_c_step_core_refuses_bad_rings():
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
 @pytest.mark.parametrize("path", ["c", "python"])
 def test_after_fork_the_child_steps_and_marks_carry_its_own_tid(path):
-    import os
-
     if path == "c" and cext.step is None:
         pytest.skip("C step path not built here")
     host, sampler, durations, core, errors, _ = _parts(path, threading.get_native_id())
     t0 = core.start()
     core.step_end(0, t0, None, None)
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child: its rows must carry its own tid, its mark read its own schedstat
-        try:
-            t0 = core.start()
-            core.step_end(5, t0, None, None)
-            st, sc = host.steps.copy().columns, sampler.ring.copy().columns
-            me = threading.get_native_id()
-            ok = int(st["tid"][np.argmax(st["seq"])]) == me and me in set(sc["tid"].tolist())
-            os.write(w, b"1" if ok else b"0")
-        finally:
-            os._exit(0)
-    os.close(w)
-    got = os.read(r, 1)
-    os.waitpid(pid, 0)
-    assert got == b"1"
+
+    def child():  # its rows must carry its own tid, its mark read its own schedstat
+        t0 = core.start()
+        core.step_end(5, t0, None, None)
+        st, sc = host.steps.copy().columns, sampler.ring.copy().columns
+        me = threading.get_native_id()
+        return int(st["tid"][np.argmax(st["seq"])]) == me and me in set(sc["tid"].tolist())
+
+    assert in_forked_child(child)
 
 
 def _recorder_workload(rec):
