@@ -1,13 +1,14 @@
-"""Optional C span path (workflow_lib/capture/_spanext.c) and the package list; everything else
-is in pyproject.toml.
+"""Optional C span and step paths (workflow_lib/capture/_spanext.c, _stepext.c) and the package
+list; everything else is in pyproject.toml.
 
 The packages: workflow_lib and its subpackages, and `stallcase`, the public API, from
 workflow_lib/public (pyproject.toml's package-dir maps it; a packages.find table cannot add a
 mapped package, so the list is made here).
 
 The extension is optional: without a C compiler or Python's headers, or on a Python below
-its stable ABI (3.11), the build warns and the package installs with the pure-Python span
-path (workflow_lib/capture/sources/host.py), which records the same rows, only slower.
+its stable ABI (3.11), the build warns and the package installs with the pure-Python span and
+step paths (workflow_lib/capture/sources/host.py, step_core.py), which record the same rows,
+only slower.
 """
 
 import sys
@@ -23,19 +24,20 @@ class OptionalBuildExt(build_ext):
         try:
             super().run()
         except Exception as exc:  # no compiler at all, broken toolchain, ...
-            self.warn(f"optional C span path not built ({exc}); the pure-Python span path is used")
+            self.warn(f"optional C paths not built ({exc}); the pure-Python span and step paths are used")
 
     def build_extension(self, ext):
         try:
             super().build_extension(ext)
         except Exception as exc:
-            self.warn(f"optional C span path not built ({exc}); the pure-Python span path is used")
+            self.warn(f"optional {ext.name} not built ({exc}); its pure-Python path is used")
 
 
 ext = []
 if sys.version_info >= (3, 11) and sys.implementation.name == "cpython":
-    ext.append(Extension("workflow_lib.capture._spanext", ["workflow_lib/capture/_spanext.c"],
-                         py_limited_api=True, optional=True, extra_compile_args=["-O2"]))
+    for name in ("_spanext", "_stepext"):  # the span path; the step path (step_core.py)
+        ext.append(Extension(f"workflow_lib.capture.{name}", [f"workflow_lib/capture/{name}.c"],
+                             py_limited_api=True, optional=True, extra_compile_args=["-O2"]))
 
 setup(packages=[*find_packages(include=["workflow_lib", "workflow_lib.*"]), "stallcase"],
       ext_modules=ext, cmdclass={"build_ext": OptionalBuildExt})

@@ -10,7 +10,8 @@ between the arms is the recorder's step path alone. Two clocks per block: the tr
 thread's CPU time (`time.thread_time_ns`: what this thread spends, robust to other jobs on
 a loaded machine) and the process's CPU time (all threads: the samplers' work as well).
 The added ns per step is the Hodges-Lehmann estimate with its 95% interval over the pairs'
-differences (workflow_lib/compare/stats.py), per configuration, all in the same run.
+differences (workflow_lib/compare/stats.py), per configuration, all in the same run; `live
+step` is the median thread CPU of a whole recorded step (the loop, the step, its spans).
 
 `--sample-threads N` (default 40) adds the scheduler's periodic all-thread sample, which runs
 on the sampler thread while holding the GIL between its syscalls: a process with N extra idle
@@ -37,13 +38,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from workflow_lib.compare import stats  # noqa: E402
 from workflow_lib.capture import FlightRecorder  # noqa: E402
 from workflow_lib.capture.sources import sched  # noqa: E402
+from workflow_lib.capture.trigger import LatencyTrigger  # noqa: E402
 
 CONFIGS = {
     "host": ("host",),
     "host_sched": ("host", "sched"),
     "host_nvml": ("host", "nvml"),
     "default": ("host", "nvml", "sched", "collectives"),
+    # The default as a GPU machine runs it, less CUPTI: a latency trigger fed every step (here
+    # one that never decides: its warm-up never ends, its window is kept), the Python the step
+    # path still calls.
+    "default_trigger": ("host", "nvml", "sched", "collectives"),
 }
+TRIGGERED = {"default_trigger"}
 SPANS = ("data", "forward", "backward", "optimizer")
 
 
@@ -58,15 +65,17 @@ def block(rec: FlightRecorder, first: int, n: int) -> tuple[int, int]:
     return time.thread_time_ns() - t, time.process_time_ns() - p
 
 
-def run_config(sources: tuple[str, ...], blocks: int, n: int, seed: int, work: str) -> dict:
+def run_config(sources: tuple[str, ...], blocks: int, n: int, seed: int, work: str, trigger: bool = False) -> dict:
     rec = FlightRecorder(incident_id="steppath", incidents_dir=work, sources=sources).start()
+    if trigger:
+        rec.trigger = LatencyTrigger(warmup_steps=10**9)
     step = 0
     for live in (True, False):  # warm both states (span objects, schedstat fds)
         (rec.resume if live else rec.pause)()
         block(rec, step, n)
         step += n
     rng = random.Random(seed)
-    thread_d, proc_d = [], []
+    thread_d, proc_d, live_abs = [], [], []
     for _ in range(blocks):
         got = {}
         for live in rng.sample([True, False], 2):
@@ -74,6 +83,7 @@ def run_config(sources: tuple[str, ...], blocks: int, n: int, seed: int, work: s
             got[live] = block(rec, step, n)
             step += n
         thread_d.append((got[True][0] - got[False][0]) / n)
+        live_abs.append(got[True][0] / n)
         proc_d.append((got[True][1] - got[False][1]) / n)
     rec.resume()
     rec.stop()
@@ -82,8 +92,11 @@ def run_config(sources: tuple[str, ...], blocks: int, n: int, seed: int, work: s
         e, lo, hi = stats.hodges_lehmann(np.array(d, dtype=float), 0.95)
         return {"estimate": float(e), "low": float(lo), "high": float(hi)}
 
-    return {"sources": list(sources), "blocks": blocks, "n": n,
+    return {"sources": list(sources), "trigger": trigger, "blocks": blocks, "n": n,
+            "step_path": rec.report().get("step_path", "python"),
             "thread_cpu_ns_per_step": hl(thread_d), "process_cpu_ns_per_step": hl(proc_d),
+            # The whole recorded step (the loop's own Python, the step and its four spans): median.
+            "live_thread_cpu_ns_per_step": float(np.median(live_abs)),
             "sched_boundary_marks": rec.sched.boundary_marks if rec.sched else None}
 
 
@@ -138,10 +151,11 @@ def main(argv=None) -> int:
     out = {}
     print(f"added ns per recorded step (live - paused), HL [95%] over {args.blocks} block pairs of {args.n} steps")
     for c in names:
-        r = out[c] = run_config(CONFIGS[c], args.blocks, args.n, args.seed, work)
+        r = out[c] = run_config(CONFIGS[c], args.blocks, args.n, args.seed, work, trigger=c in TRIGGERED)
         t, p = r["thread_cpu_ns_per_step"], r["process_cpu_ns_per_step"]
-        print(f"{c:11s} thread CPU {t['estimate']:8.0f} [{t['low']:.0f}, {t['high']:.0f}]   "
-              f"process CPU {p['estimate']:8.0f} [{p['low']:.0f}, {p['high']:.0f}]", flush=True)
+        print(f"{c:15s} thread CPU {t['estimate']:8.0f} [{t['low']:.0f}, {t['high']:.0f}]   "
+              f"process CPU {p['estimate']:8.0f} [{p['low']:.0f}, {p['high']:.0f}]   "
+              f"live step {r['live_thread_cpu_ns_per_step']:6.0f}", flush=True)
     if args.sample_threads:
         r = out["periodic_sample"] = periodic_sample(args.sample_threads, args.blocks, args.seed)
         d = r["kept_minus_by_path_us"]

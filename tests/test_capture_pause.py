@@ -121,7 +121,7 @@ def test_cupti_kind_sets_and_parser_are_checked():
 
 
 def test_the_manifest_says_which_span_path_ran(tmp_path):
-    """A child process per path: STALLCASE_SPAN_PATH=python forces the pure-Python span."""
+    """A child process per path: STALLCASE_SPAN_PATH=python forces the pure-Python span and step."""
     import json
     import os
     import subprocess
@@ -147,5 +147,8 @@ def test_the_manifest_says_which_span_path_ran(tmp_path):
         out = tmp_path / (forced or "default")
         p = subprocess.run([sys.executable, "-c", prog, str(out)], env=env, capture_output=True, text=True, check=True)
         manifest = json.loads((Path(p.stdout.strip().splitlines()[-1]) / "manifest.json").read_text())
-        got[forced] = manifest["recorder"]["span_path"]
-    assert got == {None: host.SPAN_PATH, "python": "python"}
+        got[forced] = manifest["recorder"]["span_path"], manifest["recorder"]["step_path"]
+    from workflow_lib.capture import cext
+
+    step_default = "c" if cext.step is not None else "python"
+    assert got == {None: (host.SPAN_PATH, step_default), "python": ("python", "python")}

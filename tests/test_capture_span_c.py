@@ -11,6 +11,7 @@ import threading
 import numpy as np
 import pytest
 
+from capture_helpers import in_forked_child
 from workflow_lib.capture.sources import host as host_mod
 from workflow_lib.capture.sources.host import NAME_BITS, HostSource
 
@@ -129,18 +130,11 @@ def test_c_span_after_fork_carries_the_child_tid():
     host = HostSource(1 << 10, 16)
     with host.span("p"):
         pass
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child: its span must carry its own tid
-        try:
-            with host.span("p"):
-                pass
-            c = host.spans.copy().columns
-            ok = int(c["code"][np.argmax(c["seq"])] >> NAME_BITS) == threading.get_native_id()
-            os.write(w, b"1" if ok else b"0")
-        finally:
-            os._exit(0)
-    os.close(w)
-    got = os.read(r, 1)
-    os.waitpid(pid, 0)
-    assert got == b"1"
+
+    def child():  # its span must carry its own tid
+        with host.span("p"):
+            pass
+        c = host.spans.copy().columns
+        return int(c["code"][np.argmax(c["seq"])] >> NAME_BITS) == threading.get_native_id()
+
+    assert in_forked_child(child)

@@ -63,7 +63,7 @@ import time
 from pathlib import Path
 
 from ..core.incident import check_incident_id
-from . import backoff, job, provenance, snapshot as snapshot_mod, steps_out
+from . import backoff, job, provenance, snapshot as snapshot_mod, step_core, steps_out
 from .budget import Budget, TargetTracker
 from .clock import now_ns, unix_minus_host_ns
 from . import gpu_arming
@@ -73,7 +73,7 @@ from .sources.cupti import CuptiSource, cupti_kinds_of
 from .sources.host import HostSource
 from .sources.nvml import NvmlSampler
 from .sources.sched import SchedSampler
-from .steps import BETWEEN_STEPS, DATA_WAIT, LIVE_STEP, NULL_SPAN, PAUSED_STEP, Step, null_lookup, work
+from .steps import DATA_WAIT, LIVE_STEP, NULL_SPAN, PAUSED_STEP, Step, null_lookup, work
 from .trigger import LatencyTrigger
 from .types import StepsOut
 from .writer import SnapshotWriter
@@ -195,7 +195,6 @@ class FlightRecorder:
         self._lock = threading.Lock()
         # Per-step durations for the trial runner: preallocated, bounded.
         self.durations = steps_out.StepDurations(self.budget.max_step_durations)
-        self._last_step = threading.local()  # .id, .end_ns: this thread's previous step
         self._reused_step_ids = 0
         owner = {"spans": "host", "steps": "host", "sched": "sched", "nvml": "nvml",
                  "kernels": "cupti", "runtime_api": "cupti", "memcpy": "cupti"}
@@ -205,6 +204,8 @@ class FlightRecorder:
         # (`gpu_baseline_steps=0`: none; only the latency windows and arm_gpu()).
         baseline = gpu_arming.BASELINE_STEPS if gpu_baseline_steps is None else int(gpu_baseline_steps)
         self.gpu = GpuArming(None, self.gpu_window_steps, baseline if self.cupti_mode == "triggered" else 0)
+        # What records a step (step_core.py); with the recorder off, only its duration.
+        self._core = step_core.PyStepCore(None, self.durations, None, self._error)
         if not self.enabled:
             return
         cap = lambda ring, row: self.budget.capacity(ring, row, rings or ("spans",))
@@ -221,8 +222,31 @@ class FlightRecorder:
                                      kinds=cupti_kinds_of(cupti_kinds), buffer_bytes=cupti_buffer_bytes,
                                      parser=cupti_parser)
             self.gpu.cupti = self.cupti
+        self._core = step_core.make(self.host, self.durations, self.sched.marker if self.sched else None, self._error)
+        if step_core.path_of(self._core) == "c":
+            # An instance attribute shadows step(): `rec.step(i)` makes the C step (steps.py's
+            # Step in C), so a recorded step runs no Python frame of the recorder's own.
+            self._core.owner = self
+            self.step = self._core.step
+        self._core_after()
         self.tracker = TargetTracker(self.budget)
         self.writer = SnapshotWriter(self.budget.max_concurrent_writes, housekeeping=lambda: backoff.housekeeping(self))
+
+    @property
+    def trigger(self) -> LatencyTrigger | None:
+        return self._trigger
+
+    @trigger.setter
+    def trigger(self, trigger: LatencyTrigger | None) -> None:
+        self._trigger = trigger
+        self._core_after()
+
+    def _core_after(self) -> None:
+        """The step core calls `_after_step` only when there is something to do after a step:
+        a trigger to feed, or GPU windows to count (CUPTI present)."""
+        core = self.__dict__.get("_core")
+        if core is not None:
+            core.after = self._after_step if (self._trigger is not None or self.gpu.cupti is not None) else None
 
     # ---- lifecycle -------------------------------------------------------------------
     def start(self) -> "FlightRecorder":
@@ -295,7 +319,7 @@ class FlightRecorder:
             self._guard("resuming cupti", self.cupti.arm)
         self._cupti_on_at_pause = False
         # The first step after a pause does not start where the last step before it ended.
-        self._last_step.id = None
+        self._core.forget_last()
         self.paused = False
 
     def _defer(self, what: str) -> bool:
@@ -355,7 +379,9 @@ class FlightRecorder:
         """`with rec.step(i):` marks one workload step (and feeds the trigger).
 
         `items`/`tokens`: the work this step does (ints), when time per item or per token is
-        the metric. The step covers the whole iteration: see the module doc."""
+        the metric. The step covers the whole iteration: see the module doc. With the C step
+        path, this method is replaced per instance by the step core's `step` (the same step,
+        in C: step_core.py)."""
         return Step(self, step_id, items, tokens)
 
     def steps(self, iterable, *, start: int = 0, items=None, tokens=None):
@@ -381,10 +407,7 @@ class FlightRecorder:
                         self._apply_pending()
                 step_id += 1
                 continue
-            sched = self.sched
-            if sched is not None:
-                sched.mark_step_start()
-            t0 = now_ns()
+            t0 = self._core.start()
             try:
                 with self.span(DATA_WAIT):
                     batch = next(it)
@@ -400,48 +423,32 @@ class FlightRecorder:
                 yield batch
             finally:
                 self._open = None
-                self._end_step(step_id, t0, now_ns(), items=n_items, tokens=n_tokens)
-                if sched is not None:
-                    sched.mark_current_thread()
+                self._core.step_end(step_id, t0, n_items, n_tokens, False)
                 if self._pending is not None:
                     self._apply_pending()
             step_id += 1
 
     def _end_step(self, step_id: int, t0: int, t1: int, thread_id: int | None = None, *,
                   items=None, tokens=None, follow: bool = False) -> None:
-        """Record a step [t0, t1]. With `follow`, a step whose id follows this thread's previous
-        step starts where that one ended, and the gap is a `between_steps` span."""
-        gap_from = None
-        if follow:
-            last = self._last_step
-            prev_id = getattr(last, "id", None)
-            if prev_id is not None and prev_id + 1 == step_id and last.end_ns <= t0:
-                gap_from = last.end_ns
-            last.id, last.end_ns = step_id, t1
-        elif thread_id is None:
-            last = self._last_step
-            last.id, last.end_ns = step_id, t1
-        start = t0 if gap_from is None else gap_from
+        """Record a step [t0, t1] timed elsewhere (the sidecar, in-process capture): the step
+        core's rules (step_core.py)."""
+        self._core.record(step_id, t0, t1, thread_id, items, tokens, follow)
+
+    def _after_step(self, step_id, t1: int, duration_ns: int) -> None:
+        """After a recorded step (called by the step core only when due, see _core_after): the
+        GPU windows and the trigger."""
         try:
-            n_items = -1 if items is None else int(items)
-            n_tokens = -1 if tokens is None else int(tokens)
-        except (TypeError, ValueError) as exc:
-            self._error(f"step {step_id}: items/tokens: {exc}")
-            n_items = n_tokens = -1
-        self.durations.add(t1 - start, n_items, n_tokens)
-        if self.host is None:
-            return
-        try:
-            if gap_from is not None:
-                self.host.record_span(BETWEEN_STEPS, gap_from, t0)
-            self.host.record_step(int(step_id), start, t1, thread_id, n_items, n_tokens)
             # A step that began as a window was armed or closed carries that work (enabling
             # activity, parsing the window's records) where no step mark moved its start past
             # it: it is not fed to the trigger, so the windows never set off the trigger.
-            perturbed = self.gpu.touched
-            if self.gpu.step_ended(t1):
-                self._close_gpu_window(t1)
-            if self.trigger is not None and not perturbed and self.trigger.observe(step_id, t1 - start):
+            gpu = self.gpu
+            perturbed = False
+            if gpu.cupti is not None:  # without CUPTI no window is ever armed: nothing to count
+                perturbed = gpu.touched
+                if gpu.step_ended(t1):
+                    self._close_gpu_window(t1)
+            trigger = self._trigger
+            if trigger is not None and not perturbed and trigger.observe(step_id, duration_ns):
                 armed = self.cupti_mode == "triggered" and self.arm_gpu()
                 if not self.own_trigger:
                     self.auto_snapshots += 1
@@ -561,6 +568,8 @@ class FlightRecorder:
             "inprocess": self.inprocess,
             # Which span path recorded the spans: "c" (_spanext) or "python" (host.py).
             "span_path": self.host.span_path if self.host is not None else None,
+            # Which step path recorded the steps: "c" (_stepext) or "python" (step_core.py).
+            "step_path": step_core.path_of(self._core),
             "paused": {"now": self.paused, "intervals": self.paused_intervals() if self.enabled else [],
                        "intervals_dropped": self._pauses_dropped,
                        "rule": "steps that began while paused are not recorded; spans that began in these "

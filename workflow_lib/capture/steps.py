@@ -1,13 +1,11 @@
 """The objects of the recorder's hot path: a step (`with rec.step(i)`), the open-step state
 of `rec.steps()`, the no-op span, and the span names of a step's input wait.
 
-A step covers the whole iteration (recorder.py's module doc says how); the recorder's
-`_end_step` records it, so these objects hold only what one step needs while it is open.
+A step covers the whole iteration (recorder.py's module doc says how); the recorder's step
+core (step_core.py) records it, so these objects hold only what one step needs while it is open.
 """
 
 from __future__ import annotations
-
-from .clock import now_ns
 
 # Span names of the time a step spends waiting for its input. Both match the diagnosis's
 # input-wait patterns (diagnose/types.py DEFAULT_WAIT_PATTERNS): in the README's loop the
@@ -40,7 +38,10 @@ def null_lookup(name: str) -> _NullSpan:
 
 
 class Step:
-    """`with rec.step(i, items=n)`; `items`/`tokens` may also be set on it inside the block."""
+    """`with rec.step(i, items=n)`; `items`/`tokens` may also be set on it inside the block.
+
+    The Python step: where the C step path is built, `rec.step` makes its C twin
+    (_stepext.Step, the same state and rules) and this class serves the Python path."""
 
     __slots__ = ("rec", "step_id", "t0", "items", "tokens", "live")
 
@@ -52,30 +53,20 @@ class Step:
 
     def __enter__(self):
         # A step keeps the state it began in (see pause()): never half recorded.
-        self.live = not self.rec.paused
-        self.rec._open = self
-        if not self.live:
-            return self
-        sched = self.rec.sched
-        if sched is not None:
-            sched.mark_step_start()  # the step's thread brackets its own step (see sched.py)
-        self.t0 = now_ns()
+        rec = self.rec
+        self.live = live = not rec.paused
+        rec._open = self
+        if live:
+            self.t0 = rec._core.start()  # its start mark, then its start time (step_core.py)
         return self
 
     def __exit__(self, et, ev, tb):
+        # The few bytecodes a recorded step runs in Python: the rows are the core's (in C
+        # where the extension is built), the trigger and GPU windows are called from there.
         rec = self.rec
         rec._open = None
-        if not self.live:
-            if rec._pending is not None:
-                rec._apply_pending()
-            return False
-        rec._end_step(self.step_id, self.t0, now_ns(), items=self.items, tokens=self.tokens, follow=True)
-        sched = rec.sched
-        if sched is not None:
-            sched.mark_current_thread()
-            # The next step starts after this sample, so each step stays bracketed by two
-            # samples of its thread; the few microseconds of sampling belong to no step.
-            rec._last_step.end_ns = now_ns()
+        if self.live:
+            rec._core.step_end(self.step_id, self.t0, self.items, self.tokens)
         if rec._pending is not None:
             rec._apply_pending()
         return False

@@ -35,19 +35,23 @@ class StepDurations:
         self.durations = array.array("q", [0]) * capacity
         self.items = array.array("q", [-1]) * capacity
         self.tokens = array.array("q", [-1]) * capacity
-        self._ctr = itertools.count()
-        self.seen = 0
+        # Writers take k = next(ctr) (the C step path too, step_core.py); `seen` peeks at it.
+        self.ctr = itertools.count()
 
     def __len__(self) -> int:
         return len(self.durations)
 
     def add(self, duration_ns: int, items: int, tokens: int) -> None:
-        k = next(self._ctr)
+        k = next(self.ctr)
         if k < len(self.durations):
             self.durations[k] = duration_ns
             self.items[k] = items
             self.tokens[k] = tokens
-        self.seen = k + 1
+
+    @property
+    def seen(self) -> int:
+        """Steps added. The counter's repr is "count(N)": the next index, read without taking it."""
+        return int(repr(self.ctr)[6:-1])
 
     @property
     def kept(self) -> int:

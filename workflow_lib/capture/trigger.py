@@ -19,10 +19,10 @@ always-on recorder). The median is the same value `np.median` gives.
 
 from __future__ import annotations
 
+import array
 import bisect
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from ..core.errors import StallcaseError
 from ..core.config.numbers import TRIGGER_OPTIONS, number
@@ -37,7 +37,7 @@ class LatencyTrigger:
     fired: int = 0
     suppressed_cooldown: int = 0
     last_fire: dict | None = None
-    _buf: np.ndarray = field(default=None, repr=False)
+    _buf: array.array = field(default=None, repr=False)
     _n: int = 0
     _cool: int = 0
     _sorted: list = field(default=None, repr=False)
@@ -50,7 +50,8 @@ class LatencyTrigger:
                 number(getattr(self, field_name), f"LatencyTrigger.{field_name}", spec)
             except StallcaseError as exc:
                 raise ValueError(exc.oneline()) from None
-        self._buf = np.zeros(self.window_steps, dtype=np.int64)
+        # array.array, not numpy: an item read or store is a plain int, ~10x cheaper per step.
+        self._buf = array.array("q", [0]) * self.window_steps
         self._sorted = []  # the values of _buf[:filled], sorted
 
     def observe(self, step_id: int, duration_ns: int) -> bool:
@@ -75,7 +76,7 @@ class LatencyTrigger:
             self._cool -= 1
         j = n % self.window_steps
         if filled == self.window_steps:  # the oldest value leaves the window
-            del srt[bisect.bisect_left(srt, int(self._buf[j]))]
+            del srt[bisect.bisect_left(srt, self._buf[j])]
         d = int(duration_ns)
         bisect.insort(srt, d)
         self._buf[j] = d

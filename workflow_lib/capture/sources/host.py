@@ -40,13 +40,7 @@ MAX_NAMES = (1 << NAME_BITS) - 1
 OVERFLOW_NAME = "<span names over budget>"
 DETAIL_CAPACITY = 4096  # span_details rows kept (GC collections and checkpoint saves: a few per step)
 
-try:  # optional C span path; see setup.py
-    from .. import _spanext  # type: ignore
-except ImportError:  # not built (no compiler, Python < 3.11): the Python path records the same rows
-    _spanext = None
-if os.environ.get("STALLCASE_SPAN_PATH", "").strip().lower() == "python":
-    _spanext = None
-SPAN_PATH = "c" if _spanext is not None else "python"
+from ..cext import PATH as SPAN_PATH, span as _spanext
 
 _TLS = threading.local()
 _SOURCES: "weakref.WeakSet[HostSource]" = weakref.WeakSet()

@@ -19,26 +19,16 @@ from ...core import arrow
 from ..clock import now_ns
 from ...core.incident import source
 from ..ring import Ring
+from . import sched_marks
+from .sched_marks import MARK_REUSE_NS, MAX_LAUNCHERS, RESCAN  # noqa: F401 (the marks' rules, named here too)
 
 _STATES = "RSDZTtXxKWPI"
 _RUNNING = _STATES.index("R")  # a thread reading its own counters is running
-_TLS = threading.local()  # per thread: its tid and an open fd of its own schedstat
 _NULL = -1  # ring sentinel for an unread counter (real counters are >= 0)
 _UNKNOWN = ord("?")  # state code of a step-boundary sample of another thread (stat not read)
 # Threads that launch GPU work besides the step's own: PyTorch's autograd engine names its
 # device threads "pt_autograd_<n>" (c10::setThreadName).
 LAUNCHER_NAMES = (b"pt_autograd",)
-# Step starts between scans for new launcher threads. A scan (list the threads, read their
-# names) takes longer than a mark, so it runs before a step's start sample, never between
-# that sample and the step's start time (nor after a step's end sample).
-RESCAN = 128
-MAX_LAUNCHERS = 16
-# A step that starts within this long of its thread's last boundary mark (the previous
-# step's end, when steps follow each other) reuses that mark as its start sample instead of
-# taking another: the two would be microseconds apart. The diagnosis takes the sample
-# nearest a boundary within max(10% of the step, 200 us) (diagnose/evidence.step_sched), so
-# 20 us moves no step out of reach; it halves the marks of back-to-back steps.
-MARK_REUSE_NS = 20_000
 # The periodic sample keeps each thread's stat and schedstat open and preads them: one
 # syscall a file instead of open/read/close. The sample runs Python holding the GIL between
 # its syscalls, time the workload's threads cannot run Python (41 threads: 686-880 us of
@@ -110,26 +100,25 @@ class SchedSampler:
         self.paused = False  # set by FlightRecorder.pause(): skip samples, keep the thread
         self._thread: threading.Thread | None = None
         self.native_id: int | None = None
-        self.boundary_marks = 0
-        self.reused_marks = 0  # step starts that reused the previous step's end mark
-        # The ring's columns held directly: a step-boundary mark writes them itself (the
-        # ring's hot-path protocol, ring.py), ~0.4 us of the ~2.6 us a mark cost through
-        # `Ring.append`'s loop over columns (benchmarks/step_path_cost.py).
-        cols = self.ring.cols
-        self._last_mark = threading.local()  # .ns: this thread's last boundary mark, this sampler
-        self._mark_cols = (self.ring.ctr, self.ring.mask, cols["ts_ns"], cols["tid"], cols["state"], cols["cpu"],
-                           cols["wait"], cols["slices"], cols["seq"])
-        # Other threads that launch the step's GPU work (the autograd engine's backward
-        # threads): sampled at every step boundary too, found by name every RESCAN step starts.
-        self._launchers: dict[int, int] = {}  # tid -> open fd of its schedstat
-        self._starts_since_scan = RESCAN  # the first step start scans
-        self._scanned = False
+        # The step-boundary marks (sched_marks.py: in C where the extension is built). Other
+        # threads that launch the step's GPU work (the autograd engine's backward threads) are
+        # sampled at every mark too, found by name every RESCAN step starts (_scan_launchers).
+        self.marker = sched_marks.make(self.ring, self._scan_launchers, self._error, _RUNNING, _UNKNOWN)
         self._task_fds: dict[int, tuple[int, int]] = {}  # tid -> (stat fd, schedstat fd or -1)
         self.max_cached_tasks = MAX_CACHED_TASKS  # 0: every file read by path
 
     @property
     def nbytes(self) -> int:
         return self.ring.nbytes
+
+    @property
+    def boundary_marks(self) -> int:
+        return self.marker.boundary_marks
+
+    @property
+    def reused_marks(self) -> int:
+        """Step starts that reused the previous step's end mark."""
+        return self.marker.reused_marks
 
     def start(self) -> None:
         if not os.path.isdir(f"/proc/{self.pid}/task"):
@@ -201,96 +190,36 @@ class SchedSampler:
         gaps that matter can be far apart. The thread that marks a step boundary reads its
         own cumulative counters instead (a pread of an fd kept open per thread, about a
         microsecond), so every step is bracketed by two samples of the thread that ran it.
+        A recorded step marks through the recorder's step core, which calls the marker itself.
         """
-        try:
-            fd = _TLS.fd
-        except AttributeError:
-            try:
-                _TLS.tid = threading.get_native_id()
-                _TLS.fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
-            except OSError as exc:
-                _TLS.fd = -1
-                self._error(f"step-boundary sample: {exc.strerror or exc}")
-            fd = _TLS.fd
-        if fd < 0:
-            return
-        if not self._scanned:  # a first mark outside a step start: scan before sampling
-            self._scan_launchers()
-        try:
-            cpu, wait, slices = os.pread(fd, 128, 0).split()[:3]
-            cpu, wait, slices = int(cpu), int(wait), int(slices)
-        except (OSError, ValueError) as exc:
-            self._error(f"step-boundary sample: {exc}")
-            return
-        ts = now_ns()
-        self._write(ts, _TLS.tid, _RUNNING, cpu, wait, slices)
-        self._last_mark.ns = ts
-        self.boundary_marks += 1
-        self._mark_launchers()
-
-    def _write(self, ts: int, tid: int, state: int, cpu: int, wait: int, slices: int) -> None:
-        """One row, as `Ring.append` writes it (seq last: the commit mark), without its loop."""
-        ctr, mask, c_ts, c_tid, c_state, c_cpu, c_wait, c_slices, c_seq = self._mark_cols
-        k = next(ctr)
-        j = k & mask
-        c_ts[j] = ts
-        c_tid[j] = tid
-        c_state[j] = state
-        c_cpu[j] = cpu
-        c_wait[j] = wait
-        c_slices[j] = slices
-        c_seq[j] = k
+        self.marker.mark()
 
     def mark_step_start(self) -> None:
         """The mark at a step's start: skipped when this thread marked (the previous step's
         end) under MARK_REUSE_NS ago, so back-to-back steps share one sample between them."""
-        self._starts_since_scan += 1
-        if self._starts_since_scan >= RESCAN:
-            self._starts_since_scan = 0
-            self._scan_launchers()
-            self._last_mark.ns = None  # the scan took time: this start takes its own sample
-        last = getattr(self._last_mark, "ns", None)
-        if last is not None and now_ns() - last < MARK_REUSE_NS:
-            self.reused_marks += 1
-            return
-        self.mark_current_thread()
+        self.marker.mark_start()
 
     def watch_thread(self, tid: int) -> None:
         """Sample this thread (of the recorded process) at every step boundary as well."""
-        if tid in self._launchers or len(self._launchers) >= MAX_LAUNCHERS or self.pid != os.getpid():
+        if tid in self.marker.watching() or len(self.marker.watching()) >= MAX_LAUNCHERS or self.pid != os.getpid():
             return
         try:
-            self._launchers[tid] = os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY)
+            fd = os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY)
         except OSError:
-            pass
-
-    def _mark_launchers(self) -> None:
-        if not self._launchers:
             return
-        ts = now_ns()
-        for tid, fd in list(self._launchers.items()):
-            if tid == _TLS.tid:
-                continue
-            try:
-                cpu, wait, slices = os.pread(fd, 128, 0).split()[:3]
-                cpu, wait, slices = int(cpu), int(wait), int(slices)
-            except (OSError, ValueError):
-                os.close(fd)  # the thread ended
-                del self._launchers[tid]
-                continue
-            # State unknown without reading stat (costly): counters are what the diagnosis reads.
-            self._write(ts, tid, _UNKNOWN, cpu, wait, slices)
+        if not self.marker.watch(tid, fd):
+            os.close(fd)
 
     def _scan_launchers(self) -> None:
-        self._scanned = True
         if self.pid != os.getpid():
             return
         try:
             tids = os.listdir("/proc/self/task")
         except OSError:
             return
+        watching = self.marker.watching()
         for t in tids:
-            if not (t.isascii() and t.isdigit()) or int(t) in self._launchers:
+            if not (t.isascii() and t.isdigit()) or int(t) in watching:
                 continue
             comm = _read(f"/proc/self/task/{t}/comm")
             if comm and comm.startswith(LAUNCHER_NAMES):
