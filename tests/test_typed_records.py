@@ -197,7 +197,7 @@ def test_a_field_added_to_one_side_of_a_nested_class_is_caught():
 
 def test_a_nested_record_round_trips():
     """A comparison read from JSON holds nested instances and writes the same JSON back."""
-    import compare_builders as cb
+    from benchmarks import compare_builders as cb
     from workflow_lib.compare import build as C
     from workflow_lib.compare import types as T
 
