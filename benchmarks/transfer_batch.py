@@ -43,7 +43,7 @@ def steps_input(inc) -> batch.StepsInput:
     starts = st["start_ns"].to_numpy() - origin
     ends = st["end_ns"].to_numpy() - origin
     frame = batch.StepFrame(st["step_id"].to_numpy(), st["thread_id"].to_numpy(), starts, ends)
-    return batch.StepsInput(frame, batch.make_base(frame, ev, opts.min_gap_ns), ev, evidence.sources_of(inc), opts,
+    return batch.StepsInput(frame, batch.make_base(frame, ev, opts.min_gap_ns), evidence.RankInput(ev, evidence.sources_of(inc), opts),
                             warmup.cold_steps(ends - starts, opts))
 
 
@@ -69,8 +69,8 @@ def main() -> None:
     same = True
     # The set operations under every batched check: unions in order by binary searches
     # (measures._meet) against the sweep over all sorted boundaries, on this rank's pieces.
-    no_compute = si.frame.pieces(measures.subtract(si.frame.windows, si.ev.kernel_busy))
-    busy = si.frame.pieces(si.ev.busy)
+    no_compute = si.frame.pieces(measures.subtract(si.frame.windows, si.rank.ev.kernel_busy))
+    busy = si.frame.pieces(si.rank.ev.busy)
     for word, keep in (("intersect", True), ("subtract", False)):
         t = time.process_time()
         slow = measures._sweep_np(no_compute, busy, keep)
