@@ -19,6 +19,7 @@ version-2 shape, what the checks build step by step); every writer stores it as 
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ import pyarrow.parquet as pq
 from ..core import atomic, layout, records, safe_io
 from ..core.errors import DigestMismatch, InputError, RecordError
 from . import step_tables as st_mod
-from .types import DIAGNOSIS_VERSION, DiagnosisRecord
+from .types import DIAGNOSIS_VERSION, DiagnosisRecord, DiagnosisSummary, NextExperiment
 
 TABLE_NAMES = layout.DIAGNOSIS_TABLES
 INLINE_STEPS_VERSIONS = (1, 2)
@@ -61,6 +62,18 @@ class Diagnosis:
     @property
     def n_steps(self) -> int:
         return self.steps_table.num_rows
+
+    # The parts readers use, typed (frozen classes, read once): `record` is already in the newest
+    # shape (load_diagnosis / as_diagnosis upgrade older versions), so a reader reads attributes,
+    # with no fallbacks; an optional part an older version never had is typed.ABSENT.
+    @functools.cached_property
+    def summary(self) -> DiagnosisSummary:
+        return DiagnosisSummary.from_json(self.record["summary"], "diagnosis:/summary")
+
+    @functools.cached_property
+    def next_experiments(self) -> list[NextExperiment]:
+        return [NextExperiment.from_json(e, f"diagnosis:/next_experiments/{i}")
+                for i, e in enumerate(self.record["next_experiments"])]
 
     def step(self, i: int) -> dict:
         """Step row i as the record's step object (evidence None where it was not kept)."""
