@@ -68,12 +68,11 @@ class Diagnosis:
     # with no fallbacks; an optional part an older version never had is typed.ABSENT.
     @functools.cached_property
     def summary(self) -> DiagnosisSummary:
-        return DiagnosisSummary.from_json(self.record["summary"], "diagnosis:/summary")
+        return summary_of(self.record)
 
     @functools.cached_property
     def next_experiments(self) -> list[NextExperiment]:
-        return [NextExperiment.from_json(e, f"diagnosis:/next_experiments/{i}")
-                for i, e in enumerate(self.record["next_experiments"])]
+        return next_experiments_of(self.record)
 
     def step(self, i: int) -> dict:
         """Step row i as the record's step object (evidence None where it was not kept)."""
@@ -82,6 +81,17 @@ class Diagnosis:
     def steps(self, rows=None) -> list[dict]:
         """The step objects of `rows` (None: all; a list of 1M dicts is what the tables avoid)."""
         return st_mod.steps_from_tables(self.steps_table, self.findings_table, rows)
+
+
+def summary_of(record: dict) -> DiagnosisSummary:
+    """The summary of a record in the newest shape (one load_diagnosis / as_diagnosis read, or
+    one diagnose() just made), as its frozen class."""
+    return DiagnosisSummary.from_json(record["summary"], "diagnosis:/summary")
+
+
+def next_experiments_of(record: dict) -> list[NextExperiment]:
+    """The ranked next experiments of a record in the newest shape, as frozen classes."""
+    return [NextExperiment.from_json(e, f"diagnosis:/next_experiments/{i}") for i, e in enumerate(record["next_experiments"])]
 
 
 def _slow_with_findings(body: dict, steps: list[dict]) -> dict:
