@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/collectives_speed.py [--ranks 64] [--steps 1000] [--scenario straggler|gpu_error] [--repeats 3]
 
-Builds synthetic dumps in the real layout (tests/fr_builders.py: per step one world and
+Builds synthetic dumps in the real layout (benchmarks/fr_builders.py: per step one world and
 one second-group all_reduce, so 2 x steps entries per rank; `gpu_error` hangs the job at
 the end, with onlyActive-free full dumps), writes them as pickles, then times, in this
 process:
@@ -48,7 +48,7 @@ def main() -> int:
     if args.smoke:
         args.ranks, args.steps, args.repeats = 4, 10, 1
 
-    from tests.fr_builders import hang_job, write_dumps
+    from benchmarks.fr_builders import hang_job, write_dumps
     from workflow_lib.core import records
     from workflow_lib.collectives import analyze_collectives
     from workflow_lib.importers.torch_fr import import_torch_fr

@@ -5,7 +5,7 @@
 
 HTA runs in its own venv: python3 -m venv V && V/bin/pip install holistictraceanalysis==0.5.0 'pandas<3'.
 
-Generates a synthetic Kineto trace of at least --events events (tests/fixtures/kineto/generate.py,
+Generates a synthetic Kineto trace of at least --events events (benchmarks/kineto_trace.py,
 one event per line as Kineto writes them), then runs each contender in its own child process:
   json_loads  read the file and json.loads it (the floor for any JSON reader)
   stallcase   import_kineto + diagnose_to_file (streaming parse, Arrow tables, all checks; rank by rank)
@@ -115,7 +115,7 @@ def HWM():
 
 
 def write_trace(path: Path, events_wanted: int) -> int:
-    from tests.fixtures.kineto.generate import synthetic_trace
+    from benchmarks.kineto_trace import synthetic_trace
 
     per_step = 3 * 100 + 2  # runtime + kernel + flow per launch, one op, one step span
     steps = -(-events_wanted // per_step) + 1

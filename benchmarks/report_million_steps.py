@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/report_million_steps.py [--steps 1000000] [--reference 1000] [--repeats 3]
 
-Builds both diagnoses the way the vectorized diagnosis writes them (tests/million_steps.py:
+Builds both diagnoses the way the vectorized diagnosis writes them (benchmarks/million_steps.py:
 the two step tables made with NumPy, evidence kept for the 20 slow steps), then, for each:
   load     load_diagnosis: the record, both tables read, digests and every row checked
   build    the report page (load_records + build_report: first screen from the summary,
@@ -32,7 +32,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 PAINT = ("(function(){var o={}; performance.getEntriesByType('paint').forEach(function(e){o[e.name]=e.startTime;});"
          "o.render=parseFloat(document.getElementById('render-status').dataset.renderMs); return o;})()")
@@ -58,7 +57,7 @@ def real_case(root: Path, n: int) -> dict:
 
 
 def one(n: int, root: Path, browser, repeats: int) -> dict:
-    from million_steps import million_step_case
+    from benchmarks.million_steps import million_step_case
     from workflow_lib.diagnose import load_diagnosis
     from workflow_lib.report import build_report, load_records
 
@@ -108,7 +107,7 @@ def main() -> int:
         args.steps, args.reference, args.repeats = 2_000, 200, 1
     global REAL
     REAL = args.real
-    from report_browser import Browser, find_chromium
+    from benchmarks.report_browser import Browser, find_chromium
 
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         browser = None

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/trials_scale.py [--runs 1000 10000] [--repeats 3] [--design wide|narrow]
 
-For each size, a synthetic plan (tests/compare_builders: the project's own schedule) and one
+For each size, a synthetic plan (benchmarks/compare_builders: the project's own schedule) and one
 execution record per block with every run ok (1% log-normal noise, B 2% slower), then each
 stage timed in this process, `--repeats` times, interleaved over sizes:
   schedule   make_schedule (the plan's counterbalanced interleaving)
@@ -35,7 +35,7 @@ DESIGNS = {"wide": (3, 3, 1), "narrow": (1, 1, 0)}
 
 
 def stages(runs: int, kind: str, tmp: Path) -> dict[str, float]:
-    from tests import compare_builders as cb
+    from benchmarks import compare_builders as cb
     from workflow_lib.compare import build as compare
     from workflow_lib.core import records
     from workflow_lib.plan.schedule import make_schedule

@@ -25,6 +25,12 @@ record from the snapshot and the `diagnose` rule reads it (rules/diagnose.smk).
 
 `foundation` holds what every stage shares (errors, records, the store, the incident format,
 the vocabulary); `entry` holds the CLI, which wires stages together.
+
+Benchmarks sit beside the flow: a script in benchmarks/ may import workflow_lib and benchmarks/,
+never tests/ (`from tests import ...`, a bare name of a module in tests/, or tests/ put on
+sys.path) fails --check: a benchmark that leans on a test module rots when the tests move, and
+runs only inside the test tree. Tests may import benchmarks' helpers (the synthetic incidents,
+dumps, plans and traces live there, once).
 """
 
 from __future__ import annotations
@@ -217,6 +223,34 @@ def module_list() -> str:
     return "\n".join(lines)
 
 
+def benchmarks_on_tests() -> list[tuple[str, int, str]]:
+    """(file, line, what) for each place a benchmark reaches into tests/: an import of `tests`, of a
+    module only tests/ holds (by bare name, as when tests/ is on sys.path), or tests/ put on sys.path."""
+    bench, tests = ROOT / "benchmarks", ROOT / "tests"
+    if not bench.is_dir():
+        return []
+    ours = {p.stem for p in bench.iterdir()}
+    theirs = {p.stem for p in tests.iterdir() if p.suffix == ".py" or (p / "__init__.py").is_file()} - ours \
+        if tests.is_dir() else set()
+    found = []
+    for path in sorted(bench.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            heads = []
+            if isinstance(node, ast.Import):
+                heads = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                heads = [node.module]
+            for name in heads:
+                if name.split(".")[0] in {"tests"} | theirs:
+                    found.append((path.name, node.lineno, f"imports {name}"))
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("insert", "append")
+                    and "sys.path" in ast.unparse(node.func.value)
+                    and any(isinstance(c, ast.Constant) and c.value == "tests" for c in ast.walk(node))):
+                found.append((path.name, node.lineno, "puts tests/ on sys.path"))
+    return found
+
+
 DOC = ROOT / "docs" / "architecture.md"
 MODULES_BEGIN = "<!-- every module, drawn from the tree: python docs/import_graph.py --write-doc -->"
 MODULES_END = "<!-- end of the module list -->"
@@ -238,7 +272,7 @@ def main(argv=None) -> int:
     ap.add_argument("--write-doc", action="store_true", help="redraw the graph and the module list in docs/architecture.md")
     ap.add_argument("--check", action="store_true",
                     help="exit 1 when an arrow runs against the flow, an import runs back up to its own package, "
-                         "or a module is in no stage")
+                         "a benchmark imports a test module, or a module is in no stage")
     args = ap.parse_args(argv)
     missing = unmapped()
     if missing:
@@ -266,7 +300,11 @@ def main(argv=None) -> int:
     print(f"{len(up)} import(s) back up to the module's own package or a parent" + (":" if up else ""))
     for m, d, inside in up:
         print(f"- {m} imports {d}" + (" (inside a function)" if inside else ""))
-    return 1 if (args.check and (bad or up)) else 0
+    rot = benchmarks_on_tests()
+    print(f"{len(rot)} benchmark import(s) of a test module" + (":" if rot else ""))
+    for f, line, what in rot:
+        print(f"- benchmarks/{f}:{line} {what}")
+    return 1 if (args.check and (bad or up or rot)) else 0
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from tests.fr_builders import write_dumps
+from benchmarks.fr_builders import write_dumps
 from workflow_lib.core import records
 from workflow_lib.collectives import analyze_collectives, collective_wait_findings
 from workflow_lib.collectives.types import Options

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from benchmarks.noise_model import Design, _split_arms, schedules
-from tests import compare_builders as cb
+from benchmarks import compare_builders as cb
 from workflow_lib.core import records
 
 # The parts that partition a step (check:* and unexplained), in ns per step; the wall is their sum.

@@ -20,7 +20,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 import report_cases as RC  # noqa: E402
-from report_browser import Browser  # noqa: E402
+from benchmarks.report_browser import Browser  # noqa: E402
 from workflow_lib.report import write_report_files  # noqa: E402
 
 IMG = HERE.parent / "docs" / "img"

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-import compare_builders as CB
+from benchmarks import compare_builders as CB
 from builders import api, clock, kernel, make_incident, memcpy, nvml, span, step
 from workflow_lib.compare import build as compare
 from workflow_lib.core import records, tables

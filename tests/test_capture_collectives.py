@@ -2,7 +2,7 @@
 
 torch is not installed on CPU machines, so torch.distributed and the dump function are
 substituted (the edge we cannot reach); the dump bytes are a real pickle in the layout
-torch writes (tests/fr_builders.py), read through the restricted unpickler.
+torch writes (benchmarks/fr_builders.py), read through the restricted unpickler.
 """
 
 import pickle
@@ -12,7 +12,7 @@ import pytest
 from workflow_lib.capture.sources import collectives as C
 from workflow_lib.core.incident import read_incident
 
-import fr_builders
+from benchmarks import fr_builders
 
 
 class FakeDist:

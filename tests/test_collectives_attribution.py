@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from tests.collectives_helpers import analyze, clock_sync, findings_by, make_incident, ops_of
-from tests.fr_builders import MS, T0_NS, job
+from benchmarks.fr_builders import MS, T0_NS, job
 
 LATE = {5: (1, 30 * MS), 12: (1, 30 * MS), 20: (0, 50 * MS)}
 
@@ -193,7 +193,7 @@ def test_recorder_incident_on_monotonic_clock_with_fr_merged(tmp_path):
     from workflow_lib.collectives import analyze_collectives, collective_wait_findings, steps_from_incidents
     from workflow_lib.importers.torch_fr import import_torch_fr
     from workflow_lib.core.incident import read_incident, source, write_incident
-    from tests.fr_builders import write_dumps
+    from benchmarks.fr_builders import write_dumps
 
     j = job(n_steps=6, late={3: (0, 40 * MS)})
     unix_minus_host = T0_NS - 1_000 * MS

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from tests.collectives_helpers import make_incident
-from tests.fr_builders import MS, hang_job, job
+from benchmarks.fr_builders import MS, hang_job, job
 from workflow_lib import cli
 from workflow_lib.core.records import read_record
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fr_builders import T0_NS, MS, dump, entry, to_json
+from benchmarks.fr_builders import T0_NS, MS, dump, entry, to_json
 from workflow_lib.core.formats.fr_dump import dump_detail, dump_table, group_counters, nccl_version
 from workflow_lib.core.errors import InputError
 

@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 from tests.collectives_helpers import make_incident
-from tests.fr_builders import hang_job
+from benchmarks.fr_builders import hang_job
 from workflow_lib import cli
 from workflow_lib.importers.torch_fr import import_torch_fr
 from workflow_lib.core.records import read_record

@@ -1,6 +1,6 @@
 """Hang versus straggler on 16- and 64-rank jobs in the real dump format: exact culprits, no false waits.
 
-Each scenario is built by tests/fr_builders.hang_job (a GPU error, a rank holding the GIL,
+Each scenario is built by benchmarks/fr_builders.hang_job (a GPU error, a rank holding the GIL,
 a rank that never enqueued anything, a straggler, a missing dump; full and onlyActive
 dumps), imported through `stallcase import torch-fr` code and analysed. In every one the
 culprit list is exactly the injected one, in collective order, and no op that some
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from tests.collectives_helpers import analyze, make_incident
-from tests.fr_builders import MS, hang_job
+from benchmarks.fr_builders import MS, hang_job
 
 CASES = [(n, s, p) for n in (16, 64) for s, p in
          [("gpu_error", False), ("gpu_error", True), ("gil", False), ("gil", True), ("never_enqueued", False),
@@ -99,7 +99,7 @@ def test_skewed_enqueue_on_a_hung_op_is_no_wait(tmp_path):
 
 
 def test_dumps_imported_with_a_hostname_share_one_clock(tmp_path):
-    from tests.fr_builders import write_dumps
+    from benchmarks.fr_builders import write_dumps
     from workflow_lib import cli
     from workflow_lib.core.incident import read_incident
 

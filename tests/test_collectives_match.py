@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from tests.collectives_helpers import analyze, findings_by, make_incident, ops_of
-from tests.fr_builders import MS, T0_NS, cut, job
+from benchmarks.fr_builders import MS, T0_NS, cut, job
 
 
 def _mismatch(op: dict, field: str) -> dict:

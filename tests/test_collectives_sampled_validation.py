@@ -13,7 +13,7 @@ from workflow_lib.core.errors import RecordError
 from workflow_lib.importers.torch_fr import import_torch_fr
 from workflow_lib.core.incident import read_incident
 
-from fr_builders import hang_job, write_dumps
+from benchmarks.fr_builders import hang_job, write_dumps
 
 
 @pytest.fixture(scope="module")

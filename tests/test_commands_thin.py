@@ -63,10 +63,12 @@ def test_the_lines_are_those_the_command_printed_before(capsys, tmp_path):
     record with steps, rendered as the command printed them."""
     from workflow_lib.report.text import diagnosis_lines
 
-    steps = {"summary": {"steps": 3, "explained_ns": 1_500_000, "wall_ns": 3_000_000, "slow_steps": [],
-                         "warm_up": {"wall_ns": 2_000_000_000, "steps": 1}},
-             "next_experiments": [{"rank": 1, "check": "host_submission", "recoverable_upper_bound_ns": 1_000_000,
-                                   "risk": "low", "candidate_change": "overlap the host work"}]}
+    steps = {"summary": {"steps": 3, "explained_ns": 1_500_000, "wall_ns": 3_000_000, "unexplained_ns": 1_500_000,
+                         "by_check": {}, "windows": [], "slow_steps": [],
+                         "warm_up": {"wall_ns": 2_000_000_000, "steps": 1, "step_ids": [0], "over_typical_ns": 1_000_000_000,
+                                     "once_per_process": True}},
+             "next_experiments": [{"rank": 1, "check": "host_submission", "recoverable_upper_bound_ns": 1_000_000, "steps": 3,
+                                   "risk": "low", "risk_note": "", "candidate_change": "overlap the host work"}]}
     assert diagnosis_lines(steps, "d.json") == [
         "wrote d.json: 3 steps, 1.500 of 3.000 ms explained",
         "slow steps: none at >= 1.5x the typical step",

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from benchmarks.noise_model import Design
-from tests import compare_builders as cb
+from benchmarks import compare_builders as cb
 from tests import component_builders as B
 from workflow_lib.compare import build as C
 from workflow_lib.compare import by_component as CC

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from benchmarks.noise_model import Design, NoiseModel, simulate
-from tests import compare_builders as cb
+from benchmarks import compare_builders as cb
 from workflow_lib.compare import build as C, rule as compare_rule
 from workflow_lib.core import records
 from workflow_lib.compare import stats

@@ -7,7 +7,7 @@ from __future__ import annotations
 from workflow_lib.compare import build as compare
 from workflow_lib.core import records
 
-from compare_builders import design, executions, lognormal_values, plan, typed_records
+from benchmarks.compare_builders import design, executions, lognormal_values, plan, typed_records
 
 
 def _with_work(ex: dict, items: dict[str, float]) -> dict:

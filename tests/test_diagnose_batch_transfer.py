@@ -13,6 +13,7 @@ from tests.test_diagnose_batch import INCIDENTS, FIXTURES, _same
 from tests import reference_diagnosis
 from workflow_lib.core.incident import Incident, read_incident, source
 from workflow_lib.diagnose import batch, columns, diagnose, lanes, measures
+from workflow_lib.diagnose.evidence import RankInput
 from workflow_lib.diagnose.checks import transfer_stall
 
 
@@ -21,7 +22,7 @@ def _inputs(inc, monkeypatch) -> list[batch.StepsInput]:
     got = []
 
     def capture(ev, frame, src, opts, m, cold, *rest, **kw):
-        got.append(batch.StepsInput(frame, batch.make_base(frame, ev, opts.min_gap_ns), ev, src, opts, cold))
+        got.append(batch.StepsInput(frame, batch.make_base(frame, ev, opts.min_gap_ns), RankInput(ev, src, opts), cold))
         return real(ev, frame, src, opts, m, cold, *rest, **kw)
 
     real = columns.diagnose_rank
@@ -38,7 +39,7 @@ def _by_step(fr: batch.StepFrame, iv) -> list:
 
 def _compare(si: batch.StepsInput) -> dict:
     fast = transfer_stall.check_steps(si)
-    ref = reference_diagnosis.per_step(transfer_stall, si, si.ev.rank)
+    ref = reference_diagnosis.per_step(transfer_stall, si, si.rank.ev.rank)
     assert fast.verdict.tolist() == ref.verdict.tolist()
     assert [fast.missing_of(k) for k in range(si.frame.n)] == [ref.missing_of(k) for k in range(si.frame.n)]
     assert _by_step(si.frame, fast.claimed) == _by_step(si.frame, ref.claimed)

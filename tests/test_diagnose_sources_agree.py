@@ -5,7 +5,7 @@ busy and kernel sum (within 1%; here exactly, as both come from one synthetic ti
 from pathlib import Path
 
 from tests.builders import api, kernel, make_incident, memcpy, span, step
-from tests.fixtures.kineto.generate import synthetic_trace, write
+from benchmarks.kineto_trace import synthetic_trace, write
 from workflow_lib.diagnose import DiagnoseOptions, diagnose, diagnose_dir
 from workflow_lib.importers.kineto import import_kineto
 

@@ -291,3 +291,27 @@ def test_verify_finds_a_damaged_or_missing_diagnosis_table(rich, tmp_path):
     tables["findings"].unlink()
     got = {problem.split(" table ")[0] for _, problem in verify(root).corrupt}
     assert got == {"its steps", "its findings"}
+
+
+def test_the_first_screen_reads_the_typed_summary_and_a_record_without_slow_steps(rich):
+    """glance reads Diagnosis.summary / .next_experiments by attribute: the slow steps of the
+    record (typed SlowStep), and for a record written before slow steps existed (version 1: the
+    summary has none, typed.ABSENT) the slowest step and its findings from the tables."""
+    from workflow_lib.core.typed import ABSENT
+    from workflow_lib.diagnose.types import SlowStep
+    from workflow_lib.report import glance
+    from workflow_lib.report.model import slow_steps
+
+    v3 = rich["v3"]
+    listed = v3.record["summary"]["slow_steps"]
+    assert listed and all(isinstance(s, SlowStep) for s in v3.summary.slow_steps)
+    got = glance.excess(v3, slow_steps(v3))
+    assert got["kind"] == "excess" and [r["step_id"].value for r in got["rows"]] == [s["step_id"] for s in listed][:len(got["rows"])]
+    nxt = glance.next_experiment(v3, None)
+    assert nxt["kind"] == ("ranked" if v3.record["next_experiments"] else "none")
+    summary = {k: v for k, v in v3.record["summary"].items() if k not in ("slow_steps", "warm_up")}
+    old = as_diagnosis(dict(rich["inline"], summary=summary, next_experiments=[]))
+    assert old.summary.slow_steps is ABSENT and old.summary.warm_up is ABSENT
+    got = glance.excess(old, slow_steps(old))
+    assert got["kind"] == "slowest" and got["steps"].value == summary["steps"]
+    assert glance.warm_up(old) is None and glance.next_experiment(old, None)["kind"] == "none"

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-import compare_builders as CB
+from benchmarks import compare_builders as CB
 from workflow_lib.compare.build import compare
 from workflow_lib.core import layout, records, rulelog, typed
 from workflow_lib.core.errors import StallcaseError

@@ -24,7 +24,7 @@ from workflow_lib.snapshot import build as snapshot
 from workflow_lib.core.cas import CAS, hash_file
 from workflow_lib.snapshot.verify import verify
 
-import compare_builders as CB
+from benchmarks import compare_builders as CB
 from incident_factory import make_incident
 from test_plan import DESIGN
 

@@ -180,3 +180,28 @@ def test_function_level_imports_are_counted_and_checked(graph_on, capsys):
     out = capsys.readouterr().out
     assert int(re.search(r"(\d+) function-level import", out).group(1)) == before + 1
     assert "workflow_lib.core.defers (foundation) imports workflow_lib.trials.block (trials)" in out
+
+
+def test_no_benchmark_imports_a_test_module():
+    """benchmarks/transfer_batch.py imported tests.reference_diagnosis and four scripts imported
+    test builders: they ran only inside the test tree. The builders now live in benchmarks/."""
+    assert _graph_module().benchmarks_on_tests() == []
+
+
+@pytest.mark.parametrize("line", [
+    "from tests import reference_diagnosis\n",
+    "def f():\n    from tests.fr_builders import job\n",
+    "import helper_in_tests\n",  # a bare name, as when tests/ is on sys.path
+    "import sys\nfrom pathlib import Path\nsys.path.insert(0, str(Path('.') / \"tests\"))\n",
+])
+def test_a_benchmark_reaching_into_tests_fails_check(graph_on, capsys, line):
+    mod, pkg = graph_on
+    (pkg.parent / "tests").mkdir()
+    (pkg.parent / "tests" / "helper_in_tests.py").write_text("X = 1\n")
+    (pkg.parent / "benchmarks").mkdir()
+    (pkg.parent / "benchmarks" / "own_helper.py").write_text("Y = 2\n")
+    (pkg.parent / "benchmarks" / "fine.py").write_text("import own_helper\nfrom workflow_lib.core import records\n")
+    assert mod.main(["--check"]) == 0
+    (pkg.parent / "benchmarks" / "leans.py").write_text(line)
+    assert mod.main(["--check"]) == 1
+    assert "1 benchmark import(s) of a test module" in capsys.readouterr().out

@@ -7,7 +7,7 @@ import re
 import pyarrow as pa
 import pytest
 
-from tests.fixtures.kineto.generate import synthetic_trace, write
+from benchmarks.kineto_trace import synthetic_trace, write
 from workflow_lib.core import records, tables
 from workflow_lib.diagnose import diagnose, diagnose_dir, diagnose_to_file, load_diagnosis
 from workflow_lib.diagnose.spool import StepSpool

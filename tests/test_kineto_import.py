@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.kineto.generate import STEP_KINDS, synthetic_trace, write
+from benchmarks.kineto_trace import STEP_KINDS, synthetic_trace, write
 from workflow_lib.diagnose import diagnose_dir
 from workflow_lib.core.errors import InputError, StallcaseError
 from workflow_lib.importers import json_stream

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.fixtures.kineto.generate import synthetic_trace
+from benchmarks.kineto_trace import synthetic_trace
 from workflow_lib.core import json_pretty
 from workflow_lib.diagnose import diagnose_to_file, load_diagnosis
 from workflow_lib.importers.kineto import import_kineto

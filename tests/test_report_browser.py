@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import report_cases as RC
-from report_browser import Browser, find_chromium
+from benchmarks.report_browser import Browser, find_chromium
 from workflow_lib.compare.types import Comparison
 from workflow_lib.core import typed
 from workflow_lib.core import records
@@ -135,7 +135,7 @@ def test_million_step_report_is_bounded_and_loads_cleanly(browser, tmp_path):
     evidence kept for the slow steps only) gives a page of bounded size that draws in Chromium
     with no error: the step and finding tracks decimated, the steps table limited to the
     slowest, the first screen read from the summary."""
-    from million_steps import million_step_case
+    from benchmarks.million_steps import million_step_case
 
     p = million_step_case(tmp_path, 1_000_000)
     out = write_report_files(p["snapshot"], p["diagnosis"], None, None, p["store"], tmp_path / "report.html", perfetto=False)

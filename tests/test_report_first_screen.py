@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import report_cases as RC
-from report_browser import Browser, find_chromium
+from benchmarks.report_browser import Browser, find_chromium
 from workflow_lib.core import records
 from workflow_lib.report import build_report, fmt, load_records, write_report_files
 from workflow_lib.report.model import Records

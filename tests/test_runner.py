@@ -140,7 +140,7 @@ def test_the_end_of_run_line_says_why_runs_failed():
     executions = {"b000": block("b000", runs), "b001": block("b001", runs[2:])}
     assert failure_summary(executions, 2) == f"1 of 2 blocks had failed runs: {why}"
     assert failure_summary({"b001": block("b001", runs[2:])}, 1) is None
-    import compare_builders as CB
+    from benchmarks import compare_builders as CB
     from workflow_lib.compare.build import compare
 
     pl = CB.plan(CB.design(blocks=6))

@@ -13,7 +13,7 @@ from workflow_lib.core import records
 from workflow_lib.core.errors import RecordError
 from workflow_lib.plan.schedule import block_arms, make_schedule
 
-from tests.compare_builders import design, plan
+from benchmarks.compare_builders import design, plan
 
 
 def test_same_design_same_schedule():

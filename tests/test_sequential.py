@@ -15,7 +15,7 @@ import pytest
 from workflow_lib.compare import sequential as S, stats, verdict as V
 from workflow_lib.core import records
 
-from compare_builders import design, executions, lognormal_values, plan, typed_records
+from benchmarks.compare_builders import design, executions, lognormal_values, plan, typed_records
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "h200"
 EXPERIMENTS = 2000  # per noise source; >= 1,000 as the issue asks

@@ -142,7 +142,7 @@ def test_doctor_lists_every_key_and_checks_a_config(tmp_path, capsys):
 
 
 def test_blocked_preflight_is_the_error_with_the_experiment_fix(tmp_path):
-    import compare_builders as CB
+    from benchmarks import compare_builders as CB
 
     plan = CB.plan(CB.design(blocks=2, runs_per_arm=1, control_runs=1, warmup_runs=0))
     rec = RC._preflight(plan, records.digest_of(plan), "b000",

@@ -9,7 +9,7 @@ import pickle
 import pyarrow as pa
 import pytest
 
-from tests.fr_builders import MS, T0_NS, dump, entry, job, write_dumps
+from benchmarks.fr_builders import MS, T0_NS, dump, entry, job, write_dumps
 from workflow_lib import cli
 from workflow_lib.core.errors import InputError
 from workflow_lib.importers.torch_fr import import_torch_fr

@@ -13,7 +13,7 @@ from workflow_lib.core import records
 from workflow_lib.trials import host_load
 from workflow_lib.trials.runner import LocalRunner, RunRequest
 
-from compare_builders import design, executions, lognormal_values, plan, typed_records
+from benchmarks.compare_builders import design, executions, lognormal_values, plan, typed_records
 
 SPIN = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass\n"
 

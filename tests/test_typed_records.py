@@ -19,7 +19,7 @@ from workflow_lib.core import records
 from workflow_lib.core.errors import RecordError
 from workflow_lib.core.typed import ABSENT, doc, is_nested, nested, record
 from workflow_lib.core.types import IncidentManifest, Latest, Made
-from workflow_lib.diagnose.types import DiagnosisRecord
+from workflow_lib.diagnose.types import DiagnosisRecord, DiagnosisSummary, NextExperiment
 from workflow_lib.plan.types import Plan
 from workflow_lib.preflight.types import Preflight
 from workflow_lib.snapshot.types import Snapshot
@@ -197,7 +197,7 @@ def test_a_field_added_to_one_side_of_a_nested_class_is_caught():
 
 def test_a_nested_record_round_trips():
     """A comparison read from JSON holds nested instances and writes the same JSON back."""
-    import compare_builders as cb
+    from benchmarks import compare_builders as cb
     from workflow_lib.compare import build as C
     from workflow_lib.compare import types as T
 
@@ -297,3 +297,15 @@ def test_a_required_field_made_optional_in_the_schema_is_caught(cls):
     first = next(n for n in schema["required"] if n not in ("schema_version", "kind"))
     schema["required"].remove(first)
     assert differences(cls, schema) == [f"{first}: required in {cls.__name__} only"]
+
+
+@pytest.mark.parametrize("cls, part", [(DiagnosisSummary, "summary"), (NextExperiment, "next_experiments")],
+                         ids=lambda x: x if isinstance(x, str) else x.__name__)
+def test_the_diagnosis_parts_readers_use_agree_with_their_subschema(cls, part):
+    """stored.Diagnosis.summary / .next_experiments: frozen classes of the record's parts (its
+    slow steps, warm-up and what grew, nested), each field as the diagnosis schema has it."""
+    schema = records.load_schema("diagnosis")
+    sub = schema["properties"][part]
+    assert differences(cls, sub.get("items", sub) if part == "next_experiments" else sub, root=schema) == []
+    for c in [cls, *nested_classes(cls)]:
+        assert all(f.metadata.get("doc") for f in dataclasses.fields(c)), c.__name__

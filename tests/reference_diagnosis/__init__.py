@@ -27,6 +27,7 @@ from workflow_lib.diagnose.checks import warm_up as warmup
 from workflow_lib.diagnose.checks import CHECKS, NAMES, collective_wait
 from workflow_lib.diagnose.batch import StepFindings, StepsInput
 from workflow_lib.diagnose.checks.base import CheckInput, make_base
+from workflow_lib.diagnose.evidence import RankInput
 from workflow_lib.diagnose.claims import collective_findings
 from workflow_lib.diagnose.record import Sums, diagnosis_record, growth, step_measures, window_record, with_findings
 from workflow_lib.diagnose.steps import step_table
@@ -89,7 +90,7 @@ def diagnose(incident, *, incident_id: str, snapshot_digest: str, options: Diagn
 def step_record(sw: StepWindow, ev, src, opts, m: dict, i: int, origin: int, coll: dict | None = None,
                 cold: dict | None = None) -> dict:
     base = make_base(sw, ev, opts.min_gap_ns)
-    ci = CheckInput(sw, base, ev, src, opts, cold)
+    ci = CheckInput(sw, base, RankInput(ev, src, opts), cold)
     found = [c.describe(ci) for c in CHECKS]
     if coll is not None:
         # A wait matched across ranks is credited first.
@@ -238,7 +239,7 @@ def per_step(check_module, si: StepsInput, rank: int | None, keep_evidence: np.n
     evidence, kinds, spans = {}, {}, {}
     for k in range(n):  # steps: this is the slow path
         sw = StepWindow(int(f.ids[k]), rank, int(f.tids[k]), int(f.starts[k]), int(f.ends[k]))
-        got = check_module.describe(CheckInput(sw, make_base(sw, si.ev, si.opts.min_gap_ns), si.ev, si.src, si.opts, si.cold[k]))
+        got = check_module.describe(CheckInput(sw, make_base(sw, si.rank.ev, si.rank.opts.min_gap_ns), si.rank, si.cold[k]))
         verdict[k] = FINDING_VERDICTS.index(got.verdict)
         codes[k] = missing.setdefault(tuple(got.missing), len(missing))
         if got.verdict == "attributed":

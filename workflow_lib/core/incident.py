@@ -21,7 +21,7 @@ import pyarrow as pa
 from . import bounds, records, safe_io, tables
 from .cas import hash_file
 from .errors import InputError, StallcaseError
-from .types import MANIFEST_VERSION
+from .types import MANIFEST_VERSION, IncidentManifest
 
 MANIFEST = "manifest.json"
 SOURCE_STATUSES = ("observed", "not_observed")
@@ -63,6 +63,13 @@ class Incident:
     def table(self, name: str) -> pa.Table:
         """The table, or an empty one with the contract schema when it was not written."""
         return self.tables.get(name, tables.empty(name))
+
+    @property
+    def typed_manifest(self) -> IncidentManifest:
+        """The manifest as its typed record (its sources frozen SourceStatus), upgraded from an
+        older version in records.upgrade: what readers such as the report read, by attribute.
+        Made on each call: importers still amend `manifest` (torch_fr adds its sources)."""
+        return IncidentManifest.from_json(records.upgrade("incident_manifest", self.manifest, where=self.path), str(self.path))
 
     def observed(self, source_name: str) -> bool:
         return self.manifest["sources"].get(source_name, {}).get("status") == "observed"

@@ -37,6 +37,15 @@ class Made:
     comparison_digest: str = doc("blake3 digest of the run's comparison.json, the one that was made")
 
 
+@typed.nested
+class SourceStatus:
+    """What one source of an incident recorded, or why it did not (the manifest's sources map)."""
+
+    status: str = doc("observed or not_observed")
+    reason: str | None = doc("why not observed (null: observed)")
+    detail: dict = doc("what the source says of itself (dumps, versions, ...)", optional=True)
+
+
 @typed.record("incident_manifest", version=MANIFEST_VERSION)
 class IncidentManifest:
     """incidents/<incident>/manifest.json: what an incident holds (core/incident.py)."""
@@ -45,7 +54,7 @@ class IncidentManifest:
     created_unix_ns: int = doc("when the incident was written, ns since the Unix epoch")
     reason: str = doc("why: workload_boundary, latency_change, sigusr1, exit, step_pattern")
     clock: dict = doc("which clock the tables' timestamps are on")
-    sources: dict = doc("source name -> what it recorded or why it did not")
+    sources: dict[str, SourceStatus] = doc("source name -> what it recorded or why it did not")
     tables: dict = doc("table name -> {path, rows, digest} of the Parquet tables")
     tables_version: int = doc("version of the table contracts (core/tables.py TABLES_VERSION)")
     trigger: dict | None = doc("what fired the snapshot (null: no trigger)", optional=True)

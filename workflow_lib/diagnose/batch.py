@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import measures
-from .evidence import RankEvidence, Sources
-from .types import FINDING_VERDICTS, DiagnoseOptions, Intervals
+from .evidence import RankEvidence, RankInput
+from .types import FINDING_VERDICTS, Intervals
 
 _I64 = np.int64
 ATTRIBUTED, UNRESOLVED, NOT_APPLICABLE = (FINDING_VERDICTS.index(v) for v in ("attributed", "unresolved", "not_applicable"))
@@ -143,9 +143,7 @@ class StepsInput:
 
     frame: StepFrame
     base: StepsBase
-    ev: RankEvidence
-    src: Sources
-    opts: DiagnoseOptions
+    rank: RankInput  # the evidence, sources and options (the options reach checks only through it)
     cold: list
     """Per step: the warm-up record of a cold first step ({position, typical_ns, basis}) or None."""
 

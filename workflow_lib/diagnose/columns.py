@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from . import batch, describe, excess as excess_mod, measures
 from . import step_tables as st
 from .credit import Resolver
+from .evidence import RankInput
 from .job import MAX_LINKED_SPANS
 from .next_experiments import CANDIDATES
 from .record import empty_totals
@@ -187,7 +188,7 @@ def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, or
             fr = batch.StepFrame(frame.ids[g], frame.tids[g], frame.starts[g], frame.ends[g])
             g_cold = [cold[i] for i in g.tolist()]
         base = batch.make_base(fr, ev, opts.min_gap_ns)
-        si = batch.StepsInput(fr, base, ev, g_src, opts, g_cold)
+        si = batch.StepsInput(fr, base, RankInput(ev, g_src, opts), g_cold)
         rows_of = (lambda k: k) if isinstance(g, slice) else (lambda k, g=g: g[k])  # frame rows of group rows
         if g_src.kernels:  # a step read without GPU evidence has no GPU gaps to list
             idle_parts.append((base.idle, rows_of(base.idle_step)))

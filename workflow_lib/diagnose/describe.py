@@ -13,6 +13,7 @@ from . import measures
 from .batch import ATTRIBUTED
 from .checks import CHECKS, NAMES, collective_wait
 from .checks.base import CheckInput, make_base
+from .evidence import RankInput
 from .types import StepWindow
 
 _COLLECTIVE = NAMES.index("collective_wait")
@@ -22,7 +23,7 @@ def evidence(ev, src, opts, cols, k: int, cold: dict | None, origin: int, coll: 
     """Step k's evidence per check (NAMES order); `cols` the rank's columns.RankColumns."""
     fr = cols.frame
     sw = StepWindow(int(fr.ids[k]), ev.rank, int(fr.tids[k]), int(fr.starts[k]), int(fr.ends[k]))
-    ci = CheckInput(sw, make_base(sw, ev, opts.min_gap_ns), ev, src, opts, cold)
+    ci = CheckInput(sw, make_base(sw, ev, opts.min_gap_ns), RankInput(ev, src, opts), cold)
     match = coll.get((ev.rank, sw.step_id)) if coll else None
     out = []
     for j, c in enumerate(CHECKS):

@@ -18,7 +18,7 @@ from ..core import vocabulary
 from ..core.incident import Incident
 from . import measures, save_shape
 from .index import IntervalIndex
-from .types import Intervals
+from .types import DiagnoseOptions, Intervals
 
 # Names (launch calls, NCCL/RCCL kernels, sync and allocator calls) come from one vocabulary.
 LAUNCH_RE = vocabulary.LAUNCH_RE
@@ -235,6 +235,17 @@ class Sources:
     # A step outside every window in which CUPTI was armed, of a rank whose GPU activity was
     # recorded elsewhere: read without kernels, but the program has a GPU (columns.py).
     gpu_outside_window: bool = False
+
+
+@dataclass(frozen=True)
+class RankInput:
+    """What a check reads of its rank, in either form it runs in (batch.StepsInput for all steps,
+    checks/base.CheckInput for one): the evidence, which sources were observed, and the options.
+    The one carrier of the options to the checks: both inputs hold it, neither copies its parts."""
+
+    ev: RankEvidence
+    src: Sources
+    opts: DiagnoseOptions
 
 
 def _table_for_rank(t: pa.Table, rk: int) -> pa.Table:

@@ -19,6 +19,7 @@ version-2 shape, what the checks build step by step); every writer stores it as 
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ import pyarrow.parquet as pq
 from ..core import atomic, layout, records, safe_io
 from ..core.errors import DigestMismatch, InputError, RecordError
 from . import step_tables as st_mod
-from .types import DIAGNOSIS_VERSION, DiagnosisRecord
+from .types import DIAGNOSIS_VERSION, DiagnosisRecord, DiagnosisSummary, NextExperiment
 
 TABLE_NAMES = layout.DIAGNOSIS_TABLES
 INLINE_STEPS_VERSIONS = (1, 2)
@@ -62,6 +63,17 @@ class Diagnosis:
     def n_steps(self) -> int:
         return self.steps_table.num_rows
 
+    # The parts readers use, typed (frozen classes, read once): `record` is already in the newest
+    # shape (load_diagnosis / as_diagnosis upgrade older versions), so a reader reads attributes,
+    # with no fallbacks; an optional part an older version never had is typed.ABSENT.
+    @functools.cached_property
+    def summary(self) -> DiagnosisSummary:
+        return summary_of(self.record)
+
+    @functools.cached_property
+    def next_experiments(self) -> list[NextExperiment]:
+        return next_experiments_of(self.record)
+
     def step(self, i: int) -> dict:
         """Step row i as the record's step object (evidence None where it was not kept)."""
         return st_mod.steps_from_tables(self.steps_table, self.findings_table, [i])[0]
@@ -69,6 +81,17 @@ class Diagnosis:
     def steps(self, rows=None) -> list[dict]:
         """The step objects of `rows` (None: all; a list of 1M dicts is what the tables avoid)."""
         return st_mod.steps_from_tables(self.steps_table, self.findings_table, rows)
+
+
+def summary_of(record: dict) -> DiagnosisSummary:
+    """The summary of a record in the newest shape (one load_diagnosis / as_diagnosis read, or
+    one diagnose() just made), as its frozen class."""
+    return DiagnosisSummary.from_json(record["summary"], "diagnosis:/summary")
+
+
+def next_experiments_of(record: dict) -> list[NextExperiment]:
+    """The ranked next experiments of a record in the newest shape, as frozen classes."""
+    return [NextExperiment.from_json(e, f"diagnosis:/next_experiments/{i}") for i, e in enumerate(record["next_experiments"])]
 
 
 def _slow_with_findings(body: dict, steps: list[dict]) -> dict:

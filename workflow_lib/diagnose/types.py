@@ -38,6 +38,75 @@ class DiagnosisRecord:
                             optional=True)
 
 
+# The parts of the record its readers use, typed (schemas/diagnosis.schema.json's summary and
+# next_experiments). stored.Diagnosis reads them (Diagnosis.summary, .next_experiments) from the
+# record as stored.load_diagnosis / as_diagnosis upgraded it, the one place older versions are
+# read: a version-1 record's summary has no slow steps (ABSENT), a version-2 one's slow steps get
+# their findings there. tests/test_typed_records.py holds each class and its subschema in sync.
+
+@typed.nested
+class Grew:
+    """The kernels and host spans whose time in a slow step grew most over comparable steps."""
+
+    kernels_ns: dict = typed.doc("kernel name -> ns grown over its median in comparable steps", optional=True)
+    host_spans_ns: dict = typed.doc("host span name -> ns grown", optional=True)
+
+
+@typed.nested
+class SlowStep:
+    """A slow step with its excess over the typical step, split by cause."""
+
+    rank: int | None = typed.doc("the step's rank (null: one process)")
+    step_id: int = typed.doc("the step")
+    wall_ns: int = typed.doc("the step's wall time")
+    typical_ns: int = typed.doc("the typical wall of comparable steps")
+    excess_ns: int = typed.doc("wall_ns - typical_ns")
+    by_cause: dict = typed.doc("check -> ns of the excess it explains")
+    unexplained_ns: int = typed.doc("the excess no check explains")
+    grew: Grew = typed.doc("what grew most in the step", optional=True)
+    findings: list = typed.doc("the step's findings (version 2 records: copied from its step on read)", optional=True)
+
+
+@typed.nested
+class WarmUp:
+    """The cold first steps of the process, said once and apart from the ranked experiments."""
+
+    steps: int = typed.doc("how many steps were cold")
+    step_ids: list = typed.doc("the cold steps")
+    wall_ns: int = typed.doc("their wall time together")
+    over_typical_ns: int = typed.doc("their wall over the typical step's")
+    once_per_process: bool = typed.doc("always true: the cost is paid once per process")
+
+
+@typed.nested
+class DiagnosisSummary:
+    """The record's summary: totals, windows, the slow steps and the warm-up."""
+
+    steps: int = typed.doc("steps diagnosed")
+    wall_ns: int = typed.doc("their wall time")
+    explained_ns: int = typed.doc("the part the checks explain")
+    unexplained_ns: int = typed.doc("the part no check explains")
+    by_check: dict = typed.doc("check -> ns explained")
+    windows: list = typed.doc("the windows the steps were read in")
+    warm_up: WarmUp = typed.doc("the cold first steps (absent: none was cold, or an older record)", optional=True)
+    slow_steps: list[SlowStep] = typed.doc("the slow steps (absent: a version-1 record)", optional=True)
+    job: dict = typed.doc("the job across ranks", optional=True)
+
+
+@typed.nested
+class NextExperiment:
+    """A candidate change ranked by what it could recover, bounded on the timeline."""
+
+    rank: int = typed.doc("the rank it was found on")
+    check: str = typed.doc("the check whose finding it addresses")
+    candidate_change: str = typed.doc("the change to try")
+    recoverable_upper_bound_ns: int = typed.doc("at most this much could be recovered")
+    steps: int = typed.doc("steps the finding holds on")
+    risk: str = typed.doc("low, medium or high")
+    risk_note: str = typed.doc("why that risk")
+    per_step_upper_bound_ns: int = typed.doc("the bound per step", optional=True)
+
+
 # A finding's verdict (schemas/diagnosis.schema.json); compare/verdict.py's VERDICTS are the comparison's.
 FINDING_VERDICTS = ("attributed", "unresolved", "not_applicable")
 

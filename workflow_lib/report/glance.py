@@ -9,9 +9,10 @@ the steps table is read only for the slowest step of a record without slow steps
 findings table for the evidence unresolved checks lacked, by a count over its codes.
 
 The comparison is a typed record (compare/types.py Comparison, older versions upgraded or
-refused in core/records.py's upgrade) and is read by attribute only. The delay attribution
-(`diagnosis.summary.slow_steps`, `steps[i].excess`) is read with .get(): diagnosis records
-written before those fields existed fall back to the best summary they hold, and never headline
+refused in core/records.py's upgrade) and is read by attribute only. So are the diagnosis's
+summary and next experiments (stored.Diagnosis.summary / .next_experiments, frozen classes of
+diagnose/types.py, read from the record as load_diagnosis upgraded it): a version-1 record has
+no slow steps (typed.ABSENT) and falls back to the best summary it holds, and never headlines
 "explained 0 ns" (a diagnosis that attributed nothing says which evidence it lacked).
 """
 
@@ -26,7 +27,9 @@ import numpy as np
 from ..compare.types import Comparison
 from ..compare.verdict import VERDICT_HEADLINES, VERDICT_WORDS
 from ..diagnose import step_tables
+from ..core.typed import ABSENT
 from ..diagnose.stored import Diagnosis
+from ..diagnose.types import Grew
 from . import fmt
 from ..plan.types import Plan
 
@@ -112,11 +115,13 @@ NAME_SHOWN = 48
 GREW_KINDS = (("kernels_ns", "kernel"), ("host_spans_ns", "span"))
 
 
-def _grew(grew: dict, base: str) -> list[tuple[str, Num]]:
-    """The kernels and host spans whose time in the step grew most (the diagnosis names at most a few)."""
+def _grew(grew: Grew, base: str) -> list[tuple[str, Num]]:
+    """The kernels and host spans whose time in the step grew most (the diagnosis names at most a
+    few); `grew` ABSENT (the step records none) or either map ABSENT lists nothing."""
     out = [(f"{word} {name if len(name) <= NAME_SHOWN else name[:NAME_SHOWN - 1] + '…'}",
              Num(v, "ns_signed", f"{base}/grew/{key}/{_tok(name)}"))
-           for key, word in GREW_KINDS for name, v in (grew.get(key) or {}).items()]
+           for key, word in GREW_KINDS if grew and getattr(grew, key)
+           for name, v in getattr(grew, key).items()]
     return sorted(out, key=lambda p: -abs(p[1].value or 0))[:2]
 
 
@@ -145,29 +150,29 @@ def _missing_evidence(diag: Diagnosis, rows=None) -> list[str]:
     return [m for m, _ in counts.most_common(MISSING_LISTED)]
 
 
-def excess(diagnosis: dict | None, slow: list[dict], diag: Diagnosis | None = None) -> dict:
+def excess(diag: Diagnosis | None, slow: list[dict]) -> dict:
     """Why the slow steps were slow.
 
     With the delay attribution: each slow step's excess over its typical wall, split by cause.
     Without it: the slowest step against its rank's median and the findings attributed there,
     or, when none was, the evidence the checks lacked.
     """
-    if diagnosis is None:
+    if diag is None:
         return {"kind": "absent", "reason": "diagnosis.json absent: run the diagnose stage"}
-    listed = diagnosis.get("summary", {}).get("slow_steps")
-    n_steps = Num(diagnosis["summary"]["steps"], "count", "diagnosis:/summary/steps")
-    if listed is not None:
+    listed = diag.summary.slow_steps
+    n_steps = Num(diag.summary.steps, "count", "diagnosis:/summary/steps")
+    if listed is not ABSENT:
         rows = []
         for i, s in enumerate(listed[:SLOW_LISTED]):
             base = f"diagnosis:/summary/slow_steps/{i}"
-            rows.append({"step_id": Num(s["step_id"], "id", f"{base}/step_id"),
-                         "rank": None if s.get("rank") is None else Num(s["rank"], "id", f"{base}/rank"),
-                         "wall": Num(s["wall_ns"], "ns", f"{base}/wall_ns"),
-                         "typical": Num(s["typical_ns"], "ns", f"{base}/typical_ns"),
-                         "excess": Num(s["excess_ns"], "ns", f"{base}/excess_ns"),
-                         "causes": _causes(s.get("by_cause") or {}, base),
-                         "unexplained": Num(s.get("unexplained_ns", 0), "ns", f"{base}/unexplained_ns"),
-                         "excess_ns": s["excess_ns"], "grew": _grew(s.get("grew") or {}, base)})
+            rows.append({"step_id": Num(s.step_id, "id", f"{base}/step_id"),
+                         "rank": None if s.rank is None else Num(s.rank, "id", f"{base}/rank"),
+                         "wall": Num(s.wall_ns, "ns", f"{base}/wall_ns"),
+                         "typical": Num(s.typical_ns, "ns", f"{base}/typical_ns"),
+                         "excess": Num(s.excess_ns, "ns", f"{base}/excess_ns"),
+                         "causes": _causes(s.by_cause, base),
+                         "unexplained": Num(s.unexplained_ns, "ns", f"{base}/unexplained_ns"),
+                         "excess_ns": s.excess_ns, "grew": _grew(s.grew, base)})
         return {"kind": "excess", "rows": rows, "count": len(listed), "steps": n_steps,
                 "missing": _missing_evidence(diag) if rows and not any(r["causes"] for r in rows) else []}
     if not slow:
@@ -188,39 +193,39 @@ def excess(diagnosis: dict | None, slow: list[dict], diag: Diagnosis | None = No
             "missing": [] if attributed else _missing_evidence(diag, [i])}
 
 
-def next_experiment(diagnosis: dict | None, plan: Plan | None, diag: Diagnosis | None = None) -> dict:
+def next_experiment(diag: Diagnosis | None, plan: Plan | None) -> dict:
     """The ranked next experiment (the first; the rest are in the diagnosis section)."""
     tried = fmt.changes(plan.arms["candidate"]["changes"]) if plan else None
-    if diagnosis is None:
+    if diag is None:
         return {"kind": "absent", "tried": tried}
-    exps = diagnosis.get("next_experiments") or []
+    exps = diag.next_experiments
     if not exps:
         return {"kind": "none", "tried": tried, "missing": _missing_evidence(diag)}
     e = exps[0]
-    return {"kind": "ranked", "tried": tried, "check": fmt.name(e["check"]), "change": e["candidate_change"],
-            "recovers": Num(e["recoverable_upper_bound_ns"], "ns", "diagnosis:/next_experiments/0/recoverable_upper_bound_ns"),
-            "steps": Num(e["steps"], "count", "diagnosis:/next_experiments/0/steps"), "risk": e["risk"],
+    return {"kind": "ranked", "tried": tried, "check": fmt.name(e.check), "change": e.candidate_change,
+            "recovers": Num(e.recoverable_upper_bound_ns, "ns", "diagnosis:/next_experiments/0/recoverable_upper_bound_ns"),
+            "steps": Num(e.steps, "count", "diagnosis:/next_experiments/0/steps"), "risk": e.risk,
             "more": len(exps) - 1}
 
 
-def warm_up(diagnosis: dict | None) -> dict | None:
+def warm_up(diag: Diagnosis | None) -> dict | None:
     """The cold first steps' cost, said once and apart from the ranked experiments
     ("warm-up: 1.6 s, once per process"); None when no step was cold (or an older record)."""
-    w = ((diagnosis or {}).get("summary") or {}).get("warm_up")
-    if not w:
+    w = diag.summary.warm_up if diag is not None else ABSENT
+    if w is ABSENT:
         return None
-    return {"wall": Num(w["wall_ns"], "ns", "diagnosis:/summary/warm_up/wall_ns"),
-            "steps": Num(w["steps"], "count", "diagnosis:/summary/warm_up/steps"),
-            "over": Num(w["over_typical_ns"], "ns", "diagnosis:/summary/warm_up/over_typical_ns"),
-            "step_ids": list(w["step_ids"])}
+    return {"wall": Num(w.wall_ns, "ns", "diagnosis:/summary/warm_up/wall_ns"),
+            "steps": Num(w.steps, "count", "diagnosis:/summary/warm_up/steps"),
+            "over": Num(w.over_typical_ns, "ns", "diagnosis:/summary/warm_up/over_typical_ns"),
+            "step_ids": list(w.step_ids)}
 
 
 def build(m: dict) -> dict:
     """The first screen from the view model (model.build)."""
     return {"verdict": verdict(m["comparison"]), "components": components(m["comparison"]),
-            "excess": excess(m["diagnosis"], m["slow_steps"], m["diagnosis_tables"]),
-            "next": next_experiment(m["diagnosis"], m["plan"], m["diagnosis_tables"]),
-            "warm_up": warm_up(m["diagnosis"])}
+            "excess": excess(m["diagnosis_tables"], m["slow_steps"]),
+            "next": next_experiment(m["diagnosis_tables"], m["plan"]),
+            "warm_up": warm_up(m["diagnosis_tables"])}
 
 
 def verdict_text(v: dict) -> str:

@@ -73,7 +73,7 @@ def _findings(diagnosis: Diagnosis, origin_ns: int) -> list[dict]:
     """Each finding that applies as a slice over its step, from the tables' columns (one event
     per finding is the output; the step's columns are read once, not per finding)."""
     out = []
-    checks = diagnosis.record.get("checks", [])
+    checks = diagnosis.record["checks"]  # required in every version of the record
     st, f = diagnosis.steps_table, diagnosis.findings_table
     verdict = step_tables.dict_codes(f["verdict"])
     rows = np.flatnonzero(~step_tables.is_value(verdict, "not_applicable"))
@@ -122,8 +122,9 @@ def export_perfetto(incident: Incident, diagnosis: Diagnosis | dict | None, out_
     small = _metadata(incident) + (_findings(as_diagnosis(diagnosis), origin) if diagnosis is not None else [])
     parts.extend(json.dumps(e, separators=(",", ":")) for e in small)
     body = ",\n".join(p for p in parts if p)
-    meta = {"displayTimeUnit": "ns", "otherData": {"incident_id": incident.manifest.get("incident_id"),
-                                                   "origin_ns": origin, "clock": incident.manifest.get("clock")}}
+    manifest = incident.typed_manifest
+    meta = {"displayTimeUnit": "ns", "otherData": {"incident_id": manifest.incident_id,
+                                                   "origin_ns": origin, "clock": manifest.clock}}
     head = json.dumps(meta)[:-1]
     atomic.write_text(out_path, head + ',"traceEvents":[\n' + body + "\n]}\n")
     return str(out_path)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from ..core.typed import ABSENT
+from ..diagnose.stored import next_experiments_of, summary_of
 from . import glance
 from .fmt import DASH, changes, ns, pct, pct_abs, ratio, reason
 from .html import MEASURE_SOURCE, _reason
@@ -175,8 +177,8 @@ def render(m: dict) -> str:
 def slow_step_lines(rec: dict, limit: int = 10) -> list[str]:
     """The answer to "why was step N slower than usual?" first: each slow step, its excess
     over the typical step and the causes that explain it, largest first."""
-    slow = rec.get("summary", {}).get("slow_steps")
-    if slow is None:
+    slow = summary_of(rec).slow_steps
+    if slow is ABSENT:
         return ["slow steps: not available (diagnosis record without excess attribution)"]
     if not slow:
         return ["slow steps: none at >= 1.5x the typical step"]
@@ -185,17 +187,17 @@ def slow_step_lines(rec: dict, limit: int = 10) -> list[str]:
     lines = [f"slow steps (>= 1.5x typical; {len(slow)} listed, largest excess first)"
              + ("; host-only evidence (no GPU activity observed):" if host_only else ":")]
     for st in slow[:limit]:
-        ex = st["excess_ns"]
-        rank = "" if st["rank"] is None else f"rank {st['rank']} "
-        causes = sorted(st["by_cause"].items(), key=lambda kv: -kv[1])
+        ex = st.excess_ns
+        rank = "" if st.rank is None else f"rank {st.rank} "
+        causes = sorted(st.by_cause.items(), key=lambda kv: -kv[1])
         parts = [f"{c} {v / 1e6:.3f} ms ({100 * v / ex:.0f}%)" for c, v in causes]
-        if st["unexplained_ns"]:
-            parts.append(f"unexplained {st['unexplained_ns'] / 1e6:.3f} ms ({100 * st['unexplained_ns'] / ex:.0f}%)")
-        lines.append(f"  {rank}step {st['step_id']}: {st['wall_ns'] / 1e6:.3f} ms vs typical {st['typical_ns'] / 1e6:.3f} ms "
+        if st.unexplained_ns:
+            parts.append(f"unexplained {st.unexplained_ns / 1e6:.3f} ms ({100 * st.unexplained_ns / ex:.0f}%)")
+        lines.append(f"  {rank}step {st.step_id}: {st.wall_ns / 1e6:.3f} ms vs typical {st.typical_ns / 1e6:.3f} ms "
                      f"(+{ex / 1e6:.3f} ms): " + "; ".join(parts))
-        grew = st.get("grew") or {}
         for what, key in (("kernels", "kernels_ns"), ("host spans", "host_spans_ns")):
-            top = list((grew.get(key) or {}).items())[:3]
+            grown = getattr(st.grew, key) if st.grew else ABSENT  # the step, or the kind, may name none
+            top = list(grown.items())[:3] if grown else []
             if top and any(v >= 0.05 * ex for _, v in top):
                 lines.append(f"    {what} that grew: " + ", ".join(f"{n[:60]} +{v / 1e6:.3f} ms" for n, v in top if v >= 0.05 * ex))
     return lines
@@ -309,14 +311,14 @@ def diagnosis_lines(rec: dict, out) -> list[str]:
     cost is not a per-step fix). A dump-only incident: the collectives verdict is the diagnosis."""
     if "collectives" in rec:
         return [wrote_line(out, "no steps; collectives only"), *collectives_verdict_lines(rec["collectives"])]
-    s = rec["summary"]
-    lines = [wrote_line(out, f"{s['steps']} steps, {s['explained_ns'] / 1e6:.3f} of {s['wall_ns'] / 1e6:.3f} ms explained"),
+    s = summary_of(rec)
+    lines = [wrote_line(out, f"{s.steps} steps, {s.explained_ns / 1e6:.3f} of {s.wall_ns / 1e6:.3f} ms explained"),
              *slow_step_lines(rec)]
-    for e in rec["next_experiments"][:3]:
-        lines.append(f"  {e['rank']}. {e['check']}: up to {e['recoverable_upper_bound_ns'] / 1e6:.3f} ms ({e['risk']} risk) - {e['candidate_change']}")
-    w = s.get("warm_up")
-    if w:
-        lines.append(f"warm-up: {w['wall_ns'] / 1e9:.3f} s, once per process ({w['steps']} cold first step(s); not ranked)")
+    for e in next_experiments_of(rec)[:3]:
+        lines.append(f"  {e.rank}. {e.check}: up to {e.recoverable_upper_bound_ns / 1e6:.3f} ms ({e.risk} risk) - {e.candidate_change}")
+    w = s.warm_up
+    if w is not ABSENT:
+        lines.append(f"warm-up: {w.wall_ns / 1e9:.3f} s, once per process ({w.steps} cold first step(s); not ranked)")
     return lines
 
 

@@ -50,15 +50,15 @@ NVML_METRICS = (("gpu_util_pct", "NVML utilization", "%"), ("sm_clock_mhz", "SM 
 
 def source_status(incident: Incident, table: str) -> tuple[bool, str | None]:
     """(observed, reason): from the manifest's sources; a table with rows counts as observed."""
-    sources = incident.manifest.get("sources", {})
+    sources = incident.typed_manifest.sources
     reasons = []
     for name in SOURCE_ALIASES.get(table, (table,)):
-        src = sources.get(name)
-        if src is None:
+        if name not in sources:
             continue
-        if src.get("status") == "observed":
+        src = sources[name]
+        if src.status == "observed":
             return True, None
-        reasons.append(f"{name}: {fmt.reason(src.get('reason'))}")
+        reasons.append(f"{name}: {fmt.reason(src.reason)}")
     if incident.table(table).num_rows:
         return True, None
     if reasons:

@@ -29,7 +29,7 @@ def describe(ci: CheckInput) -> Finding:
     gate = needs_calls_and_kernels(ci, NAME)
     if gate is not None:
         return gate
-    ev = ci.ev
+    ev = ci.rank.ev
     sel = calls_in_step(ci, ev.rt_alloc)
     if sel.size == 0:
         return not_applicable(NAME, allocator_calls=0)
@@ -43,7 +43,7 @@ def describe(ci: CheckInput) -> Finding:
         "gpu_idle_during_and_after_ns": claimed.total_ns,
         "calls": top_names(ev.rt_name[sel], e - s),
     }
-    if claimed.total_ns < ci.opts.min_gap_ns:
+    if claimed.total_ns < ci.rank.opts.min_gap_ns:
         evidence["note"] = "allocator calls present but the GPU did not go idle behind them"
         return not_applicable(NAME, **evidence)
     return attributed(NAME, claimed, **evidence)
@@ -51,4 +51,4 @@ def describe(ci: CheckInput) -> Finding:
 
 def check_steps(si: StepsInput) -> StepFindings:
     """describe() for every step of a rank at once (diagnose/batch.py)."""
-    return base_steps.call_cause(si, NAME, si.ev.rt_alloc)
+    return base_steps.call_cause(si, NAME, si.rank.ev.rt_alloc)

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import measures
-from ..evidence import RankEvidence, Sources
-from ..types import DiagnoseOptions, Finding, Intervals, StepWindow
+from ..evidence import RankEvidence, RankInput
+from ..types import Finding, Intervals, StepWindow
 
 
 @dataclass(frozen=True)
@@ -25,9 +25,7 @@ class StepBase:
 class CheckInput:
     step: StepWindow
     base: StepBase
-    ev: RankEvidence
-    src: Sources
-    opts: DiagnoseOptions
+    rank: RankInput  # the evidence, sources and options (the options reach checks only through it)
     warm_up: dict | None = None
     """Set on a cold first step of the process ({position, typical_ns, basis}); None otherwise."""
 
@@ -43,12 +41,12 @@ def make_base(step: StepWindow, ev: RankEvidence, min_gap_ns: int) -> StepBase:
 def host_gaps(ci: "CheckInput") -> Intervals:
     """GPU idle gaps (>= min_gap_ns) where the host was neither in a synchronizing call, an
     allocator call nor a declared wait: the candidates for host-side causes."""
-    ev, lo, hi = ci.ev, ci.step.start_ns, ci.step.end_ns
+    ev, lo, hi = ci.rank.ev, ci.step.start_ns, ci.step.end_ns
     cand = ci.base.idle_long
     for u in (ev.sync_union, ev.alloc_union, ev.wait_union):
         if len(u):
             cand = measures.subtract(cand, measures.clip(u, lo, hi))
-    keep = (cand.end_ns - cand.start_ns) >= ci.opts.min_gap_ns
+    keep = (cand.end_ns - cand.start_ns) >= ci.rank.opts.min_gap_ns
     return Intervals(cand.start_ns[keep], cand.end_ns[keep])
 
 
@@ -56,9 +54,9 @@ def needs_calls_and_kernels(ci: "CheckInput", check: str) -> Finding | None:
     """`unresolved` naming what is absent when host CUDA calls or GPU activity were not
     observed (checks that time GPU idle after a host call need both); None when both were."""
     missing = []
-    if not ci.src.runtime_api:
+    if not ci.rank.src.runtime_api:
         missing.append("host CUDA API calls (runtime_api not observed)")
-    if not ci.src.kernels:
+    if not ci.rank.src.kernels:
         missing.append("GPU activity (kernels not observed)")
     return unresolved(check, missing) if missing else None
 
@@ -66,7 +64,7 @@ def needs_calls_and_kernels(ci: "CheckInput", check: str) -> Finding | None:
 def calls_in_step(ci: "CheckInput", kind: np.ndarray) -> np.ndarray:
     """Rows of the host CUDA calls overlapping the step for which `kind` (a per-call mask of
     the rank's runtime_api rows, e.g. ev.rt_sync or ev.rt_alloc) is true."""
-    rows = ci.ev.rt_index.overlapping(ci.step.start_ns, ci.step.end_ns)
+    rows = ci.rank.ev.rt_index.overlapping(ci.step.start_ns, ci.step.end_ns)
     return rows[kind[rows]]
 
 
@@ -162,7 +160,7 @@ def call_windows(ci: "CheckInput", rows: np.ndarray, refill: bool = False) -> tu
     refill after the return (refill_end): its idle is the sync's even inside named spans.
     Declared waits after a return are input_starvation's, and waits of other threads are
     never a call's."""
-    ev, step = ci.ev, ci.step
+    ev, step = ci.rank.ev, ci.step
     lo, hi = step.start_ns, step.end_ns
     s, e, tid = ev.rt_start[rows], ev.rt_end[rows], ev.rt_thread[rows]
     blocked = measures.clip(measures.union(s, e), lo, hi)

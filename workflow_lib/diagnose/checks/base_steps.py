@@ -18,7 +18,7 @@ from .base import next_gpu_start, next_host_start, refill_end, set_lead
 def calls_of(si: StepsInput, kind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(call rows, steps they overlap) for the rank's host CUDA calls where `kind` holds, one
     pair per call and step (checks/base.calls_in_step for all steps)."""
-    ev = si.ev
+    ev = si.rank.ev
     rows = np.flatnonzero(kind)
     which, k = si.frame.overlapping(ev.rt_start[rows], ev.rt_end[rows])
     return rows[which], k
@@ -51,21 +51,21 @@ def call_cause(si: StepsInput, check: str, kind: np.ndarray, less_allocator: boo
     gate = needs_calls_and_kernels(si, check)
     if gate is not None:
         return gate
-    fr, ev = si.frame, si.ev
+    fr, ev = si.frame, si.rank.ev
     pr, pk = calls_of(si, kind)
     blocked, windows = call_windows(si, np.unique(pr), pr, pk, refill)
     if less_allocator and len(ev.alloc_union):
         windows = measures.subtract(windows, measures.subtract(fr.pieces(ev.alloc_union), blocked))
     claimed = measures.intersect(si.base.idle, windows)
-    return answer(check, fr, has_any(fr, pk) & (fr.per_step(claimed) >= si.opts.min_gap_ns), claimed)
+    return answer(check, fr, has_any(fr, pk) & (fr.per_step(claimed) >= si.rank.opts.min_gap_ns), claimed)
 
 
 def needs_calls_and_kernels(si: StepsInput, check: str):
     """checks/base.needs_calls_and_kernels for all steps (a source is absent for the rank)."""
     missing = []
-    if not si.src.runtime_api:
+    if not si.rank.src.runtime_api:
         missing.append("host CUDA API calls (runtime_api not observed)")
-    if not si.src.kernels:
+    if not si.rank.src.kernels:
         missing.append("GPU activity (kernels not observed)")
     return uniform(check, si.frame.n, UNRESOLVED, tuple(missing)) if missing else None
 
@@ -73,10 +73,10 @@ def needs_calls_and_kernels(si: StepsInput, check: str):
 def host_gaps(si: StepsInput) -> tuple[Intervals, np.ndarray]:
     """checks/base.host_gaps for all steps: GPU idle gaps (>= min_gap_ns) outside synchronizing,
     allocator and declared-wait time, as pieces with their step."""
-    ev = si.ev
+    ev = si.rank.ev
     cand = subtract_sparse(si.base.idle_long, measures.union_many(ev.sync_union, ev.alloc_union, ev.wait_union))
     p, k = si.frame.split(cand)
-    keep = (p.end_ns - p.start_ns) >= si.opts.min_gap_ns
+    keep = (p.end_ns - p.start_ns) >= si.rank.opts.min_gap_ns
     return Intervals(p.start_ns[keep], p.end_ns[keep]), k[keep]
 
 
@@ -143,7 +143,7 @@ def lane_call_windows(si: StepsInput, lanes, rows: np.ndarray, lane: np.ndarray,
     taken inside the step of lane g (diagnose/lanes.py) as the per-step rule takes the calls
     it is given, also one outside the step (a copy issued in the step before). Returns
     (blocked, windows) on the lanes' timeline."""
-    ev, fr = si.ev, si.frame
+    ev, fr = si.rank.ev, si.frame
     s, e, tid = ev.rt_start[rows], ev.rt_end[rows], ev.rt_thread[rows]
     hi = fr.ends[lanes.step[lane]]
     stop = np.minimum(next_gpu_start(ev, e, hi), next_host_start(ev, tid, e, hi))

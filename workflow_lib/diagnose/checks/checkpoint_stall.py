@@ -45,9 +45,9 @@ def fix_text(copy_ns: int, write_ns: int) -> str:
 
 
 def describe(ci: CheckInput) -> Finding:
-    if not ci.src.spans:
+    if not ci.rank.src.spans:
         return unresolved(NAME, [host_stall.NO_SPANS])
-    ev, step = ci.ev, ci.step
+    ev, step = ci.rank.ev, ci.step
     rows = host_stall.rows_in_step(ci, ev.span_is_checkpoint, own_thread=True)
     inf = _inferred_in_step(ci)
     if rows.size == 0 and inf.size == 0:
@@ -72,10 +72,10 @@ def describe(ci: CheckInput) -> Finding:
     copy = measures.intersect(spans, measures.union(c.start[crow], c.end[crow])) if crow.size else measures.empty()
     copy_ns = copy.total_ns
     evidence = {
-        **({"basis": host_stall.HOST_ONLY} if not ci.src.kernels else {}),
+        **({"basis": host_stall.HOST_ONLY} if not ci.rank.src.kernels else {}),
         **({"inferred": save_shape.BASIS} if rows.size == 0 else {}),
         "saves": int(rows.size or inf.size), "save_ns": spans.total_ns, "gpu_idle_during_save_ns": claimed.total_ns,
-        "bytes": nbytes if known else None, "copy_ns": copy_ns if ci.src.kernels else None,
+        "bytes": nbytes if known else None, "copy_ns": copy_ns if ci.rank.src.kernels else None,
         "write_ns": spans.total_ns - copy_ns, "spans": names,
         "fix": fix_text(copy_ns, spans.total_ns - copy_ns),
     }
@@ -86,12 +86,12 @@ def describe(ci: CheckInput) -> Finding:
 
 def _inferred_in_step(ci: CheckInput):
     """Rows of the rank's inferred saves (save_shape.py) overlapping the step, on its thread."""
-    s = ci.ev.saves_inferred
+    s = ci.rank.ev.saves_inferred
     hit = (s.start < ci.step.end_ns) & (s.end > ci.step.start_ns) & (s.thread == ci.step.thread_id)
     return np.flatnonzero(hit)
 
 
 def check_steps(si: StepsInput) -> StepFindings:
     """describe() for every step of a rank at once (diagnose/batch.py)."""
-    s = si.ev.saves_inferred
-    return host_stall.check_all(si, NAME, si.ev.span_is_checkpoint, own_thread=True, extra=(s.start, s.end, s.thread))
+    s = si.rank.ev.saves_inferred
+    return host_stall.check_all(si, NAME, si.rank.ev.span_is_checkpoint, own_thread=True, extra=(s.start, s.end, s.thread))

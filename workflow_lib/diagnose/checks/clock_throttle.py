@@ -66,7 +66,7 @@ VIOLATION_METRICS = ("violation_power_ns", "violation_thermal_ns", "violation_bo
 
 def _violations(ci: CheckInput) -> Finding | None:
     """The verdict from violation counters, or None when they do not bracket the step."""
-    ev, step = ci.ev, ci.step
+    ev, step = ci.rank.ev, ci.step
     total, span, per = 0.0, 0, {}
     for m in VIOLATION_METRICS:
         got = ev.nvml.get(m)
@@ -105,7 +105,7 @@ def _violations(ci: CheckInput) -> Finding | None:
 
 def _busy_clock_ratio(ci: CheckInput, cwin, reasons, evidence: dict) -> float | None:
     """Mean busy SM clock / max SM clock over the clock samples `cwin` (idle samples dropped)."""
-    ev = ci.ev
+    ev = ci.rank.ev
     clocks = ev.nvml.get("sm_clock_mhz")
     max_clock = ev.nvml.get("max_sm_clock_mhz")
     if cwin is None or clocks is None or max_clock is None or not max_clock[1].size:
@@ -125,13 +125,13 @@ def _busy_clock_ratio(ci: CheckInput, cwin, reasons, evidence: dict) -> float | 
 
 
 def _clock_window(ci: CheckInput):
-    clocks = ci.ev.nvml.get("sm_clock_mhz")
+    clocks = ci.rank.ev.nvml.get("sm_clock_mhz")
     return _window(clocks[0], ci.step.start_ns, ci.step.end_ns) if clocks is not None else None
 
 
 def describe(ci: CheckInput) -> Finding:
-    ev, step, opts = ci.ev, ci.step, ci.opts
-    if not ci.src.nvml or not ev.nvml:
+    ev, step, opts = ci.rank.ev, ci.step, ci.rank.opts
+    if not ci.rank.src.nvml or not ev.nvml:
         return unresolved(NAME, ["NVML samples (nvml not observed)"])
     by_counters = _violations(ci)
     if by_counters is not None:
@@ -222,9 +222,9 @@ def _tail_steps(frame, busy: Intervals, amount: np.ndarray) -> Intervals:
 
 def check_steps(si: StepsInput) -> StepFindings:
     """describe() for every step of a rank at once (diagnose/batch.py)."""
-    fr, ev, opts = si.frame, si.ev, si.opts
+    fr, ev, opts = si.frame, si.rank.ev, si.rank.opts
     n = fr.n
-    if not si.src.nvml or not ev.nvml:
+    if not si.rank.src.nvml or not ev.nvml:
         return uniform(NAME, n, UNRESOLVED, ("NVML samples (nvml not observed)",))
     lo, hi, wall = fr.starts, fr.ends, fr.wall
     busy_ns = fr.per_step(si.base.busy)

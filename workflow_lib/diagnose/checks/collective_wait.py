@@ -31,23 +31,23 @@ NOT_PLACED = "not placed: no NCCL kernels observed; credited only with time no o
 
 def describe(ci: CheckInput) -> Finding:
     """One step's answer with its evidence, without a cross-rank match."""
-    ev, step = ci.ev, ci.step
+    ev, step = ci.rank.ev, ci.step
     nccl = measures.clip(ev.nccl_union, step.start_ns, step.end_ns)
-    if ci.src.ranks <= 1:
+    if ci.rank.src.ranks <= 1:
         return unresolved(NAME, ["other ranks' traces: a collective wait is only attributable by comparing arrival across ranks"],
-                          ranks=ci.src.ranks, nccl_kernel_ns=nccl.total_ns)
+                          ranks=ci.rank.src.ranks, nccl_kernel_ns=nccl.total_ns)
     if nccl.total_ns == 0:
-        return not_applicable(NAME, ranks=ci.src.ranks, nccl_kernel_ns=0)
+        return not_applicable(NAME, ranks=ci.rank.src.ranks, nccl_kernel_ns=0)
     return unresolved(NAME, ["cross-rank collective matching (the collectives analysis)"],
-                      ranks=ci.src.ranks, nccl_kernel_ns=nccl.total_ns)
+                      ranks=ci.rank.src.ranks, nccl_kernel_ns=nccl.total_ns)
 
 
 def check_steps(si: StepsInput) -> StepFindings:
     """Every step of a rank at once, without a cross-rank match (diagnose/batch.py)."""
     n = si.frame.n
-    if si.src.ranks <= 1:
+    if si.rank.src.ranks <= 1:
         return uniform(NAME, n, UNRESOLVED, ("other ranks' traces: a collective wait is only attributable by comparing arrival across ranks",))
-    nccl = si.frame.per_step(si.ev.nccl_union) > 0
+    nccl = si.frame.per_step(si.rank.ev.nccl_union) > 0
     return StepFindings(NAME, np.where(nccl, UNRESOLVED, NOT_APPLICABLE).astype(np.int8), measures.empty(),
                         [(), ("cross-rank collective matching (the collectives analysis)",)], nccl.astype(np.int32))
 
@@ -104,7 +104,7 @@ def matched(si: StepsInput, coll: dict | None) -> Matched | None:
     their timeline (`claim`); None when it matched none of them."""
     if not coll:
         return None
-    fr, rank = si.frame, si.ev.rank
+    fr, rank = si.frame, si.rank.ev.rank
     rows = [k for k, i in enumerate(fr.ids.tolist()) if (rank, i) in coll]
     if not rows:
         return None
@@ -112,7 +112,7 @@ def matched(si: StepsInput, coll: dict | None) -> Matched | None:
     for k in rows:  # matched steps: the collectives of a job, one finding each
         f = coll[(rank, int(fr.ids[k]))]
         sw = StepWindow(int(fr.ids[k]), rank, int(fr.tids[k]), int(fr.starts[k]), int(fr.ends[k]))
-        found = claim(f, sw, si.ev)
+        found = claim(f, sw, si.rank.ev)
         verdict.append(FINDING_VERDICTS.index(found.verdict))
         missing.append(tuple(found.missing))
         if found.verdict == "attributed":

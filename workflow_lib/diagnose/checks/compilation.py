@@ -30,9 +30,9 @@ NAME = "compilation"
 def describe(ci: CheckInput) -> Finding:
     if ci.warm_up is not None:
         return not_applicable(NAME, note="a warm-up step: compilation there is warm_up's, once per process")
-    if not ci.src.spans:
+    if not ci.rank.src.spans:
         return unresolved(NAME, ["host spans (spans table not observed)"])
-    ev, step = ci.ev, ci.step
+    ev, step = ci.rank.ev, ci.step
     sel = ev.span_index.overlapping(step.start_ns, step.end_ns)
     names = ev.span_name[sel]
     hit = ev.span_is_compile[sel]
@@ -46,7 +46,7 @@ def describe(ci: CheckInput) -> Finding:
                 "spans": top_names(names[hit], ev.span_end[rows] - ev.span_start[rows])}
     if fresh:
         evidence["compiled_regions_first_seen"] = fresh
-    if claimed.total_ns < ci.opts.min_gap_ns:
+    if claimed.total_ns < ci.rank.opts.min_gap_ns:
         return not_applicable(NAME, **evidence)
     return attributed(NAME, claimed, **evidence)
 
@@ -56,7 +56,7 @@ _REGION = re.compile(r"^Torch-Compiled Region: \d+/\d+")
 
 def _first_seen_regions(ci: CheckInput, sel: np.ndarray) -> list[str]:
     """Compiled-region names whose first span in the rank starts inside this step."""
-    ev, step = ci.ev, ci.step
+    ev, step = ci.rank.ev, ci.step
     codes = ev.span_name.codes[sel]
     first = ev.span_first_start[codes] if codes.size else codes
     out = set()
@@ -69,9 +69,9 @@ def _first_seen_regions(ci: CheckInput, sel: np.ndarray) -> list[str]:
 
 def check_steps(si: StepsInput) -> StepFindings:
     """describe() for every step of a rank at once (diagnose/batch.py)."""
-    fr, ev = si.frame, si.ev
+    fr, ev = si.frame, si.rank.ev
     cold = si.is_cold
-    if not si.src.spans:
+    if not si.rank.src.spans:
         out = answer(NAME, fr, np.zeros(fr.n, bool), measures.empty(), otherwise=UNRESOLVED)
         out.verdict[cold] = NOT_APPLICABLE
         out.missing = [(), ("host spans (spans table not observed)",)]
@@ -81,7 +81,7 @@ def check_steps(si: StepsInput) -> StepFindings:
     w, k = fr.overlapping(ev.span_start[rows], ev.span_end[rows])
     hit = np.bincount(k, minlength=fr.n)[: fr.n] > 0
     claimed = fr.pieces(measures.union(ev.span_start[rows], ev.span_end[rows]))
-    att = ~cold & hit & (fr.per_step(claimed) >= si.opts.min_gap_ns)
+    att = ~cold & hit & (fr.per_step(claimed) >= si.rank.opts.min_gap_ns)
     out = answer(NAME, fr, att, claimed)
     on = att[k]
     r = rows[w[on]]

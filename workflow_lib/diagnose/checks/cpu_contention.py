@@ -79,7 +79,7 @@ def interpolated(ev, tid: int, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarr
 
 def _host_only(ci: CheckInput) -> Finding:
     """describe() without GPU activity: the step thread's wait over the step, on its time."""
-    ev, step = ci.ev, ci.step
+    ev, step = ci.rank.ev, ci.step
     tid = int(step.thread_id)
     st = step_sched(ev, tid, step.start_ns, step.end_ns)
     lo, hi = np.array([step.start_ns]), np.array([step.end_ns])
@@ -92,7 +92,7 @@ def _host_only(ci: CheckInput) -> Finding:
         wait, basis = int(w[0]), f"interpolated between samples {int(spacing[0]) / 1e6:.0f} ms apart"
     evidence = {"basis": HOST_ONLY, "runqueue_wait_ns": wait, "thread_id": tid, "counters": basis,
                 "sentence": f"runnable, not running: {wait / 1e6:.3f} ms", "open": OPEN}
-    if wait < max(ci.opts.min_gap_ns, MIN_FRACTION * step.wall_ns):
+    if wait < max(ci.rank.opts.min_gap_ns, MIN_FRACTION * step.wall_ns):
         return not_applicable(NAME, **evidence)
     free = measures.subtract(measures.as_intervals([step.start_ns], [step.end_ns]),
                              measures.clip(ev.wait_union, step.start_ns, step.end_ns))
@@ -114,7 +114,7 @@ def _unsampled(threads: list[int]) -> str:
 
 
 def describe(ci: CheckInput) -> Finding:
-    ev, step, src = ci.ev, ci.step, ci.src
+    ev, step, src = ci.rank.ev, ci.step, ci.rank.src
     missing = _sources_missing(src)
     if missing:
         return unresolved(NAME, missing)
@@ -139,7 +139,7 @@ def describe(ci: CheckInput) -> Finding:
     unsampled = [t for t in threads if t not in per]
     if unsampled:
         evidence["threads_not_sampled"] = unsampled
-    if wait < max(ci.opts.min_gap_ns, MIN_FRACTION * step.wall_ns):
+    if wait < max(ci.rank.opts.min_gap_ns, MIN_FRACTION * step.wall_ns):
         return not_applicable(NAME, **evidence)
     gaps = ci.base.idle_long
     if len(ev.wait_union):
@@ -152,7 +152,7 @@ def describe(ci: CheckInput) -> Finding:
     e = s + take[keep]
     o = np.argsort(s)
     evidence["placed_on_gaps_ns"] = int(take.sum())
-    if take.sum() < ci.opts.min_gap_ns:
+    if take.sum() < ci.rank.opts.min_gap_ns:
         evidence["note"] = "the thread waited for a CPU but the GPU stayed busy: the wait was hidden"
         return not_applicable(NAME, **evidence)
     return attributed(NAME, Intervals(s[o], e[o]), **evidence)
@@ -160,13 +160,13 @@ def describe(ci: CheckInput) -> Finding:
 
 def check_steps(si: StepsInput) -> StepFindings:
     """describe() for every step of a rank at once (diagnose/batch.py)."""
-    fr, ev, opts = si.frame, si.ev, si.opts
+    fr, ev, opts = si.frame, si.rank.ev, si.rank.opts
     n = fr.n
-    missing = _sources_missing(si.src)
+    missing = _sources_missing(si.rank.src)
     if missing:
         return uniform(NAME, n, UNRESOLVED, tuple(missing))
-    if not si.src.kernels:
-        return uniform(NAME, n, UNRESOLVED, (OUTSIDE_WINDOW,)) if si.src.gpu_outside_window else _host_only_steps(si)
+    if not si.rank.src.kernels:
+        return uniform(NAME, n, UNRESOLVED, (OUTSIDE_WINDOW,)) if si.rank.src.gpu_outside_window else _host_only_steps(si)
     # launching_threads for every step: the step's thread and the threads of its launch calls.
     pr, pk = base_steps.calls_of(si, ev.rt_launch)
     ptid = ev.rt_thread[pr]
@@ -224,7 +224,7 @@ def _mark_unsampled(out: StepFindings, fr, where: np.ndarray, threads: np.ndarra
 
 def _host_only_steps(si: StepsInput) -> StepFindings:
     """_host_only for every step of a rank at once."""
-    fr, ev, opts = si.frame, si.ev, si.opts
+    fr, ev, opts = si.frame, si.rank.ev, si.rank.opts
     n = fr.n
     wait = np.full(n, -1, np.int64)
     for tid in np.unique(fr.tids).tolist():  # threads are few

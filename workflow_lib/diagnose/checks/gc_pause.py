@@ -37,9 +37,9 @@ def fix_text(generations: set[int], ranks: int) -> str:
 
 
 def describe(ci: CheckInput) -> Finding:
-    if not ci.src.spans:
+    if not ci.rank.src.spans:
         return unresolved(NAME, [host_stall.NO_SPANS])
-    ev = ci.ev
+    ev = ci.rank.ev
     rows = host_stall.rows_in_step(ci, ev.span_is_gc, own_thread=False)
     if rows.size == 0:
         return not_applicable(NAME, collections=0)
@@ -60,13 +60,13 @@ def describe(ci: CheckInput) -> Finding:
             largest = {"ns": dur, "generation": gen if gen >= 0 else None, "objects": objects if objects >= 0 else None}
     gens = {int(k) for k in by_gen if k != "not recorded"}
     evidence = {
-        **({"basis": host_stall.HOST_ONLY} if not ci.src.kernels else {}),
+        **({"basis": host_stall.HOST_ONLY} if not ci.rank.src.kernels else {}),
         "collections": int(rows.size), "pause_ns": spans.total_ns, "gpu_idle_during_pause_ns": claimed.total_ns,
-        "by_generation": by_gen, "largest": largest, "fix": fix_text(gens, ci.src.ranks),
+        "by_generation": by_gen, "largest": largest, "fix": fix_text(gens, ci.rank.src.ranks),
     }
     return host_stall.verdict(NAME, ci, claimed, evidence, hidden="the collector ran but the GPU stayed busy: the pause was hidden")
 
 
 def check_steps(si: StepsInput) -> StepFindings:
     """describe() for every step of a rank at once (diagnose/batch.py)."""
-    return host_stall.check_all(si, NAME, si.ev.span_is_gc, own_thread=False)
+    return host_stall.check_all(si, NAME, si.rank.ev.span_is_gc, own_thread=False)

@@ -19,24 +19,24 @@ NAME = "gpu_bound"
 
 
 def describe(ci: CheckInput) -> Finding:
-    if not ci.src.kernels:
+    if not ci.rank.src.kernels:
         return unresolved(NAME, ["GPU activity (kernels table not observed)"])
     wall = ci.step.wall_ns
-    kbusy = measures.clip(ci.ev.kernel_busy, ci.step.start_ns, ci.step.end_ns)
+    kbusy = measures.clip(ci.rank.ev.kernel_busy, ci.step.start_ns, ci.step.end_ns)
     busy = kbusy.total_ns
     frac = busy / wall if wall > 0 else 0.0
-    ev = {"busy_fraction": round(frac, 6), "threshold": ci.opts.gpu_bound_min_busy_fraction, "busy_ns": busy,
+    ev = {"busy_fraction": round(frac, 6), "threshold": ci.rank.opts.gpu_bound_min_busy_fraction, "busy_ns": busy,
           "basis": "kernels only (copies and memsets are transfer_stall's)"}
-    if wall > 0 and frac >= ci.opts.gpu_bound_min_busy_fraction:
+    if wall > 0 and frac >= ci.rank.opts.gpu_bound_min_busy_fraction:
         return attributed(NAME, kbusy, **ev)
     return not_applicable(NAME, **ev)
 
 
 def check_steps(si: StepsInput) -> StepFindings:
     """describe() for every step of a rank at once (diagnose/batch.py)."""
-    if not si.src.kernels:
+    if not si.rank.src.kernels:
         return uniform(NAME, si.frame.n, UNRESOLVED, ("GPU activity (kernels table not observed)",))
     wall = si.frame.wall
-    busy = si.frame.per_step(si.ev.kernel_busy)
+    busy = si.frame.per_step(si.rank.ev.kernel_busy)
     frac = np.where(wall > 0, busy / np.maximum(wall, 1), 0.0)
-    return answer(NAME, si.frame, (wall > 0) & (frac >= si.opts.gpu_bound_min_busy_fraction), si.ev.kernel_busy)
+    return answer(NAME, si.frame, (wall > 0) & (frac >= si.rank.opts.gpu_bound_min_busy_fraction), si.rank.ev.kernel_busy)

@@ -21,9 +21,9 @@ BASIS = "kernels only (copies and memsets are transfer_stall's)"
 
 
 def describe(ci: CheckInput) -> Finding:
-    if not ci.src.kernels:
+    if not ci.rank.src.kernels:
         return unresolved(NAME, ["GPU activity (kernels table not observed)"])
-    busy = measures.clip(ci.ev.kernel_busy, ci.step.start_ns, ci.step.end_ns)
+    busy = measures.clip(ci.rank.ev.kernel_busy, ci.step.start_ns, ci.step.end_ns)
     if busy.total_ns == 0:
         return not_applicable(NAME, busy_ns=0, basis=BASIS)
     return attributed(NAME, busy, busy_ns=busy.total_ns, intervals=len(busy), basis=BASIS)
@@ -31,6 +31,6 @@ def describe(ci: CheckInput) -> Finding:
 
 def check_steps(si: StepsInput) -> StepFindings:
     """describe() for every step of a rank at once (diagnose/batch.py)."""
-    if not si.src.kernels:
+    if not si.rank.src.kernels:
         return uniform(NAME, si.frame.n, UNRESOLVED, ("GPU activity (kernels table not observed)",))
-    return answer(NAME, si.frame, si.frame.per_step(si.ev.kernel_busy) > 0, si.ev.kernel_busy)
+    return answer(NAME, si.frame, si.frame.per_step(si.rank.ev.kernel_busy) > 0, si.rank.ev.kernel_busy)

@@ -27,14 +27,14 @@ HOST_ONLY = "host-only: no GPU activity observed for the step; the pause's own t
 def verdict(name: str, ci: CheckInput, claimed: Intervals, evidence: dict, hidden: str):
     """The pause claims the GPU idle it left; under the gap threshold the GPU stayed busy through it
     (queued work hid it): not this step's stall, with `hidden` saying so."""
-    if claimed.total_ns < ci.opts.min_gap_ns:
+    if claimed.total_ns < ci.rank.opts.min_gap_ns:
         return not_applicable(name, **evidence, note=hidden)
     return attributed(name, claimed, **evidence)
 
 
 def rows_in_step(ci: CheckInput, mask: np.ndarray, own_thread: bool) -> np.ndarray:
     """Rows of the spans where `mask` holds overlapping the step (of its thread when `own_thread`)."""
-    ev, step = ci.ev, ci.step
+    ev, step = ci.rank.ev, ci.step
     sel = ev.span_index.overlapping(step.start_ns, step.end_ns)
     sel = sel[mask[sel]]
     return sel[ev.span_thread[sel] == step.thread_id] if own_thread else sel
@@ -59,19 +59,19 @@ def _claim(ev, spans: Intervals, kernels: bool, lo: int, hi: int) -> Intervals:
 def claim_one(ci: CheckInput, rows: np.ndarray, extra: tuple | None = None) -> tuple[Intervals, Intervals]:
     """(the spans' time in the step, what is claimed of it) for one step; `extra`: (start, end)
     of more pause intervals than the span rows (inferred ones: save_shape.py)."""
-    ev, step = ci.ev, ci.step
+    ev, step = ci.rank.ev, ci.step
     s, e = ev.span_start[rows], ev.span_end[rows]
     if extra is not None:
         s, e = np.concatenate([s, extra[0]]), np.concatenate([e, extra[1]])
     spans = measures.clip(measures.union(s, e), step.start_ns, step.end_ns)
-    return spans, _claim(ev, spans, ci.src.kernels, step.start_ns, step.end_ns)
+    return spans, _claim(ev, spans, ci.rank.src.kernels, step.start_ns, step.end_ns)
 
 
 def check_all(si: StepsInput, name: str, mask: np.ndarray, own_thread: bool, extra: tuple | None = None) -> StepFindings:
     """The rule for every step of a rank at once (diagnose/batch.py); `extra`: (start, end,
     thread) of pause intervals besides the span rows, as claim_one's."""
-    fr, ev = si.frame, si.ev
-    if not si.src.spans:
+    fr, ev = si.frame, si.rank.ev
+    if not si.rank.src.spans:
         return uniform(name, fr.n, UNRESOLVED, (NO_SPANS,))
     rows = np.flatnonzero(mask)
     s0, e0, t0 = ev.span_start[rows], ev.span_end[rows], ev.span_thread[rows]
@@ -82,5 +82,5 @@ def check_all(si: StepsInput, name: str, mask: np.ndarray, own_thread: bool, ext
         keep = t0[i] == fr.tids[k]
         i, k = i[keep], k[keep]
     spans = measures.union(np.maximum(s0[i], fr.starts[k]), np.minimum(e0[i], fr.ends[k]))
-    claimed = _claim(ev, spans, si.src.kernels, int(fr.starts.min(initial=0)), int(fr.ends.max(initial=0)))
-    return answer(name, fr, (fr.per_step(spans) > 0) & (fr.per_step(claimed) >= si.opts.min_gap_ns), claimed)
+    claimed = _claim(ev, spans, si.rank.src.kernels, int(fr.starts.min(initial=0)), int(fr.ends.max(initial=0)))
+    return answer(name, fr, (fr.per_step(spans) > 0) & (fr.per_step(claimed) >= si.rank.opts.min_gap_ns), claimed)

@@ -110,7 +110,7 @@ def _host_state(ev: RankEvidence, tid: int, a: int, b: int) -> tuple[str | None,
 
 
 def describe(ci: CheckInput) -> Finding:
-    ev, step, src, opts = ci.ev, ci.step, ci.src, ci.opts
+    ev, step, src, opts = ci.rank.ev, ci.step, ci.rank.src, ci.rank.opts
     if not src.kernels:
         return unresolved(NAME, [_NO_KERNELS])
     cand = host_gaps(ci)
@@ -226,14 +226,14 @@ def _host_state_known(si: StepsInput, tids: np.ndarray, k: np.ndarray, a: np.nda
     fr, out = si.frame, np.zeros(a.size, bool)
     for tid in np.unique(tids).tolist():  # threads are few
         m = np.flatnonzero(tids == tid)
-        gap = _bracketed(si.ev, tid, a[m], b[m])
+        gap = _bracketed(si.rank.ev, tid, a[m], b[m])
         out[m] = gap
         rest = m[~gap]
         if rest.size == 0:
             continue
         kr = k[rest]  # gaps are in time order: their steps ascend
         steps = kr[np.concatenate(([True], kr[1:] != kr[:-1]))]
-        ok, _, _, span = base_steps.step_sched(si.ev, tid, fr.starts[steps], fr.ends[steps])
+        ok, _, _, span = base_steps.step_sched(si.rank.ev, tid, fr.starts[steps], fr.ends[steps])
         by_step = np.zeros(fr.n, bool)
         by_step[steps] = ok & (span > 0)
         out[rest] = by_step[kr]
@@ -242,7 +242,7 @@ def _host_state_known(si: StepsInput, tids: np.ndarray, k: np.ndarray, a: np.nda
 
 def check_steps(si: StepsInput) -> StepFindings:
     """describe() for every step of a rank at once (diagnose/batch.py)."""
-    fr, ev, src, opts = si.frame, si.ev, si.src, si.opts
+    fr, ev, src, opts = si.frame, si.rank.ev, si.rank.src, si.rank.opts
     n = fr.n
     if not src.kernels:
         return uniform(NAME, n, UNRESOLVED, (_NO_KERNELS,))

@@ -22,7 +22,7 @@ BASIS = "host-only: no GPU activity observed; from the step thread's own host sp
 
 def host_span_rows(ci: CheckInput) -> np.ndarray:
     """Rows of the step thread's spans inside the step, not enclosing all of it."""
-    ev, step = ci.ev, ci.step
+    ev, step = ci.rank.ev, ci.step
     sel = ev.span_index.overlapping(step.start_ns, step.end_ns)
     sel = sel[ev.span_thread[sel] == step.thread_id]
     whole = (ev.span_start[sel] <= step.start_ns) & (ev.span_end[sel] >= step.end_ns)
@@ -30,11 +30,11 @@ def host_span_rows(ci: CheckInput) -> np.ndarray:
 
 
 def describe(ci: CheckInput) -> Finding:
-    if ci.src.kernels:
+    if ci.rank.src.kernels:
         return not_applicable(NAME, note="GPU activity observed: host time is read through the GPU's idle gaps (host_submission)")
-    if not ci.src.spans:
+    if not ci.rank.src.spans:
         return unresolved(NAME, ["host spans (spans table not observed)"])
-    ev, step = ci.ev, ci.step
+    ev, step = ci.rank.ev, ci.step
     sel = host_span_rows(ci)
     work = measures.union(ev.span_start[sel], ev.span_end[sel])
     work = measures.clip(work, step.start_ns, step.end_ns)
@@ -49,10 +49,10 @@ def describe(ci: CheckInput) -> Finding:
 
 def check_steps(si: StepsInput) -> StepFindings:
     """describe() for every step of a rank at once (diagnose/batch.py)."""
-    n, ev, fr = si.frame.n, si.ev, si.frame
-    if si.src.kernels:
+    n, ev, fr = si.frame.n, si.rank.ev, si.frame
+    if si.rank.src.kernels:
         return uniform(NAME, n, NOT_APPLICABLE)
-    if not si.src.spans:
+    if not si.rank.src.spans:
         return uniform(NAME, n, UNRESOLVED, ("host spans (spans table not observed)",))
     i, k = fr.overlapping(ev.span_start, ev.span_end)
     s, e = ev.span_start[i], ev.span_end[i]

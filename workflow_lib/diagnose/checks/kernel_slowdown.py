@@ -108,9 +108,9 @@ def why(ev, lo: int, hi: int) -> dict:
 
 
 def describe(ci: CheckInput) -> Finding:
-    if not ci.src.kernels:
+    if not ci.rank.src.kernels:
         return unresolved(NAME, [NO_KERNELS])
-    ev, step = ci.ev, ci.step
+    ev, step = ci.rank.ev, ci.step
     i, j = np.searchsorted(ev.k_start, [step.start_ns, step.end_ns], side="left")
     extra = extra_per_kernel(ev)[i:j]
     slow = np.flatnonzero(extra > 0)
@@ -124,7 +124,7 @@ def describe(ci: CheckInput) -> Finding:
                  f"rank's launches (at least {MIN_LAUNCHES}); more or other kernels are gpu_work's",
         "kernels_slower_ns": top_names(ev.k_name[rows], extra[slow]),
     }
-    if claimed.total_ns < max(ci.opts.min_gap_ns, MIN_FRACTION * step.wall_ns):
+    if claimed.total_ns < max(ci.rank.opts.min_gap_ns, MIN_FRACTION * step.wall_ns):
         return not_applicable(NAME, **evidence)
     evidence["why"] = why(ev, step.start_ns, step.end_ns)
     return attributed(NAME, claimed, **evidence)
@@ -132,8 +132,8 @@ def describe(ci: CheckInput) -> Finding:
 
 def check_steps(si: StepsInput) -> StepFindings:
     """describe() for every step of a rank at once (diagnose/batch.py)."""
-    fr, ev = si.frame, si.ev
-    if not si.src.kernels:
+    fr, ev = si.frame, si.rank.ev
+    if not si.rank.src.kernels:
         return uniform(NAME, fr.n, UNRESOLVED, (NO_KERNELS,))
     k = fr.step_of(ev.k_start)
     extra = extra_per_kernel(ev)
@@ -141,4 +141,4 @@ def check_steps(si: StepsInput) -> StepFindings:
     ks = k[rows]
     claimed = _claims(ev, rows, extra[rows], fr.starts[ks], fr.ends[ks])
     got = fr.per_step(claimed)
-    return answer(NAME, fr, (got > 0) & (got >= np.maximum(si.opts.min_gap_ns, MIN_FRACTION * fr.wall)), claimed)
+    return answer(NAME, fr, (got > 0) & (got >= np.maximum(si.rank.opts.min_gap_ns, MIN_FRACTION * fr.wall)), claimed)

@@ -60,10 +60,10 @@ def _missing(src) -> list[str]:
 
 
 def describe(ci: CheckInput) -> Finding:
-    missing = _missing(ci.src)
+    missing = _missing(ci.rank.src)
     if missing:
         return unresolved(NAME, missing)
-    ev, step, opts = ci.ev, ci.step, ci.opts
+    ev, step, opts = ci.rank.ev, ci.step, ci.rank.opts
     i, j = np.searchsorted(ev.k_start, [step.start_ns, step.end_ns], side="left")
     n = int(j - i)
     if n < opts.launch_bound_min_kernels:
@@ -135,8 +135,8 @@ def _running_max_by_group(g: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 def check_steps(si: StepsInput) -> StepFindings:
     """describe() for every step of a rank at once (diagnose/batch.py)."""
-    missing = _missing(si.src)
-    fr, ev, opts = si.frame, si.ev, si.opts
+    missing = _missing(si.rank.src)
+    fr, ev, opts = si.frame, si.rank.ev, si.rank.opts
     n = fr.n
     if missing:
         return uniform(NAME, n, UNRESOLVED, tuple(missing))

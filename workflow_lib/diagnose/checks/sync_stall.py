@@ -30,7 +30,7 @@ def describe(ci: CheckInput) -> Finding:
     gate = needs_calls_and_kernels(ci, NAME)
     if gate is not None:
         return gate
-    ev, step = ci.ev, ci.step
+    ev, step = ci.rank.ev, ci.step
     sel = calls_in_step(ci, ev.rt_sync)
     if sel.size == 0:
         return not_applicable(NAME, sync_calls=0)
@@ -51,7 +51,7 @@ def describe(ci: CheckInput) -> Finding:
         "lead_lost_ns": int(measures.covered_between(ev.busy, s, e).sum()),
         "calls": top_names(ev.rt_name[sel], e - s),
     }
-    if claimed.total_ns < ci.opts.min_gap_ns:
+    if claimed.total_ns < ci.rank.opts.min_gap_ns:
         evidence["note"] = "synchronizing calls present but the GPU did not go idle behind them"
         return not_applicable(NAME, **evidence)
     return attributed(NAME, claimed, **evidence)
@@ -59,4 +59,4 @@ def describe(ci: CheckInput) -> Finding:
 
 def check_steps(si: StepsInput) -> StepFindings:
     """describe() for every step of a rank at once (diagnose/batch.py)."""
-    return base_steps.call_cause(si, NAME, si.ev.rt_sync, less_allocator=True, refill=True)
+    return base_steps.call_cause(si, NAME, si.rank.ev.rt_sync, less_allocator=True, refill=True)

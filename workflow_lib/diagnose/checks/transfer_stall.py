@@ -118,7 +118,7 @@ def _held_up_a_kernel(ci: CheckInput, rows: np.ndarray) -> np.ndarray:
     """Per copy: did the next kernel on its stream wait for it (launched before the copy ended,
     started at or after its end)? Without a launch to compare with, a kernel that starts
     within min_gap_ns of the copy's end counts as waiting."""
-    ev, c = ci.ev, ci.ev.copies
+    ev, c = ci.rank.ev, ci.rank.ev.copies
     out = np.zeros(rows.size, bool)
     for k, r in enumerate(rows.tolist()):  # copies of one step: a handful
         j = int(np.searchsorted(ev.k_start, c.end[r], side="left"))
@@ -132,7 +132,7 @@ def _held_up_a_kernel(ci: CheckInput, rows: np.ndarray) -> np.ndarray:
         if ok[0]:
             out[k] = ev.rt_start[row[0]] < c.end[r]
         else:
-            out[k] = ev.k_start[nk] - c.end[r] < ci.opts.min_gap_ns
+            out[k] = ev.k_start[nk] - c.end[r] < ci.rank.opts.min_gap_ns
     return out
 
 
@@ -211,9 +211,9 @@ def _read_op_spans(ev, crow: np.ndarray, read: np.ndarray) -> dict[int, Interval
 
 
 def describe(ci: CheckInput) -> Finding:
-    if not ci.src.kernels:
+    if not ci.rank.src.kernels:
         return unresolved(NAME, ["GPU activity (kernels/memcpy not observed)"])
-    ev, step = ci.ev, ci.step
+    ev, step = ci.rank.ev, ci.step
     c = ev.copies
     rows = c.in_window(step.start_ns, step.end_ns)
     if rows.size == 0:
@@ -224,9 +224,9 @@ def describe(ci: CheckInput) -> Finding:
     guess = guessed_pageable(c, rows)
     delaying = _held_up_a_kernel(ci, rows) | guess
     gpu_waited = measures.intersect(no_compute, measures.clip(measures.union(c.start[rows[delaying]], c.end[rows[delaying]]), lo, hi))
-    crow, matched = launch_rows(ev, c.corr[rows]) if ci.src.runtime_api else (np.zeros(rows.size, np.int64), np.zeros(rows.size, bool))
+    crow, matched = launch_rows(ev, c.corr[rows]) if ci.rank.src.runtime_api else (np.zeros(rows.size, np.int64), np.zeros(rows.size, bool))
     blocking = _host_blocking(ev, crow, matched, c, rows) | (guess & matched)
-    waits = _waiting_syncs(ev, crow, matched, c, rows, hi) if ci.src.runtime_api else [np.zeros(0, np.int64)] * rows.size
+    waits = _waiting_syncs(ev, crow, matched, c, rows, hi) if ci.rank.src.runtime_api else [np.zeros(0, np.int64)] * rows.size
     read = np.array([w.size > 0 for w in waits], bool)
     blocking |= read
     host_side = measures.empty()
@@ -289,7 +289,7 @@ def describe(ci: CheckInput) -> Finding:
         "host_blocked_idle_ns": host_side.total_ns, "by_kind": by_kind,
         "dominant_kind": max(by_kind, key=lambda k: by_kind[k]["critical_ns"]),
     }
-    if claimed.total_ns < ci.opts.min_gap_ns:
+    if claimed.total_ns < ci.rank.opts.min_gap_ns:
         evidence["note"] = "copies ran beside kernels or the host: none on the critical path"
         return not_applicable(NAME, **evidence)
     return attributed(NAME, claimed, **evidence)
@@ -304,8 +304,8 @@ _FAR = np.iinfo(np.int64).max
 
 def check_steps(si: StepsInput) -> StepFindings:
     """describe() for every step of a rank at once."""
-    fr, ev, opts = si.frame, si.ev, si.opts
-    if not si.src.kernels:
+    fr, ev, opts = si.frame, si.rank.ev, si.rank.opts
+    if not si.rank.src.kernels:
         return uniform(NAME, fr.n, UNRESOLVED, ("GPU activity (kernels/memcpy not observed)",))
     c = ev.copies
     pc, pk = fr.overlapping(c.start, c.end)
@@ -319,7 +319,7 @@ def check_steps(si: StepsInput) -> StepFindings:
     delaying = _held_up_steps(si, pc, hi) | guess
     cs, ce = np.maximum(c.start[pc], lo), np.minimum(c.end[pc], hi)
     gpu_waited = measures.intersect(no_compute, measures.union(cs[delaying], ce[delaying]))
-    if si.src.runtime_api:  # the issuing call of each copy, and the syncs that waited for a read
+    if si.rank.src.runtime_api:  # the issuing call of each copy, and the syncs that waited for a read
         crow, matched = launch_rows(ev, c.corr)
         wrow, wpair = _waiting_syncs_steps(si, pc, pk, crow, matched)
     else:
@@ -363,7 +363,7 @@ def check_steps(si: StepsInput) -> StepFindings:
 def _held_up_steps(si: StepsInput, pc: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """_held_up_a_kernel for (copy, step) pairs: the next kernel on the copy's stream (among the
     next _LOOKAHEAD kernels after its end) starts before the step's end and waited for it."""
-    ev, c = si.ev, si.ev.copies
+    ev, c = si.rank.ev, si.rank.ev.copies
     out = np.zeros(pc.size, bool)
     if ev.k_start.size == 0:
         return out
@@ -382,7 +382,7 @@ def _held_up_steps(si: StepsInput, pc: np.ndarray, hi: np.ndarray) -> np.ndarray
     k = np.maximum(nk, 0)
     row, ok = launch_rows(ev, ev.k_corr[k])
     before = ev.rt_start[row] < end if ev.rt_start.size else np.zeros(pc.size, bool)
-    waited = np.where(ok, before, ev.k_start[k] - end < si.opts.min_gap_ns)
+    waited = np.where(ok, before, ev.k_start[k] - end < si.rank.opts.min_gap_ns)
     return (nk >= 0) & (ev.k_start[k] < hi) & waited
 
 
@@ -401,7 +401,7 @@ def _waiting_syncs_steps(si: StepsInput, pc: np.ndarray, pk: np.ndarray, crow: n
     a device->host copy: the issuing thread's synchronizing calls starting after the issuing
     call returned (a call of no length at that instant is not after it: the per-step rule's
     `end > after`), before that thread's next launch and the step's end."""
-    ev, c = si.ev, si.ev.copies
+    ev, c = si.rank.ev, si.rank.ev.copies
     cand = np.flatnonzero(matched[pc] & (c.kind[pc] == "DtoH"))
     if cand.size == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)

@@ -71,7 +71,7 @@ def describe(ci: CheckInput) -> Finding:
     w = ci.warm_up
     if w is None:
         return not_applicable(NAME, note="a steady-state step")
-    ev, step = ci.ev, ci.step
+    ev, step = ci.rank.ev, ci.step
     whole = Intervals(np.array([step.start_ns], np.int64), np.array([step.end_ns], np.int64))
     evidence = {"once_per_process": True, "position": w["position"], "wall_ns": step.wall_ns,
                 "typical_ns": w["typical_ns"], "basis": w["basis"]}
