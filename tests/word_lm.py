@@ -148,10 +148,12 @@ def ms_per_batch(out: str, skip: int) -> list[float]:
     return [float(m.group("ms")) for m in re.finditer(STEP_PATTERN, out)][skip:]
 
 
-def per_token_truth(repo: Path, args: list[str], batch_sizes: tuple[int, int], pairs: int, skip: int, env: dict) -> dict:
+def per_token_truth(repo: Path, args: list[str], batch_sizes: tuple[int, int], pairs: int, skip: int, env: dict,
+                    statistic: str = "median") -> dict:
     """The program's own time per token at two batch sizes, measured outside stallcase: `pairs`
     pairs of runs, the two sizes alternating (order flipped every other pair, so a trend in the
-    machine's load falls on both), each run's median ms/batch over its lines after `skip`,
+    machine's load falls on both), each run's `statistic` (median or min, as the plan's) of its ms/batch
+    lines after `skip`,
     divided by its tokens per batch (batch size x bptt). Returns each pair's ratio, their
     median (second size over first), and the share of the machine other processes used
     meanwhile (trials/host_load.py, as the pipeline's runs note it)."""
@@ -169,7 +171,7 @@ def per_token_truth(repo: Path, args: list[str], batch_sizes: tuple[int, int], p
         for bs in (batch_sizes if k % 2 == 0 else batch_sizes[::-1]):
             proc = subprocess.run([sys.executable, "main.py", "--batch_size", str(bs), *base], cwd=repo, env=env,
                                   capture_output=True, text=True, timeout=300, check=True)
-            got[bs] = statistics.median(ms_per_batch(proc.stdout, skip)) / (bs * bptt)
+            got[bs] = {"median": statistics.median, "min": min}[statistic](ms_per_batch(proc.stdout, skip)) / (bs * bptt)
             per_token[bs].append(got[bs])
         ratios.append(got[batch_sizes[1]] / got[batch_sizes[0]])
     return {"ratios": ratios, "ratio": statistics.median(ratios), "ms_per_token": per_token,
