@@ -16,6 +16,12 @@ def trials_yaml(metric: str, *, record_runs: bool | None = None, blocks: int = 6
     return "\n" + "\n".join(lines) + "\n"
 
 
+def busy_warning(comparison: dict) -> str | None:
+    """The comparison's warning that other processes loaded the machine during its runs
+    (compare/build.py busy_machine_warnings), or None on a quiet machine."""
+    return next((w for w in comparison.get("warnings") or [] if w.startswith("the machine was busy")), None)
+
+
 def check_floor_target(comparison: dict, target_pct: float = 5.0) -> None:
     """Issue 35's floor target, judged where it is defined: on a machine nobody else loads. A run
     that other processes loaded carries the runner's busy note (trials/host_load.py) and the
@@ -25,10 +31,10 @@ def check_floor_target(comparison: dict, target_pct: float = 5.0) -> None:
 
     floor = comparison["noise_floor"]["pct"]
     assert floor is not None, comparison["reasons"]
-    busy = [w for w in comparison.get("warnings") or [] if w.startswith("the machine was busy")]
+    busy = busy_warning(comparison)
     if floor < target_pct:
         return
     if busy:
-        pytest.xfail(f"floor ±{floor:.1f}% over ±{target_pct:g}%, with {busy[0].split(':')[0]}")
+        pytest.xfail(f"floor ±{floor:.1f}% over ±{target_pct:g}%, with {busy.split(':')[0]}")
     raise AssertionError(f"floor ±{floor:.2f}% over ±{target_pct:g}% on a machine no other process loaded: "
                          f"{comparison['noise_floor']}")

@@ -5,13 +5,17 @@ in the shape of PyTorch's word_language_model example (same flags, same progress
 It is recorded with `stallcase record --step-pattern` from its `ms/batch` lines, then the
 README's pipeline runs with `candidate: {set_args: {"--batch_size": "40"}}`:
 - `per: token` with `tokens_per_step: "--batch_size * --bptt"` gives a verdict per token, the
-  plan holding each arm's work (700 and 1,400 tokens), the end line naming the unit;
+  plan holding each arm's work (700 and 1,400 tokens), the end line naming the unit, and the
+  verdict agrees with the program's own change in time per token, measured outside stallcase
+  in the same test (twice the batch is not the same time per token: an LSTM's larger matmuls
+  use the CPU better);
 - `per: step` gives a verdict that carries the warning that the arms do different work;
 - `per: token` with no way to know the work cannot run: the plan is refused, naming why.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import subprocess
@@ -24,8 +28,8 @@ import pytest
 
 from workflow_lib.core import records
 
-from e2e_design import trials_yaml
-from word_lm import STEP_PATTERN, make_project
+from e2e_design import busy_warning, trials_yaml
+from word_lm import STEP_PATTERN, make_project, per_token_truth
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -34,7 +38,19 @@ PY = sys.executable
 # with 80 (load 2.5, outside the pipeline); the first two lines are warm-up (the first batches run
 # 2-3x slower).
 ARGS = ["--batch_size", "20", "--bptt", "35", "--max-batches", "60", "--log-interval", "5", "--nhid", "64", "--emsize", "32"]
-METRIC = "name: step_time, source: auto, statistic: median, skip_steps: 2, unit: ns"
+SKIP_LINES = 2
+METRIC = f"name: step_time, source: auto, statistic: median, skip_steps: {SKIP_LINES}, unit: ns"
+# The per-token design: a run's fastest line (min), not its median: a line's time per token moves
+# from 16 to 20-25 us for seconds at a time when other processes burst, and the fastest line of a
+# run is the program's own speed (here the A/A floor ±12.6% by min against ±48.8% by median, the
+# same runs); 8 blocks, so one disturbed run no longer sets the floor (at 95% six blocks' interval
+# is the range of their six ratios).
+TOKEN_METRIC = METRIC.replace("statistic: median", "statistic: min")
+TOKEN_BLOCKS = 8
+# Pairs of runs (batch 20, batch 40, alternating) that measure the program's own change in time
+# per token outside stallcase, and how far the pipeline's per-token estimate may be from it.
+TRUTH_PAIRS = 3
+TOLERANCE_LOG = math.log(1.10)
 
 
 def _sh(argv, cwd, env, check=True, timeout=900):
@@ -65,6 +81,7 @@ def world(tmp_path_factory):
     env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
     _sh([str(checkout / ".venv" / "bin" / "stallcase"), "record", "--incident", "wlm", "--step-pattern", STEP_PATTERN,
          "--", PY, "main.py", *ARGS], repo, env)
+    truth = per_token_truth(repo, ARGS, (20, 40), TRUTH_PAIRS, SKIP_LINES, env, statistic="min")
     base = textwrap.dedent(f"""
         incidents_dir: {repo / 'incidents'}
         allow_roots: [{repo}]
@@ -72,8 +89,8 @@ def world(tmp_path_factory):
           set_args: {{"--batch_size": "40"}}
     """)
     smk = [".venv/bin/snakemake", "--cores", "2", "--profile", "profiles/local", "--configfile"]
-    (checkout / "token.yaml").write_text(base + trials_yaml(METRIC + ', per: token, tokens_per_step: "--batch_size * --bptt"',
-                                                            record_runs=False))
+    (checkout / "token.yaml").write_text(base + trials_yaml(TOKEN_METRIC + ', per: token, tokens_per_step: "--batch_size * --bptt"',
+                                                            record_runs=False, blocks=TOKEN_BLOCKS))
     end = _sh([*smk, "token.yaml", "--config", "incident=wlm"], checkout, env)
     token = _keep(checkout, root / "kept" / "token")
     # The per-step arm only has to carry the warning and a larger change than per token (twice the
@@ -83,8 +100,11 @@ def world(tmp_path_factory):
     step = _keep(checkout, root / "kept" / "step")
     (checkout / "bad.yaml").write_text(base + trials_yaml(METRIC + ", per: token", record_runs=False))
     bad = _sh([*smk, "bad.yaml", "--config", "incident=wlm"], checkout, env, check=False)
+    print(f"word-LM truth: {truth}; per token: {token.comparison['verdict']} {token.comparison['estimate']} "
+          f"floor {token.comparison['noise_floor']['pct']}; reasons {token.comparison['reasons']}; "
+          f"per step: {step.comparison['verdict']} {step.comparison['estimate']['change_pct']}")
     return SimpleNamespace(token=token, step=step, end=end.stdout + end.stderr, step_end=step_end.stdout + step_end.stderr,
-                           bad=bad)
+                           bad=bad, truth=truth)
 
 
 @pytest.mark.slow
@@ -95,9 +115,35 @@ def test_per_token_compares_time_per_token_with_each_arms_own_work(world):
     assert c["metric"]["per"] == "token" and c["metric"]["label"] == "time per token"
     assert any("compared per token" in w for w in c["warnings"]), c["warnings"]
     assert "time per token" in world.end and "step time" not in world.end.split("stallcase: wlm:")[-1].splitlines()[0]
-    # Twice the tokens per step: per token it is not twice as slow (about no change, or faster
-    # where a bigger batch uses the CPU better); per step it is (the next test).
-    assert c["verdict"] != "slower", c["reasons"]
+
+
+@pytest.mark.slow
+def test_the_per_token_verdict_agrees_with_the_programs_own_change_per_token(world):
+    """The program's own time per token at batch 40 over batch 20 (TRUTH_PAIRS interleaved
+    pairs of runs outside stallcase, each run's median ms/batch over the same lines the
+    pipeline counts, over its tokens per batch) against the pipeline's per-token verdict: a
+    change must have the truth's sign and a size within TOLERANCE_LOG of it; no change must
+    mean the truth lies within the A/A floor (plus the tolerance). Inconclusive fails on a quiet
+    machine: the design must be able to tell. Where other processes loaded the machine (the
+    comparison says so) it is an expected failure naming the floor and the load: at a load of
+    2.5-3.6 on 2 cores (2026-12-04) the same program's time per token moved 2x from run to run
+    (17-37 us at batch 20), outside the pipeline too, with 60 batches a run as with 120; at a
+    load of 1.1-1.7 a run's lines still moved 16 -> 25 us per token for seconds at a time, and
+    at 95% six blocks' A/A interval is the range of their six A'/A ratios, so one disturbed run
+    sets the floor (docs/trials.md, "Work per step")."""
+    c, truth = world.token.comparison, world.truth["ratio"]
+    why = (c["verdict"], c["estimate"], c["noise_floor"], truth, world.truth, c["reasons"])
+    est = c["estimate"]["log_ratio"]
+    if c["verdict"] in ("faster", "slower"):
+        assert (truth < 1) == (c["verdict"] == "faster"), why
+        assert abs(est - math.log(truth)) <= TOLERANCE_LOG, why
+    elif c["verdict"] == "no_detectable_change":
+        assert abs(math.log(truth)) <= c["noise_floor"]["log"] + TOLERANCE_LOG, why
+    elif busy_warning(c):
+        pytest.xfail(f"inconclusive per token, floor ±{c['noise_floor']['pct']:.1f}%, with {busy_warning(c).split(':')[0]}; "
+                     f"the program's own ratio {truth:.3f} (pairs {[round(r, 3) for r in world.truth['ratios']]})")
+    else:
+        raise AssertionError(f"inconclusive on a machine no other process loaded: {why}")
 
 
 @pytest.mark.slow

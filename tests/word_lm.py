@@ -139,3 +139,40 @@ def make_project(root: Path) -> Path:
     subprocess.run([*git, "add", "."], cwd=repo, check=True)
     subprocess.run([*git, "commit", "-qm", "lm"], cwd=repo, check=True)
     return repo
+
+
+def ms_per_batch(out: str, skip: int) -> list[float]:
+    """The progress lines' ms/batch after the first `skip` lines (the pipeline's skip_steps)."""
+    import re
+
+    return [float(m.group("ms")) for m in re.finditer(STEP_PATTERN, out)][skip:]
+
+
+def per_token_truth(repo: Path, args: list[str], batch_sizes: tuple[int, int], pairs: int, skip: int, env: dict,
+                    statistic: str = "median") -> dict:
+    """The program's own time per token at two batch sizes, measured outside stallcase: `pairs`
+    pairs of runs, the two sizes alternating (order flipped every other pair, so a trend in the
+    machine's load falls on both), each run's `statistic` (median or min, as the plan's) of its ms/batch
+    lines after `skip`,
+    divided by its tokens per batch (batch size x bptt). Returns each pair's ratio, their
+    median (second size over first), and the share of the machine other processes used
+    meanwhile (trials/host_load.py, as the pipeline's runs note it)."""
+    import statistics
+    import sys
+
+    from workflow_lib.trials import host_load
+
+    bptt = int(args[args.index("--bptt") + 1])
+    base = [a for i, a in enumerate(args) if a != "--batch_size" and (i == 0 or args[i - 1] != "--batch_size")]
+    ratios, per_token = [], {bs: [] for bs in batch_sizes}
+    before = host_load.sample()
+    for k in range(pairs):
+        got = {}
+        for bs in (batch_sizes if k % 2 == 0 else batch_sizes[::-1]):
+            proc = subprocess.run([sys.executable, "main.py", "--batch_size", str(bs), *base], cwd=repo, env=env,
+                                  capture_output=True, text=True, timeout=300, check=True)
+            got[bs] = {"median": statistics.median, "min": min}[statistic](ms_per_batch(proc.stdout, skip)) / (bs * bptt)
+            per_token[bs].append(got[bs])
+        ratios.append(got[batch_sizes[1]] / got[batch_sizes[0]])
+    return {"ratios": ratios, "ratio": statistics.median(ratios), "ms_per_token": per_token,
+            "other_share": host_load.other_share(before, host_load.sample())}

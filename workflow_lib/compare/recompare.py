@@ -1,0 +1,73 @@
+"""Comparing a design's committed records again under another job metric, without running anything.
+
+A job's run records its value under the plan's metric (`metric_ns`) and under every other job
+metric it could be judged by (`runs[].alternates`, keyed by the `trials.metric` that selects
+it: plan/job_metric.alternates). Comparing again under one of those is the compare stage's own
+computation (build.compare) on the same runs, each run's value read from its alternates, under
+a plan whose metric says so: the executions are pointed at that plan, so nothing can be judged
+under a label it was not measured with.
+
+Runs that do not hold the selected metric (records made before runs carried alternates, or a
+unit some rank did not declare) cannot be compared again: `NotRecorded` says, in one line,
+which run lacks what, and what the run does hold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..core.errors import RecordError
+from ..plan.job_metric import selector
+from ..plan.types import Plan
+from ..trials.types import Execution
+from .build import compare
+from .types import Comparison
+
+
+class NotRecorded(RecordError):
+    """The executions do not hold the selected metric for every successful run."""
+
+
+def _held(run: dict) -> str:
+    """What a run without the alternate does hold, for the one line that says why not."""
+    ranks = run.get("ranks") or []
+    if ranks and all("total_ns" not in r for r in ranks):
+        return ("it holds each counted rank's median step and step count (ranks[]) and the plan's own per-step values "
+                "(values_ns), not each rank's step times, which that metric is read from")
+    return "it holds only the plan's own metric (metric_ns, values_ns)"
+
+
+def with_job_metric(plan: Plan, executions: dict[str, Execution], job: str, role: str | None) -> tuple[Plan, dict[str, Execution]]:
+    """The plan with `trials.metric: {job, role}` and the executions' runs valued under it, pointed at that plan.
+    Raises NotRecorded naming the first run that lacks the value."""
+    key = selector(job, role)
+    metric = dict(plan.design["metric"], job=job, role=role)
+    metric.pop("shape", None)  # the shape chose the old metric; this one is chosen here
+    ranks = metric.get("ranks")
+    if role is not None:  # the role's ranks, as the original runs labelled them
+        ranks = sorted({int(r["rank"]) for ex in executions.values() for run in ex.runs for r in run.get("ranks") or []
+                        if r.get("role") == role} | set(ranks or []))
+    metric["ranks"] = ranks
+    new_plan = dataclasses.replace(plan, design=dict(plan.design, metric=metric))
+    digest = new_plan.digest()
+    out = {}
+    for block, ex in sorted(executions.items()):
+        runs = []
+        for run in ex.runs:
+            run = dict(run)
+            if run["status"] == "ok" and run["arm"] != "warmup":
+                value = (run.get("alternates") or {}).get(key)
+                if value is None:
+                    raise NotRecorded(f"execution/{block}.json",
+                                      f"run {run['index']} ({run['arm']}) records no value under {key} "
+                                      f"(runs[].alternates): {_held(run)}; run the trials again to compare by it")
+                run["metric_ns"], run["values_ns"] = float(value), [float(value)]
+            runs.append(run)
+        out[block] = dataclasses.replace(ex, runs=runs, plan_digest=digest)
+    return new_plan, out
+
+
+def again(plan: Plan, executions: dict[str, Execution], job: str, role: str | None) -> Comparison:
+    """The comparison of the same runs under `trials.metric: {job, role}` (build.compare)."""
+    new_plan, new_ex = with_job_metric(plan, executions, job, role)
+    return compare(new_plan, new_ex, {b: e.digest() for b, e in new_ex.items()}, new_plan.digest())
