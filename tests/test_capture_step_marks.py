@@ -51,7 +51,7 @@ def test_steps_are_bracketed_by_samples_of_their_thread(tmp_path):
 
 
 def test_a_step_after_a_gap_takes_its_own_start_mark_and_every_boundary_has_a_near_sample(tmp_path):
-    from workflow_lib.capture.sources.sched import MARK_REUSE_NS
+    from workflow_lib.capture.sources.sched_marks import MARK_REUSE_NS
 
     rec = FlightRecorder(incident_id="gap", incidents_dir=str(tmp_path), sources=("host", "sched"),
                          budget=Budget(sched_period_s=10.0))

@@ -35,6 +35,12 @@ def capacity_for(budget_bytes: int, row_bytes: int, minimum: int = 16) -> int:
     return 1 << (rows.bit_length() - 1)
 
 
+def peek(ctr) -> int:
+    """The next index an `itertools.count` would give, read without taking it (its repr is
+    "count(N)"): what the writers (a ring's, the step durations', C or Python) have taken."""
+    return int(repr(ctr)[6:-1])
+
+
 @dataclass(frozen=True)
 class RingCopy:
     """Complete rows copied out of a ring, oldest first."""
@@ -75,8 +81,7 @@ class Ring:
         return sum(a.itemsize for a in self.cols.values())
 
     def _peek(self) -> int:
-        # repr is "count(N)": the next index, read without taking it.
-        return int(repr(self.ctr)[6:-1])
+        return peek(self.ctr)
 
     @property
     def written(self) -> int:

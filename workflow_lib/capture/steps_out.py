@@ -15,6 +15,7 @@ import os
 import numpy as np
 
 from ..core import atomic
+from .ring import peek
 from .types import StepsOut
 
 STEPS_OUT_ENV = "STALLCASE_STEPS_OUT"
@@ -50,8 +51,8 @@ class StepDurations:
 
     @property
     def seen(self) -> int:
-        """Steps added. The counter's repr is "count(N)": the next index, read without taking it."""
-        return int(repr(self.ctr)[6:-1])
+        """Steps added (the counter's next index, ring.peek)."""
+        return peek(self.ctr)
 
     @property
     def kept(self) -> int:

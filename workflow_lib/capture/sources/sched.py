@@ -20,7 +20,7 @@ from ..clock import now_ns
 from ...core.incident import source
 from ..ring import Ring
 from . import sched_marks
-from .sched_marks import MARK_REUSE_NS, MAX_LAUNCHERS, RESCAN  # noqa: F401 (the marks' rules, named here too)
+from .sched_marks import MAX_LAUNCHERS
 
 _STATES = "RSDZTtXxKWPI"
 _RUNNING = _STATES.index("R")  # a thread reading its own counters is running
@@ -102,7 +102,7 @@ class SchedSampler:
         self.native_id: int | None = None
         # The step-boundary marks (sched_marks.py: in C where the extension is built). Other
         # threads that launch the step's GPU work (the autograd engine's backward threads) are
-        # sampled at every mark too, found by name every RESCAN step starts (_scan_launchers).
+        # sampled at every mark too, found by name every sched_marks.RESCAN step starts (_scan_launchers).
         self.marker = sched_marks.make(self.ring, self._scan_launchers, self._error, _RUNNING, _UNKNOWN)
         self._task_fds: dict[int, tuple[int, int]] = {}  # tid -> (stat fd, schedstat fd or -1)
         self.max_cached_tasks = MAX_CACHED_TASKS  # 0: every file read by path
