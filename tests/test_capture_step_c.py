@@ -33,7 +33,7 @@ def _parts(path: str, launcher_tid: int):
     durations = StepDurations(64)
     core = step_core.make(host, durations, sampler.marker, errors.append, path=path)
     afters: list[tuple] = []
-    core.after = lambda step_id, t1, d: afters.append((step_id, d > 0))
+    core.after = lambda step_id, t1, d, passed: afters.append((step_id, d > 0, passed))
     return host, sampler, durations, core, errors, afters
 
 
@@ -110,7 +110,7 @@ def test_c_and_python_step_paths_write_the_same_rows():
     assert all(s[2] == me and s[3] < s[4] for s in spans)
     assert all(same) and len(durs) == 10 and durs[4][1:] == (-1, -1)
     assert c[1] == ["step 4"]  # the bad work, reported once
-    assert len(c[2]) == 10 and all(ok for _, ok in c[2][:9])
+    assert len(c[2]) == 10 and all(ok for _, ok, _passed in c[2][:9])
     # Marks: this thread's at each boundary (running), the launcher's beside each (unknown).
     mine = [m for m in marks if m[1] == me]
     theirs = [m for m in marks if m[1] == helper.native_id]

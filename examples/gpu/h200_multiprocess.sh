@@ -190,6 +190,9 @@ trials:
   record_runs: false   # within the 6 minutes: the runs are timed, the recorded incident is diagnosed
   metric: {name: consumer_step, source: auto, per: step, statistic: median, skip_steps: 5, unit: ns, role: consumer}
 YEOF
+# METRIC=default: no metric line, so the plan picks the job's metric from its shape (issue 35:
+# a queue-shaped job is compared by its consumers' throughput); the 2026-12-01 run named one.
+if [ "${METRIC:-named}" = default ]; then sed -i '/^  metric:/d' "$WORK/my.yaml"; fi
 cp "$WORK/my.yaml" "$KEEP/"
 budgeted() {  # Snakemake, stopped (SIGINT) before DEADLINE_S so that finished blocks are kept
   local log=$1; shift
@@ -244,7 +247,7 @@ for name in ("ab", "aa"):
     except OSError:
         summary[name] = {"partial": True, "runs": len(runs), "failed_runs": sum(r["status"] != "ok" for r in runs)} if runs else None
         continue
-    summary[name] = {"verdict": c["verdict"], "ratio": c["estimate"]["ratio"], "low": c["estimate"]["ratio_low"],
+    summary[name] = {"verdict": c["verdict"], "metric": c.get("metric"), "ratio": c["estimate"]["ratio"], "low": c["estimate"]["ratio_low"],
                      "high": c["estimate"]["ratio_high"], "floor_pct": c["noise_floor"]["pct"], "runs": len(runs),
                      "failed_runs": sum(r["status"] != "ok" for r in runs), "sentence": c.get("sentence"),
                      "reasons": c["reasons"][:3]}

@@ -544,6 +544,9 @@ typedef struct {
     int64_t last_id, last_end; /* this thread's previous step (for `follow`) */
 } StepSlot;
 
+/* The most steps the gate lets pass between two calls of `after` (step_core.GATE_MAX). */
+#define GATE_MAX 64
+
 enum { ST_ID, ST_TID, ST_START, ST_END, ST_ITEMS, ST_TOKENS, ST_SEQ, SP_START, SP_END, SP_CODE, SP_SEQ, DU_D, DU_I,
        DU_T, NCOLS };
 
@@ -556,10 +559,18 @@ typedef struct {
     PyObject *st_ctr, *sp_ctr, *du_ctr, *key;
     int64_t st_mask, sp_mask, between_id;
     PyObject *marker; /* a Marker, or NULL */
-    PyObject *after;  /* after(step_id, t1, duration) or NULL: the trigger and GPU windows */
+    PyObject *after;  /* after(step_id, t1, duration, passed) or NULL: the trigger and GPU windows */
     PyObject *on_error;
     PyObject *owner; /* the FlightRecorder whose steps step() makes, or NULL */
+    /* The gate (step_core.py's module doc): steps that `after` need not see one by one pass
+     * it, their durations kept in `passed` for the next call. Set by gate(); every call of
+     * `after` opens it again (gate_ns -1: every step calls). */
+    int64_t gate_ns, gate_left, gate_at_ns;
+    int64_t passed[GATE_MAX];
+    int npassed;
 } StepCoreObject;
+
+static PyObject *core_take(StepCoreObject *self, PyObject *unused);
 
 static int core_init(StepCoreObject *self, PyObject *args, PyObject *kwds) {
     PyObject *st, *sp, *du, *st_ctr, *sp_ctr, *du_ctr, *marker, *on_error;
@@ -611,6 +622,7 @@ static int core_init(StepCoreObject *self, PyObject *args, PyObject *kwds) {
     self->st_mask = st_mask;
     self->sp_mask = sp_mask;
     self->between_id = between_id;
+    self->gate_ns = -1;
     return 0;
 }
 
@@ -743,10 +755,19 @@ static int core_record(StepCoreObject *c, StepSlot *s, TidSlot *ts, PyObject *st
     if (core_row(c->st_ctr, c->st_mask, &c->col[ST_ID], 6, v) < 0)
         return -1;
     if (c->after != NULL) {
-        PyObject *a1 = PyLong_FromLongLong(t1), *a2 = PyLong_FromLongLong(t1 - start);
-        PyObject *r = (a1 && a2) ? PyObject_CallFunctionObjArgs(c->after, step_id, a1, a2, NULL) : NULL;
+        int64_t d = t1 - start;
+        if (d <= c->gate_ns && --c->gate_left > 0 && !(c->gate_at_ns && t1 >= c->gate_at_ns) && c->npassed < GATE_MAX) {
+            c->passed[c->npassed++] = d; /* the gate's bounds say `after` has nothing to do for it */
+            return 0;
+        }
+        PyObject *passed = core_take(c, NULL); /* the gate opens: `after` sets it again when it can */
+        if (passed == NULL)
+            return -1;
+        PyObject *a1 = PyLong_FromLongLong(t1), *a2 = PyLong_FromLongLong(d);
+        PyObject *r = (a1 && a2) ? PyObject_CallFunctionObjArgs(c->after, step_id, a1, a2, passed, NULL) : NULL;
         Py_XDECREF(a1);
         Py_XDECREF(a2);
+        Py_DECREF(passed);
         if (r == NULL)
             return -1;
         Py_DECREF(r);
@@ -865,7 +886,47 @@ static int core_set_after(StepCoreObject *self, PyObject *v, void *c) {
     PyObject *old = self->after;
     self->after = (v == NULL || v == Py_None) ? NULL : (Py_INCREF(v), v);
     Py_XDECREF(old);
+    self->gate_ns = -1; /* a new `after` sees every step until it sets the gate */
+    self->gate_left = self->gate_at_ns = 0;
+    self->npassed = 0;
     return 0;
+}
+
+/* gate(max_ns, steps, at_ns): until `after` is next called, a step passes (its duration kept
+ * for that call) while its duration is <= max_ns, it is not the steps-th step from now, its
+ * end is before at_ns (0: no time) and fewer than GATE_MAX have passed. */
+static PyObject *core_gate(StepCoreObject *self, PyObject *args) {
+    long long ns, steps, at;
+    if (!PyArg_ParseTuple(args, "LLL", &ns, &steps, &at))
+        return NULL;
+    self->gate_ns = ns;
+    self->gate_left = steps;
+    self->gate_at_ns = at;
+    Py_RETURN_NONE;
+}
+
+/* take(): the durations of the steps that passed since `after` last ran, in order; the gate
+ * opens (the caller handles them now: the recorder before it changes what the bounds assumed). */
+static PyObject *core_take(StepCoreObject *self, PyObject *unused) {
+    PyObject *passed = PyTuple_New(self->npassed);
+    if (passed == NULL)
+        return NULL;
+    for (int i = 0; i < self->npassed; i++) {
+        PyObject *v = PyLong_FromLongLong(self->passed[i]);
+        if (v == NULL || PyTuple_SetItem(passed, i, v) < 0) { /* SetItem steals v */
+            Py_DECREF(passed);
+            return NULL;
+        }
+    }
+    self->npassed = 0;
+    self->gate_ns = -1;
+    self->gate_left = self->gate_at_ns = 0;
+    return passed;
+}
+
+static PyObject *core_get_gate(StepCoreObject *self, void *c) {
+    return Py_BuildValue("(LLLi)", (long long)self->gate_ns, (long long)self->gate_left, (long long)self->gate_at_ns,
+                         self->npassed);
 }
 
 /* ---- Step: `with rec.step(i, items=n):` in C (steps.Step is the Python one) ------------- *
@@ -1057,11 +1118,14 @@ static PyMethodDef core_methods[] = {
     {"step_end", (PyCFunction)(void (*)(void))core_step_end, METH_FASTCALL, "the step ends now"},
     {"record", (PyCFunction)(void (*)(void))core_record_m, METH_FASTCALL, "a step timed elsewhere"},
     {"forget_last", (PyCFunction)core_forget_last, METH_NOARGS, "the calling thread's next step follows none"},
+    {"gate", (PyCFunction)core_gate, METH_VARARGS, "gate(max_ns, steps, at_ns): which steps pass `after`"},
+    {"take", (PyCFunction)core_take, METH_NOARGS, "the passed steps' durations; the gate opens"},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef core_getset[] = {
-    {"after", (getter)core_get_after, (setter)core_set_after, "after(step_id, t1, duration) or None", NULL},
+    {"after", (getter)core_get_after, (setter)core_set_after, "after(step_id, t1, duration, passed) or None", NULL},
+    {"gate_state", (getter)core_get_gate, NULL, "(max_ns, steps, at_ns, passed so far)", NULL},
     {"owner", (getter)core_get_owner, (setter)core_set_owner, "the recorder whose steps step() makes", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

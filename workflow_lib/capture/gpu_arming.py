@@ -82,8 +82,9 @@ def default_sources(env) -> tuple[tuple[str, ...], bool, str]:
 
 
 class GpuArming:
-    """Which steps CUPTI activity is on for. The recorder calls `step_ended` once per recorded
-    step (an int test while nothing is due) and `close` when it returns True."""
+    """Which steps CUPTI activity is on for. The recorder calls `step_ended` for a recorded
+    step it handles and `close` when that returns True; steps the step core's gate let pass
+    (step_core.py: fewer than `until_event` says) are counted in one `passed` call."""
 
     def __init__(self, cupti, window_steps: int, baseline_steps: int = 0):
         self.cupti = cupti
@@ -132,6 +133,31 @@ class GpuArming:
             if self.since >= self.gap_steps or t_ns >= self.due_ns:
                 self.arm(self.baseline_steps, "baseline")
         return False
+
+    def passed(self, n: int, t_ns: int = 0) -> None:
+        """Count n recorded steps that the gate let pass (`until_event` steps fewer than it
+        allowed): step_ended's count, with no window closed or armed among them."""
+        self.touched = False
+        if self.left:
+            self.left -= n
+        elif self.gap_steps:
+            self.since += n
+            if not self.due_ns:
+                self.due_ns = t_ns + self.max_gap_ns
+
+    def until_event(self) -> tuple[int, int]:
+        """(steps, at_ns): the step, counted from the next, whose end closes or may arm a
+        window, and the time from which a step's end arms a baseline window (0: none).
+        (1, 0) right after a window was armed or closed: that step is handled alone."""
+        if self.cupti is None:
+            return 1 << 30, 0
+        if self.touched:
+            return 1, 0
+        if self.left:
+            return self.left, 0
+        if self.gap_steps:
+            return max(self.gap_steps - self.since, 1), self.due_ns
+        return 1 << 30, 0
 
     def close(self, t_ns: int = 0) -> bool:
         """Disable CUPTI activity; True when an automatic snapshot was waiting for this."""

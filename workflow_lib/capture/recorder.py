@@ -74,7 +74,8 @@ from .sources.host import HostSource
 from .sources.nvml import NvmlSampler
 from .sources.sched import SchedSampler
 from .steps import DATA_WAIT, LIVE_STEP, NULL_SPAN, PAUSED_STEP, Step, null_lookup, work
-from .trigger import LatencyTrigger
+from .step_core import GATE_MAX
+from .trigger import NEVER_NS, LatencyTrigger
 from .types import StepsOut
 from .writer import SnapshotWriter
 
@@ -238,6 +239,7 @@ class FlightRecorder:
 
     @trigger.setter
     def trigger(self, trigger: LatencyTrigger | None) -> None:
+        self._flush_gate()  # the steps that passed belong to the trigger they passed under
         self._trigger = trigger
         self._core_after()
 
@@ -269,6 +271,7 @@ class FlightRecorder:
         if self._session is not None and self._session.eager:  # the session stops it at the process's exit
             return
         if self.enabled and self._running:
+            self._flush_gate()
             if self.paused:  # close the open paused interval; nothing is re-enabled
                 self._end_pause()
             if self.gpu.pending_auto:  # the run ended inside an armed window: write what it has
@@ -292,6 +295,7 @@ class FlightRecorder:
             return
         if self.paused:
             return
+        self._flush_gate()
         self.paused = True
         if self.host is not None:
             self.span = null_lookup
@@ -434,20 +438,23 @@ class FlightRecorder:
         core's rules (step_core.py)."""
         self._core.record(step_id, t0, t1, thread_id, items, tokens, follow)
 
-    def _after_step(self, step_id, t1: int, duration_ns: int) -> None:
-        """After a recorded step (called by the step core only when due, see _core_after): the
-        GPU windows and the trigger."""
+    def _after_step(self, step_id, t1: int, duration_ns: int, passed: tuple = ()) -> None:
+        """After a recorded step (called by the step core only when due, see _core_after and
+        step_core.py's gate): the steps the gate let pass, then this step's GPU windows and
+        trigger, then the gate for the steps to come."""
         try:
+            gpu = self.gpu
+            trigger = self._trigger
+            if passed:
+                self._passed(step_id, t1, passed)
             # A step that began as a window was armed or closed carries that work (enabling
             # activity, parsing the window's records) where no step mark moved its start past
             # it: it is not fed to the trigger, so the windows never set off the trigger.
-            gpu = self.gpu
             perturbed = False
             if gpu.cupti is not None:  # without CUPTI no window is ever armed: nothing to count
                 perturbed = gpu.touched
                 if gpu.step_ended(t1):
                     self._close_gpu_window(t1)
-            trigger = self._trigger
             if trigger is not None and not perturbed and trigger.observe(step_id, duration_ns):
                 armed = self.cupti_mode == "triggered" and self.arm_gpu()
                 if not self.own_trigger:
@@ -456,21 +463,51 @@ class FlightRecorder:
                         self.gpu.pending_auto = True  # written when the armed window closes
                     elif not self.gpu.pending_auto:
                         self.snapshot("latency_change", wait=False, automatic=True)
+            steps, at_ns = gpu.until_event()
+            max_ns, steps = trigger.gate(steps) if trigger is not None else (NEVER_NS, steps)
+            self._core.gate(max_ns, min(steps, GATE_MAX), at_ns)
         except Exception as exc:  # a recorder bug must not become the workload's exception
             self._error(f"step {step_id}: {type(exc).__name__}: {exc}")
+
+    def _passed(self, step_id, t1: int, passed: tuple) -> None:
+        """The steps the gate let pass (step_core.py), counted and fed in order: by the gate's
+        bounds none of them closes or arms a GPU window or fires the trigger."""
+        if self.gpu.cupti is not None:
+            self.gpu.passed(len(passed), t1)
+        trigger = self._trigger
+        if trigger is not None:
+            for d in passed:
+                if trigger.observe(step_id, d):  # the bounds say never: a bug to report
+                    self._error(f"step {step_id}: the trigger fired on a step its gate let pass")
+
+    def _flush_gate(self) -> None:
+        """Handle the steps that passed the gate now, before something changes what its bounds
+        assumed (a window armed or closed from outside, a new trigger, a pause, the end)."""
+        core = self.__dict__.get("_core")
+        if core is None or core.after is None:
+            return
+        try:
+            passed = core.take()
+            if passed:
+                self._passed(None, now_ns(), passed)
+        except Exception as exc:  # a recorder bug must not become the workload's exception
+            self._error(f"the gate's passed steps: {type(exc).__name__}: {exc}")
 
     def arm_gpu(self, steps: int | None = None) -> bool:
         """Enable CUPTI activity for the next `steps` steps (default gpu_window_steps).
         False when CUPTI is not running or a window is already armed (gpu_arming.py)."""
+        self._flush_gate()
         return self.gpu.arm(steps)
 
     def _close_gpu_window(self, t_ns: int = 0) -> None:
+        self._flush_gate()
         if self.gpu.close(t_ns):
             self.snapshot("latency_change", wait=False, automatic=True)
 
     @property
     def _gpu_left(self) -> int:
         """Armed steps still to record (benchmarks/overhead_inprocess.py reads it)."""
+        self._flush_gate()
         return self.gpu.left
 
     # ---- declarations ------------------------------------------------------------------

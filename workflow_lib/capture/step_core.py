@@ -9,8 +9,18 @@ Why C: after a step of GPU work the interpreter's caches are cold, and the twent
 frames the step path was (Step, _end_step, record_span, record_step, Ring.append, the sched
 marks) cost the H200 transformer loop ~100 us a step (issue 33; docs/benchmarks.md, "The step
 path in C"). The rare work stays in Python, called only when due: `after(step_id, t1,
-duration)` (the trigger and the GPU windows; None when the recorder has neither), the launcher
-scan, the error log.
+duration, passed)` (the trigger and the GPU windows; None when the recorder has neither), the
+launcher scan, the error log.
+
+The gate: even one Python call a step (`after`: the trigger's rolling median, the GPU window
+count) cost the H200 loop ~20 us a step (py-spy, 2026-12-04). So `after` says, each time it
+runs, which of the coming steps it has nothing to do for (`gate(max_ns, steps, at_ns)`): a
+step passes while its duration is at most `max_ns`, it is not the `steps`-th step from now,
+it ends before `at_ns` (0: no time limit) and fewer than GATE_MAX steps have passed; the next
+call gets the passed steps' durations, in order (`passed`), and handles them first. Every
+call opens the gate again (every step calls until `after` sets it), and so does a new `after`.
+The bounds are the caller's to get right (recorder.py `_after_step`: a step the trigger could
+fire on, or that closes or arms a GPU window, never passes).
 
 The rules, on both paths: with `follow` (the `with rec.step` loop), a step whose id follows
 this thread's previous step starts where that one ended and the gap is a `between_steps` span;
@@ -27,14 +37,52 @@ from .cext import step as ext
 from .clock import now_ns
 from .steps import BETWEEN_STEPS
 
+# The most steps the gate lets pass between two calls of `after` (_stepext.c's GATE_MAX).
+GATE_MAX = 64
+
 
 class PyStepCore:
     """The Python step path: the C `StepCore`'s methods, the same rows."""
 
     def __init__(self, host, durations, marker, on_error):
         self.host, self.durations, self.marker, self.on_error = host, durations, marker, on_error
-        self.after = None
+        self._after = None
+        self._gate = (-1, 0, 0)  # open: every step calls `after`
+        self._passed: list[int] = []
         self._last = threading.local()  # .id, .end_ns: this thread's previous step
+
+    @property
+    def after(self):
+        return self._after
+
+    @after.setter
+    def after(self, fn) -> None:
+        if fn is not None and not callable(fn):
+            raise TypeError("after must be callable or None")
+        self._after, self._gate, self._passed = fn, (-1, 0, 0), []
+
+    def gate(self, max_ns: int, steps: int, at_ns: int) -> None:
+        """Which coming steps pass `after` (the module doc)."""
+        self._gate = (int(max_ns), int(steps), int(at_ns))
+
+    def take(self) -> tuple:
+        """The passed steps' durations, in order; the gate opens."""
+        passed, self._passed, self._gate = tuple(self._passed), [], (-1, 0, 0)
+        return passed
+
+    @property
+    def gate_state(self) -> tuple[int, int, int, int]:
+        return (*self._gate, len(self._passed))
+
+    def _call_after(self, step_id, t1: int, d: int) -> None:
+        max_ns, left, at_ns = self._gate
+        if d <= max_ns:
+            left -= 1
+            if left > 0 and not (at_ns and t1 >= at_ns) and len(self._passed) < GATE_MAX:
+                self._gate = (max_ns, left, at_ns)
+                self._passed.append(d)
+                return
+        self._after(step_id, t1, d, self.take())
 
     def start(self) -> int:
         """A step starts: its start mark; returns its start time."""
@@ -78,8 +126,8 @@ class PyStepCore:
             if gap_from is not None:
                 host.record_span(BETWEEN_STEPS, gap_from, t0)
             host.record_step(int(step_id), start, t1, thread_id, n_items, n_tokens)
-            if self.after is not None:
-                self.after(step_id, t1, t1 - start)
+            if self._after is not None:
+                self._call_after(step_id, t1, t1 - start)
         except Exception as exc:  # a recorder bug must not become the workload's exception
             self.on_error(f"step {step_id}: {type(exc).__name__}: {exc}")
 

@@ -28,6 +28,10 @@ from ..core.errors import StallcaseError
 from ..core.config.numbers import TRIGGER_OPTIONS, number
 
 
+# A duration no step reaches: the gate's "no step fires" (int64 max).
+NEVER_NS = (1 << 63) - 1
+
+
 @dataclass
 class LatencyTrigger:
     k: float = 2.0
@@ -82,6 +86,28 @@ class LatencyTrigger:
         self._buf[j] = d
         self._n = n + 1
         return fire
+
+    def gate(self, most: int) -> tuple[int, int]:
+        """(max_ns, steps) for the step core's gate (step_core.py): the coming steps that
+        cannot fire (nor count as suppressed by the cooldown), observed later in one go.
+
+        Before the first decision (warm-up) no step can fire: all pass until the first that
+        decides. After it, a step fires only above k x the median of the window; each step adds
+        one value, which lowers any rank's value by at most one place (a value leaving the window
+        never lowers one), so over the next m steps the median stays at or above the sorted
+        window's value at index h - 1 - m (h = filled // 2): a duration at most k times that
+        cannot fire. m is at most h // 2 (about the window's lower quartile), and `most`."""
+        most = max(int(most), 1)
+        n = self._n
+        need = max(self.warmup_steps, 3)
+        if n < need:  # steps n .. need-1 pass; step `need` is the first that decides
+            return NEVER_NS, min(need - n + 1, most)
+        filled = min(n, self.window_steps)
+        h = filled // 2
+        m = min(most - 1, h // 2)
+        if m < 1 or h - 1 - m < 0:
+            return -1, 1
+        return int(self.k * self._sorted[h - 1 - m]), m + 1
 
     def describe(self) -> dict:
         return {"type": "latency_change", "k": self.k, "warmup_steps": self.warmup_steps,
