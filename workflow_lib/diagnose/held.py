@@ -20,6 +20,9 @@ Completeness, what must hold for a step's held time to be read (checks/kernel_sl
   (synchronizations, event and stream calls, allocations); a record of launches alone was
   filtered or cut out of a larger trace (HTA's sampled trace filter), and the kernels left
   out with their launches leave no trace in the correlation: their time reads as held.
+What held time cannot tell: a stream waiting on a host function launched on it
+(cudaLaunchHostFunc) or on another device's event also holds ready work with the GPU idle, and
+neither is GPU activity in the record (evidence `why.held_by` says so).
 Correlation ids repeat after CUPTI is detached and attached again between the recorder's GPU
 windows; an activity is joined to the latest launch call with its id that started before it.
 """
@@ -92,7 +95,7 @@ def sessions(corr: np.ndarray) -> np.ndarray:
     at, k = 0, 0
     while at < corr.size:
         c = np.maximum(corr[at:], 0)
-        drop = np.flatnonzero((corr[at:] >= 0) & (c < np.maximum.accumulate(c) // 2))
+        drop = np.flatnonzero((corr[at:] > 0) & (c < np.maximum.accumulate(c) // 2))  # CUPTI ids start at 1
         if drop.size == 0:
             break
         at += int(drop[0])

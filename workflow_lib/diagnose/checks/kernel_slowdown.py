@@ -92,7 +92,8 @@ def _median_in(ev, metric: str, lo: int, hi: int) -> tuple[float | None, float |
 
 
 HELD_BY = ("the GPU ran work that is not in this program's record while the step's work waited: another process "
-           "on the GPU")
+           "on the GPU, unless the program's own stream waited on what a CUDA trace does not show (a host function "
+           "launched on the stream, another device's event)")
 HELD_FIX = ("give the job the GPU to itself: list the GPU's compute processes while the steps are slow (nvidia-smi "
             "--query-compute-apps=pid,process_name,used_memory --format=csv) and move the other one, or partition the "
             "GPU (MIG) or cap the other's share (MPS active thread percentage)")
