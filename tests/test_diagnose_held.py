@@ -158,3 +158,38 @@ def test_a_repeated_correlation_id_does_not_join_an_earlier_session():
     assert ok.tolist() == [True, True, False]  # id 5 after the restart: its call is the first session's
     assert rows[:2].tolist() == [1, 4]
     assert held.sessions(rt_corr).tolist() == [0, 0, 0, 1, 1, 1]
+
+
+def _rank_held(inc):
+    import re
+
+    from workflow_lib.diagnose import evidence
+
+    ev = evidence.build(inc, -1 if inc.table("steps")["rank"].null_count else 0, 0, re.compile("$^"))
+    return held.of_rank(ev, evidence.sources_of(inc))
+
+
+def test_the_reasons_a_record_is_not_read_are_named():
+    assert held.LAUNCHES_ONLY in _rank_held(_trainer(launches_only=True)).rank_gaps
+    lost = _trainer()
+    lost.manifest["sources"]["cupti"] = {"status": "observed", "reason": None, "detail": {"kernels_overwritten": 12}}
+    assert _rank_held(lost).rank_gaps == ("kernels: 12 records overwritten in the capture's ring",)
+    assert _rank_held(_trainer()).rank_gaps == ()
+
+
+def test_hta_sampled_trace_looks_held_and_is_not_read(tmp_path):
+    """HTA's sampled real trace (tests/fixtures/real_traces): kernels launched up to 67 ms ahead
+    start after an idle GPU because the work between them was sampled out with its launches.
+    That reads as 394 ms held (a third of a step), and the record of launch calls only says why
+    it is not read: no step is kernel_slowdown's."""
+    from pathlib import Path
+
+    from workflow_lib.core.incident import read_incident
+    from workflow_lib.importers.kineto import import_kineto
+
+    trace = Path(__file__).parent / "fixtures" / "real_traces" / "hta_trace_filter_sampled_rank-0.json.gz"
+    inc = read_incident(import_kineto([trace], incident_id="s", incidents_dir=tmp_path))
+    h = _rank_held(inc)
+    assert h.time.total_ns > 300_000_000 and h.rank_gaps == (held.LAUNCHES_ONLY,)
+    for s in diagnose(inc, incident_id="t", snapshot_digest="0" * 64)["steps"]:
+        assert next(f for f in s["findings"] if f["check"] == "kernel_slowdown")["verdict"] != "attributed"
