@@ -24,7 +24,7 @@ from workflow_lib.diagnose import excess as excess_mod
 from workflow_lib.diagnose import job as job_mod
 from workflow_lib.diagnose import measures, next_experiments
 from workflow_lib.diagnose.checks import warm_up as warmup
-from workflow_lib.diagnose.checks import CHECKS, NAMES, collective_wait
+from workflow_lib.diagnose.checks import CHECKS, FIRST_AFTER, NAMES, collective_wait
 from workflow_lib.diagnose.batch import StepFindings, StepsInput
 from workflow_lib.diagnose.checks.base import CheckInput, make_base
 from workflow_lib.diagnose.evidence import RankInput
@@ -118,12 +118,13 @@ def resolve(step: StepWindow, findings: list[Finding]) -> tuple[list[dict], int]
     """Records for the findings (in the given priority order) and the total explained ns."""
     taken = measures.empty()
     out = []
+    early: dict[str, int] = {}  # check -> its `first` claims' credit, taken right after FIRST_AFTER
     for f in findings:
         explains = 0
         if f.verdict == "attributed":
             claim = measures.clip(f.claimed, step.start_ns, step.end_ns)
             own = measures.subtract(claim, taken)
-            explains = own.total_ns
+            explains = own.total_ns + early.get(f.check, 0)
             evidence = dict(f.evidence)
             if claim.total_ns != explains:
                 evidence["claimed_before_overlap_ns"] = claim.total_ns
@@ -132,6 +133,12 @@ def resolve(step: StepWindow, findings: list[Finding]) -> tuple[list[dict], int]
             evidence = dict(f.evidence)
         out.append({"check": f.check, "verdict": f.verdict, "explains_ns": int(explains),
                     "evidence": evidence, "missing": list(f.missing)})
+        if f.check == FIRST_AFTER:
+            for g in findings:
+                if g.verdict == "attributed" and g.first is not None:
+                    first = measures.subtract(measures.clip(g.first, step.start_ns, step.end_ns), taken)
+                    early[g.check] = first.total_ns
+                    taken = measures.union_many(taken, first)
     return out, taken.total_ns
 
 
@@ -235,7 +242,7 @@ def per_step(check_module, si: StepsInput, rank: int | None, keep_evidence: np.n
     verdict = np.zeros(n, np.int8)
     codes = np.zeros(n, np.int32)
     missing: dict[tuple, int] = {(): 0}
-    cs, ce = [], []
+    cs, ce, fs, fe = [], [], [], []
     evidence, kinds, spans = {}, {}, {}
     for k in range(n):  # steps: this is the slow path
         sw = StepWindow(int(f.ids[k]), rank, int(f.tids[k]), int(f.starts[k]), int(f.ends[k]))
@@ -246,6 +253,10 @@ def per_step(check_module, si: StepsInput, rank: int | None, keep_evidence: np.n
             c = measures.clip(got.claimed, sw.start_ns, sw.end_ns)
             cs.append(c.start_ns)
             ce.append(c.end_ns)
+            if got.first is not None:
+                c = measures.clip(got.first, sw.start_ns, sw.end_ns)
+                fs.append(c.start_ns)
+                fe.append(c.end_ns)
             if "by_kind" in got.evidence:
                 kinds[k] = {kind: int(b.get("critical_ns", 0)) for kind, b in got.evidence["by_kind"].items()}
             for name, ns in (got.evidence.get("spans") or {}).items():
@@ -253,4 +264,5 @@ def per_step(check_module, si: StepsInput, rank: int | None, keep_evidence: np.n
         if keep_evidence is not None and keep_evidence[k]:
             evidence[k] = got.evidence
     claimed = measures.union(np.concatenate(cs), np.concatenate(ce)) if cs else measures.empty()
-    return StepFindings(check_module.NAME, verdict, f.pieces(claimed), list(missing), codes, evidence, kinds, spans)
+    first = f.pieces(measures.union(np.concatenate(fs), np.concatenate(fe))) if fs else None
+    return StepFindings(check_module.NAME, verdict, f.pieces(claimed), list(missing), codes, evidence, kinds, spans, first)

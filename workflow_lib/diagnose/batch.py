@@ -164,6 +164,7 @@ class StepFindings:
     evidence: dict = field(default_factory=dict)  # step index -> evidence dict, where kept
     kinds_ns: dict = field(default_factory=dict)  # transfer_stall: step -> {copy kind: critical ns}
     spans_ns: dict = field(default_factory=dict)  # evidence "spans" ({name: ns}) summed over attributed steps
+    first: Intervals | None = None  # pieces of `claimed` credited ahead of the other checks (types.Finding.first)
 
     def missing_of(self, k: int) -> tuple:
         return self.missing[int(self.missing_code[k])] if self.missing_code is not None else ()

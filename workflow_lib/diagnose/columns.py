@@ -25,11 +25,14 @@ from .evidence import RankInput
 from .job import MAX_LINKED_SPANS
 from .next_experiments import CANDIDATES
 from .record import empty_totals
-from .checks import CHECKS, NAMES, collective_wait
+from .checks import CHECKS, FIRST_AFTER, NAMES, collective_wait
 from .checks import warm_up as warmup
 from .types import FINDING_VERDICTS, Intervals
 
 _I64 = np.int64
+J_FIRST = NAMES.index(FIRST_AFTER)
+# The checks whose findings may claim time ahead of the rest (types.Finding.first).
+FIRST_CLAIMS = (NAMES.index("kernel_slowdown"),)
 
 
 @dataclass
@@ -199,12 +202,17 @@ def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, or
         if matched is not None:
             explains[g, jc] = credit.credit(matched.claims.claimed)
             matched_rows.append(rows_of(matched.rows))
+        early: dict = {}  # check index -> (its findings, what its `first` claims were credited)
         for j, c in enumerate(CHECKS):  # resolved as they come: one check's claim held at a time
-            f = c.check_steps(si)
+            f, first_ns = early.pop(j) if j in early else (c.check_steps(si), 0)
             if j == jc and matched is not None:
                 f = matched.over(f)
             else:
-                explains[g, j] = credit.credit(f.claimed)
+                explains[g, j] = credit.credit(f.claimed) + first_ns
+            if j == J_FIRST:  # claims credited ahead of the rest (checks.FIRST_AFTER): read those checks now
+                for k in FIRST_CLAIMS:
+                    fk = CHECKS[k].check_steps(si)
+                    early[k] = (fk, credit.credit(fk.first) if fk.first is not None else 0)
             verdict[g, j] = f.verdict
             missing_code[g, j] = missing.codes(j, f.missing)[f.missing_code] if f.missing_code is not None else 0
             for name, ns in f.spans_ns.items():

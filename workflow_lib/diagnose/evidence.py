@@ -235,6 +235,9 @@ class Sources:
     # A step outside every window in which CUPTI was armed, of a rank whose GPU activity was
     # recorded elsewhere: read without kernels, but the program has a GPU (columns.py).
     gpu_outside_window: bool = False
+    # What the capture counted as lost of the GPU and runtime records (ring wrap-around, unread
+    # CUPTI buffers, CUPTI errors): empty when nothing was, or nothing was counted (Kineto).
+    gpu_loss: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -270,8 +273,21 @@ def sources_of(inc: Incident) -> Sources:
     return Sources(
         kernels=seen("kernels"), runtime_api=seen("runtime_api"), spans=seen("spans"), sched=seen("sched"),
         nvml=seen("nvml"), clock_sync=seen("clock_sync"), shared_timebase=producer in vocabulary.SHARED_TIMEBASE_PRODUCERS,
-        ranks=len(steps_ranks | k_ranks) or 1,
+        ranks=len(steps_ranks | k_ranks) or 1, gpu_loss=capture_losses(inc.manifest),
     )
+
+
+def capture_losses(manifest: dict) -> tuple[str, ...]:
+    """The capture's own count of GPU and runtime records it lost (the recorder's CUPTI source:
+    capture/sources/cupti.py manifest_entry), one line per loss."""
+    d = (((manifest.get("sources") or {}).get("cupti") or {}).get("detail") or {})
+    out = [f"{n}: {int(d[f'{n}_overwritten'])} records overwritten in the capture's ring"
+           for n in ("kernels", "memcpy", "runtime_api") if int(d.get(f"{n}_overwritten") or 0) > 0]
+    if int(d.get("raw_buffers_unread") or 0) > 0:
+        out.append(f"{int(d['raw_buffers_unread'])} CUPTI buffers not read")
+    if int(d.get("error_count") or 0) > 0:
+        out.append(f"{int(d['error_count'])} CUPTI errors")
+    return tuple(out)
 
 
 def origin_of(inc: Incident) -> int:

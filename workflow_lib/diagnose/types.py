@@ -283,3 +283,6 @@ class Finding:
     """What the verdict rests on (JSON-ready)."""
     missing: tuple[str, ...] = ()
     """Evidence that would be needed and is absent (empty when attributed)."""
+    first: Intervals | None = None
+    """The part of `claimed` credited ahead of the other checks, at checks.FIRST_AFTER
+    (kernel_slowdown's held time: the GPU ran something else while the step's work waited)."""

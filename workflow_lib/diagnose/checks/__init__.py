@@ -26,3 +26,8 @@ CHECKS = (warm_up, compilation, cpu_contention, gc_pause, checkpoint_stall, allo
           input_starvation, collective_wait, launch_bound, host_submission, clock_throttle, kernel_slowdown, gpu_bound,
           gpu_work, host_work)
 NAMES = tuple(c.NAME for c in CHECKS)
+# A finding's `first` claims (kernel_slowdown's held time: the step's launched work waited
+# while the GPU ran something else) are credited right after this check, before the checks
+# that read idle GPU time as the host's or a call's: a sync or an `.item()` waiting on a GPU
+# held by another process did not idle it. Only warm-up and compilation come before.
+FIRST_AFTER = "compilation"

@@ -17,6 +17,14 @@ rank's median and NVML's clock-event reasons (clocks: thermal or power); device 
 against the rank's median (another process's allocation on the GPU); else "not known".
 NVML's per-process lists are not recorded, so another process time-slicing the GPU is named
 only as a possibility the evidence cannot settle.
+
+Held time (diagnose/held.py): another process time-slicing the GPU shows less as slower
+kernels than as the step's launched, ready kernels and copies waiting while none of its work
+runs. Where the record is shown complete (held.py says what that takes), that time in the step,
+when at least max(min_gap_ns, MIN_FRACTION of the step), is this check's too, credited ahead of
+the checks that read idle GPU time as the host's or a call's (checks.FIRST_AFTER: a `.item()`
+that waited on a GPU another process held did not idle it). Evidence `held`: its time, the
+waits, what completeness rests on, who held the GPU as far as the capture says, and the fix.
 """
 
 from __future__ import annotations
@@ -25,10 +33,11 @@ import weakref
 
 import numpy as np
 
+from .. import held as held_mod
 from .. import measures
 from ..batch import UNRESOLVED, StepFindings, StepsInput, answer, uniform
 from ..types import Finding, Intervals
-from .base import CheckInput, attributed, not_applicable, top_names, unresolved
+from .base import CheckInput, not_applicable, top_names, unresolved
 
 NAME = "kernel_slowdown"
 SLOW_FACTOR = 1.2  # slower than this x typical: a 20% longer kernel is not jitter on a GPU to itself
@@ -82,9 +91,20 @@ def _median_in(ev, metric: str, lo: int, hi: int) -> tuple[float | None, float |
     return (float(np.mean(v[i:j])) if j > i else None), float(np.median(v))
 
 
-def why(ev, lo: int, hi: int) -> dict:
-    """What the capture says about why the step's kernels were slower."""
+HELD_BY = ("the GPU ran work that is not in this program's record while the step's work waited: another process "
+           "on the GPU, unless the program's own stream waited on what a CUDA trace does not show (a host function "
+           "launched on the stream, another device's event)")
+HELD_FIX = ("give the job the GPU to itself: list the GPU's compute processes while the steps are slow (nvidia-smi "
+            "--query-compute-apps=pid,process_name,used_memory --format=csv) and move the other one, or partition the "
+            "GPU (MIG) or cap the other's share (MPS active thread percentage)")
+
+
+def why(ev, lo: int, hi: int, held_ns: int = 0) -> dict:
+    """What the capture says about why the step's kernels were slower, or its work was held."""
     out: dict = {}
+    if held_ns:
+        out["held_by"] = HELD_BY + (" (NVML's per-process lists are not recorded: which one is not known)" if ev.nvml
+                                    else " (no NVML samples: which one is not known)")
     clock, typical = _median_in(ev, "sm_clock_mhz", lo, hi)
     if clock is not None and typical and clock < CLOCK_DROP * typical:
         out["clocks"] = f"SM clock {clock:.0f} MHz in the step vs {typical:.0f} MHz typical"
@@ -107,6 +127,33 @@ def why(ev, lo: int, hi: int) -> dict:
     return out
 
 
+def _threshold(opts, wall) -> "np.ndarray | float":
+    return np.maximum(opts.min_gap_ns, MIN_FRACTION * wall)
+
+
+def _held_in(ci: CheckInput) -> tuple[Intervals, dict | None]:
+    """The step's held time where it counts (a complete record, at least the threshold), and
+    its evidence; (empty, None) otherwise."""
+    ev, step, src = ci.rank.ev, ci.step, ci.rank.src
+    if not src.runtime_api:
+        return measures.empty(), None
+    h = held_mod.of_rank(ev, src)
+    got = measures.clip(h.time, step.start_ns, step.end_ns)
+    if (got.total_ns < _threshold(ci.rank.opts, step.wall_ns) or h.rank_gaps
+            or held_mod.launches_unmatched(ev, h, step.start_ns, step.end_ns)):
+        return measures.empty(), None
+    launches = ev.rt_index.overlapping(step.start_ns, step.end_ns)
+    return got, {
+        "ns": got.total_ns, "longest_ns": int((got.end_ns - got.start_ns).max()),
+        "basis": f"the step's launched, ready kernels and copies waited >= {held_mod.HELD_MIN_NS // 1000} us with none "
+                 "of the program's work running on the GPU (diagnose/held.py)",
+        "record_complete": f"{int(ev.rt_launch[launches].sum())} launch calls in the step, each with its GPU record; "
+                           "other runtime calls recorded; record losses: "
+                           + ("not counted in an imported trace" if src.shared_timebase else "none counted by the capture"),
+        "fix": HELD_FIX,
+    }
+
+
 def describe(ci: CheckInput) -> Finding:
     if not ci.rank.src.kernels:
         return unresolved(NAME, [NO_KERNELS])
@@ -114,7 +161,8 @@ def describe(ci: CheckInput) -> Finding:
     i, j = np.searchsorted(ev.k_start, [step.start_ns, step.end_ns], side="left")
     extra = extra_per_kernel(ev)[i:j]
     slow = np.flatnonzero(extra > 0)
-    if slow.size == 0:
+    held, held_ev = _held_in(ci)
+    if slow.size == 0 and held_ev is None:
         return not_applicable(NAME, kernels=int(j - i), slower_kernels=0)
     rows = i + slow
     claimed = _claims(ev, rows, extra[slow], np.full(slow.size, step.start_ns), np.full(slow.size, step.end_ns))
@@ -124,10 +172,13 @@ def describe(ci: CheckInput) -> Finding:
                  f"rank's launches (at least {MIN_LAUNCHES}); more or other kernels are gpu_work's",
         "kernels_slower_ns": top_names(ev.k_name[rows], extra[slow]),
     }
-    if claimed.total_ns < max(ci.rank.opts.min_gap_ns, MIN_FRACTION * step.wall_ns):
+    if held_ev is not None:
+        evidence["held"] = held_ev
+        claimed = measures.union_many(claimed, held)
+    if claimed.total_ns < _threshold(ci.rank.opts, step.wall_ns):
         return not_applicable(NAME, **evidence)
-    evidence["why"] = why(ev, step.start_ns, step.end_ns)
-    return attributed(NAME, claimed, **evidence)
+    evidence["why"] = why(ev, step.start_ns, step.end_ns, held.total_ns)
+    return Finding(NAME, "attributed", claimed, evidence, (), held if held_ev is not None else None)
 
 
 def check_steps(si: StepsInput) -> StepFindings:
@@ -140,5 +191,27 @@ def check_steps(si: StepsInput) -> StepFindings:
     rows = np.flatnonzero((k >= 0) & (extra > 0))
     ks = k[rows]
     claimed = _claims(ev, rows, extra[rows], fr.starts[ks], fr.ends[ks])
+    thr = _threshold(si.rank.opts, fr.wall)
+    held = _held_steps(si, thr)
+    if len(held):
+        claimed = measures.union_many(claimed, held)
     got = fr.per_step(claimed)
-    return answer(NAME, fr, (got > 0) & (got >= np.maximum(si.rank.opts.min_gap_ns, MIN_FRACTION * fr.wall)), claimed)
+    out = answer(NAME, fr, (got > 0) & (got >= thr), claimed)
+    if len(held):
+        out.first = held  # counted only where it alone reaches the threshold: those steps are attributed
+    return out
+
+
+def _held_steps(si: StepsInput, thr: np.ndarray) -> Intervals:
+    """_held_in for every step: the held pieces of the steps where they count."""
+    fr, ev, src = si.frame, si.rank.ev, si.rank.src
+    if not src.runtime_api:
+        return measures.empty()
+    h = held_mod.of_rank(ev, src)
+    if len(h.time) == 0 or h.rank_gaps:
+        return measures.empty()
+    per = fr.per_step(h.time)
+    bad = np.flatnonzero(~h.launch_ok)
+    _, kb = fr.overlapping(ev.rt_start[bad], ev.rt_end[bad])
+    complete = np.bincount(kb, minlength=fr.n)[:fr.n] == 0
+    return fr.only(h.time, (per >= thr) & complete)
