@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 import textwrap
+
+import pytest
 from pathlib import Path
 
 from workflow_lib.capture.inprocess.runner import is_python_command
@@ -151,3 +153,38 @@ def test_forked_workers_with_their_own_recorders_make_the_one_incident(tmp_path)
     inc = read_incident(tmp_path / "inc" / "mpw")
     assert inc.manifest["ranks"] == [0, 1]
     assert inc.table("steps").to_pandas().groupby("rank").size().to_dict() == {0: 10, 1: 10}
+
+
+WHOLE_MODEL_SAVE = """
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for step in range(6):
+        loss = model(torch.randn(4, 8)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        with open("model.pt", "wb") as f:  # as PyTorch's word_language_model does each epoch
+            torch.save(model, f)
+    print("forward hooks after the saves:", len(model._forward_hooks), len(model._forward_pre_hooks))
+"""
+
+
+def test_saving_a_whole_model_does_not_carry_the_recorders_hooks(tmp_path):
+    # torch.save(model) pickles the module with its hooks; the recorder's forward hooks on the
+    # roots are closures: the save must neither fail nor write them into the program's file.
+    pytest.importorskip("torch")
+    p = _record(tmp_path, WHOLE_MODEL_SAVE, "whole-save")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "forward hooks after the saves: 1 1" in p.stdout  # hooked again after each save
+    # Loaded where stallcase is not: the file holds the model and nothing of the recorder's.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STALLCASE_") and k != "PYTHONPATH"}
+    q = subprocess.run([sys.executable, "-c",
+                        "import sys, torch; sys.modules['workflow_lib'] = None; "
+                        "m = torch.load('model.pt', weights_only=False); "
+                        "print(len(m._forward_hooks), len(m._forward_pre_hooks), m(torch.zeros(1, 8)).shape)"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert q.returncode == 0, q.stderr[-2000:]
+    assert q.stdout.split()[:2] == ["0", "0"], q.stdout
+    assert "steps from optimizer: 6" in p.stderr + p.stdout, p.stderr[-1000:]

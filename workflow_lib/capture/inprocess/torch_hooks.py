@@ -20,6 +20,7 @@ returns one line saying what it installed, for the manifest's `recorder.inproces
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
@@ -148,6 +149,8 @@ class RootModules:
         self.hooked = False
         self.local = threading.local()
         self._orig_init = None  # set by install(); without it (left out) there is nothing to hook
+        self._hooks = None  # (pre, post) once hooked
+        self._handles: list = []  # (root, its two hook handles), the roots held weakly
 
     def install(self) -> list[str]:
         import torch
@@ -198,10 +201,33 @@ class RootModules:
             if d == 0:
                 local.span.__exit__(None, None, None)
 
-        for m in roots:
-            m.register_forward_pre_hook(pre)
-            m.register_forward_hook(post, always_call=True)
+        self._hooks = (pre, post)
+        self._register(roots)
         return len(roots)
+
+    def _register(self, roots) -> None:
+        pre, post = self._hooks
+        self._handles = [(weakref.ref(m), m.register_forward_pre_hook(pre), m.register_forward_hook(post, always_call=True))
+                         for m in roots]
+
+    @contextlib.contextmanager
+    def unhooked(self):
+        """The roots without their hooks for a while: `torch.save(model)` pickles a module with
+        its hooks, and ours are closures that cannot be pickled (nor should they travel in the
+        program's checkpoint). Found on PyTorch's word_language_model, which saves the whole
+        model each epoch: under `stallcase record` the save raised "Can't pickle local object"."""
+        if not self._handles:
+            yield
+            return
+        held = [ref() for ref, *_ in self._handles]
+        for _, h_pre, h_post in self._handles:
+            h_pre.remove()
+            h_post.remove()
+        self._handles = []
+        try:
+            yield
+        finally:
+            self._register([m for m in held if m is not None])
 
 
 def backward(session) -> list[str]:
@@ -222,6 +248,16 @@ def checkpoint(session) -> list[str]:
     import torch
     import torch.serialization
 
+    save = torch.save
+    if not getattr(save, "_stallcase", False):
+        @functools.wraps(save)
+        def save_unhooked(*args, **kwargs):
+            roots = session.roots
+            if roots is None:
+                return save(*args, **kwargs)
+            with roots.unhooked():  # the module's hooks would be pickled with it
+                return save(*args, **kwargs)
+        torch.save = save_unhooked
     done = _patch(torch, "save", session, "checkpoint.save", _bytes_of)
     torch.serialization.save = torch.save
     out = ["torch.save -> span checkpoint.save (bytes in span_details)"] if done else []
