@@ -94,8 +94,9 @@ def digest_file(path: str | os.PathLike) -> tuple[str, int]:
 def _distributions() -> list[tuple[object, str | None, str | None]]:
     """(distribution, Name, Version) of each installed distribution, read once. Only METADATA's
     header block is parsed: importlib's `dist.metadata` parses the whole file, long description
-    included, and `packages_distributions` and `dist.version` parse it again (0.3 s of each
-    recording process's snapshot, most of its provenance, for ~130 distributions)."""
+    included, and `packages_distributions` and `dist.version` parse it again (packages() and
+    imported_distributions() took 0.20 s of CPU in each recording process, 0.13 s now, for ~130
+    distributions; tests/test_capture_provenance.py checks both against importlib's own)."""
     global _dists_cache
     if _dists_cache is None:
         from importlib import metadata
