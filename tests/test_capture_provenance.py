@@ -81,3 +81,24 @@ def test_snapshot_manifest_carries_declared_inputs_and_sources(tmp_path):
     assert arts[("input", "in.txt")]["digest"] == hash_file(data)
     assert m["workload"]["cwd"] == os.getcwd()
     assert m["provenance"]["executable"] == sys.executable
+
+
+def test_packages_and_imported_distributions_are_importlibs_own():
+    """provenance reads each distribution's METADATA headers once (the fast path); what it finds
+    must be what importlib's full parse finds: every name and version, and every imported module's
+    distributions as `packages_distributions()` maps them."""
+    from importlib import metadata
+
+    import pyarrow  # noqa: F401  (imported modules of several distributions, whatever the test order)
+    import yaml  # noqa: F401
+
+    full: dict[str, str] = {}
+    for dist in metadata.distributions():
+        name = (dist.metadata["Name"] or "").strip()
+        if name and name not in full:
+            full[name] = dist.version or ""
+    assert provenance.packages() == dict(sorted(full.items()))
+    tops = metadata.packages_distributions()
+    imported = {d: full[d] for top in {m.partition(".")[0] for m in list(sys.modules)} for d in tops.get(top, []) if d in full}
+    got = provenance.imported_distributions()
+    assert got == dict(sorted(imported.items())) and {"pyarrow", "PyYAML"} <= set(got), got

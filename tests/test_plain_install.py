@@ -32,8 +32,10 @@ def plain_venv(tmp_path_factory):
     src, venv = base / "src", base / "venv"
     _copy_tracked(src)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    pip = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(src)], capture_output=True, text=True,
-                         timeout=600, check=False)
+    # --no-compile: the same resolution and files, without byte-compiling every installed module up
+    # front (half the install's CPU: 33.5 -> 16.9 s here); the few modules the tests import compile as used.
+    pip = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--no-compile", str(src)], capture_output=True,
+                         text=True, timeout=600, check=False)
     assert pip.returncode == 0, pip.stderr[-3000:]
     return venv
 
