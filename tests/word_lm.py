@@ -160,8 +160,11 @@ def _lines_less_wait(argv: list[str], cwd: Path, env: dict) -> list[float]:
     def waited(pid: int) -> int:
         total = 0
         for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
-                total += int(fh.read().split()[1])
+            try:  # a thread may end between the listing and the read
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
+                    total += int(fh.read().split()[1])
+            except FileNotFoundError:
+                continue
         return total
 
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, text=True)
