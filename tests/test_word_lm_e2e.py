@@ -136,8 +136,9 @@ def test_the_per_token_verdict_agrees_with_the_programs_own_change_per_token(wor
     (17-37 us at batch 20), outside the pipeline too, with 60 batches a run as with 120; at a
     load of 1.1-1.7 a run's lines still moved 16 -> 25 us per token for seconds at a time, and
     at 95% six blocks' A/A interval is the range of their six A'/A ratios, so one disturbed run
-    sets the floor; with the waits removed (`cpu_wait: removed`) the floor at a load of 3-7 with
-    a spinner beside it was ±9.6% (docs/trials.md, "Work per step")."""
+    sets the floor; with the waits removed (`cpu_wait: removed`) the floor at a load of 3-7, with
+    and without spinners beside it, was ±9.6-18.4% over five runs, each estimate within 9% of the
+    program's own ratio (docs/trials.md, "Work per step")."""
     c, truth = world.token.comparison, world.truth["ratio"]
     why = (c["verdict"], c["estimate"], c["noise_floor"], truth, world.truth, c["reasons"])
     est = c["estimate"]["log_ratio"]
