@@ -4,7 +4,8 @@ in the shape of PyTorch's word_language_model example (same flags, same progress
 
 It is recorded with `stallcase record --step-pattern` from its `ms/batch` lines, then the
 README's pipeline runs with `candidate: {set_args: {"--batch_size": "40"}}`:
-- `per: token` with `tokens_per_step: "--batch_size * --bptt"` gives a verdict per token, the
+- `per: token` with `tokens_per_step: "--batch_size * --bptt"` (and `cpu_wait: removed`: each
+  progress line less the time the run waited for a CPU) gives a verdict per token, the
   plan holding each arm's work (700 and 1,400 tokens), the end line naming the unit, and the
   verdict agrees with the program's own change in time per token, measured outside stallcase
   in the same test (twice the batch is not the same time per token: an LSTM's larger matmuls
@@ -45,7 +46,11 @@ METRIC = f"name: step_time, source: auto, statistic: median, skip_steps: {SKIP_L
 # run is the program's own speed (here the A/A floor ±12.6% by min against ±48.8% by median, the
 # same runs); 8 blocks, so one disturbed run no longer sets the floor (at 95% six blocks' interval
 # is the range of their six ratios).
-TOKEN_METRIC = METRIC.replace("statistic: median", "statistic: min")
+# Each line less the time the run waited for a CPU (`cpu_wait: removed`): on this 2-core machine a
+# neighbour's load is run-queue wait, not the program's work: at a load of 6-8 a run's fastest line
+# per token moved 2x from run to run by wall time (15-30 us) and 9-10% with the wait removed
+# (10.9-11.9 us), the same runs (docs/trials.md, "Work per step").
+TOKEN_METRIC = METRIC.replace("statistic: median", "statistic: min") + ", cpu_wait: removed"
 TOKEN_BLOCKS = 8
 # Pairs of runs (batch 20, batch 40, alternating) that measure the program's own change in time
 # per token outside stallcase, and how far the pipeline's per-token estimate may be from it.
@@ -81,7 +86,7 @@ def world(tmp_path_factory):
     env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
     _sh([str(checkout / ".venv" / "bin" / "stallcase"), "record", "--incident", "wlm", "--step-pattern", STEP_PATTERN,
          "--", PY, "main.py", *ARGS], repo, env)
-    truth = per_token_truth(repo, ARGS, (20, 40), TRUTH_PAIRS, SKIP_LINES, env, statistic="min")
+    truth = per_token_truth(repo, ARGS, (20, 40), TRUTH_PAIRS, SKIP_LINES, env, statistic="min", less_wait=True)
     base = textwrap.dedent(f"""
         incidents_dir: {repo / 'incidents'}
         allow_roots: [{repo}]
@@ -112,7 +117,7 @@ def test_per_token_compares_time_per_token_with_each_arms_own_work(world):
     m = world.token.plan["design"]["metric"]
     assert m["declared_work"] == {"unit": "token", "expression": "--batch_size * --bptt", "A": 700.0, "B": 1400.0}
     c = world.token.comparison
-    assert c["metric"]["per"] == "token" and c["metric"]["label"] == "time per token"
+    assert c["metric"]["per"] == "token" and c["metric"]["label"] == "time per token less waits for a CPU"
     assert any("compared per token" in w for w in c["warnings"]), c["warnings"]
     assert "time per token" in world.end and "step time" not in world.end.split("stallcase: wlm:")[-1].splitlines()[0]
 
@@ -120,8 +125,9 @@ def test_per_token_compares_time_per_token_with_each_arms_own_work(world):
 @pytest.mark.slow
 def test_the_per_token_verdict_agrees_with_the_programs_own_change_per_token(world):
     """The program's own time per token at batch 40 over batch 20 (TRUTH_PAIRS interleaved
-    pairs of runs outside stallcase, each run's median ms/batch over the same lines the
-    pipeline counts, over its tokens per batch) against the pipeline's per-token verdict: a
+    pairs of runs outside stallcase, each run's fastest ms/batch line over the same lines the
+    pipeline counts, each line less the program's wait for a CPU meanwhile, read here from
+    /proc by the test's own code, over its tokens per batch) against the pipeline's per-token verdict: a
     change must have the truth's sign and a size within TOLERANCE_LOG of it; no change must
     mean the truth lies within the A/A floor (plus the tolerance). Inconclusive fails on a quiet
     machine: the design must be able to tell. Where other processes loaded the machine (the
@@ -130,7 +136,9 @@ def test_the_per_token_verdict_agrees_with_the_programs_own_change_per_token(wor
     (17-37 us at batch 20), outside the pipeline too, with 60 batches a run as with 120; at a
     load of 1.1-1.7 a run's lines still moved 16 -> 25 us per token for seconds at a time, and
     at 95% six blocks' A/A interval is the range of their six A'/A ratios, so one disturbed run
-    sets the floor (docs/trials.md, "Work per step")."""
+    sets the floor; with the waits removed (`cpu_wait: removed`) the floor at a load of 3-7, with
+    and without spinners beside it, was ±9.6-18.4% over five runs, each estimate within 9% of the
+    program's own ratio (docs/trials.md, "Work per step")."""
     c, truth = world.token.comparison, world.truth["ratio"]
     why = (c["verdict"], c["estimate"], c["noise_floor"], truth, world.truth, c["reasons"])
     est = c["estimate"]["log_ratio"]

@@ -148,12 +148,43 @@ def ms_per_batch(out: str, skip: int) -> list[float]:
     return [float(m.group("ms")) for m in re.finditer(STEP_PATTERN, out)][skip:]
 
 
+def _lines_less_wait(argv: list[str], cwd: Path, env: dict) -> list[float]:
+    """The run's ms/batch lines, each less the share of its time the program waited for a CPU: the
+    kernel's run-queue delay of the program's threads (/proc/<pid>/task/*/schedstat, 2nd field) read
+    when each line arrives, over the time since the previous line. Written here, not imported from
+    the pipeline (trials/line_clock.py), so the truth does not share the code it checks."""
+    import os
+    import re
+    import time
+
+    def waited(pid: int) -> int:
+        total = 0
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:  # a thread may end between the listing and the read
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
+                    total += int(fh.read().split()[1])
+            except FileNotFoundError:
+                continue
+        return total
+
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, text=True)
+    out, prev = [], (time.monotonic_ns(), 0)
+    for line in proc.stdout:
+        now = (time.monotonic_ns(), waited(proc.pid))
+        m = re.search(STEP_PATTERN, line)
+        if m:
+            out.append(float(m.group("ms")) * (1 - (now[1] - prev[1]) / (now[0] - prev[0])))
+            prev = now
+    assert proc.wait(timeout=300) == 0, argv
+    return out
+
+
 def per_token_truth(repo: Path, args: list[str], batch_sizes: tuple[int, int], pairs: int, skip: int, env: dict,
-                    statistic: str = "median") -> dict:
+                    statistic: str = "median", less_wait: bool = False) -> dict:
     """The program's own time per token at two batch sizes, measured outside stallcase: `pairs`
     pairs of runs, the two sizes alternating (order flipped every other pair, so a trend in the
     machine's load falls on both), each run's `statistic` (median or min, as the plan's) of its ms/batch
-    lines after `skip`,
+    lines after `skip` (with `less_wait`, each line less the program's wait for a CPU meanwhile),
     divided by its tokens per batch (batch size x bptt). Returns each pair's ratio, their
     median (second size over first), and the share of the machine other processes used
     meanwhile (trials/host_load.py, as the pipeline's runs note it)."""
@@ -169,9 +200,13 @@ def per_token_truth(repo: Path, args: list[str], batch_sizes: tuple[int, int], p
     for k in range(pairs):
         got = {}
         for bs in (batch_sizes if k % 2 == 0 else batch_sizes[::-1]):
-            proc = subprocess.run([sys.executable, "main.py", "--batch_size", str(bs), *base], cwd=repo, env=env,
-                                  capture_output=True, text=True, timeout=300, check=True)
-            got[bs] = {"median": statistics.median, "min": min}[statistic](ms_per_batch(proc.stdout, skip)) / (bs * bptt)
+            argv = [sys.executable, "main.py", "--batch_size", str(bs), *base]
+            if less_wait:
+                lines = _lines_less_wait(argv, repo, env)[skip:]
+            else:
+                lines = ms_per_batch(subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True, timeout=300,
+                                                    check=True).stdout, skip)
+            got[bs] = {"median": statistics.median, "min": min}[statistic](lines) / (bs * bptt)
             per_token[bs].append(got[bs])
         ratios.append(got[batch_sizes[1]] / got[batch_sizes[0]])
     return {"ratios": ratios, "ratio": statistics.median(ratios), "ms_per_token": per_token,

@@ -511,7 +511,7 @@ def _metric_label(metric: dict) -> str:
         return f"{who}throughput ({'time per ' + per})"
     if metric.get("job") == "wall":
         return "job wall time"
-    return base
+    return base + (" less waits for a CPU" if metric.get("cpu_wait", "counted") == "removed" else "")
 
 
 _DESIGN_KEYS = ("blocks", "runs_per_arm", "control_runs", "warmup_runs", "seed", "max_retries", "max_failed_fraction", "confidence")

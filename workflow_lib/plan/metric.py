@@ -110,6 +110,9 @@ def check_config(metric: dict) -> None:
     for key in ("items_per_step", "tokens_per_step"):
         if metric.get(key) is not None:
             work_mod.check_expression(metric[key], f"trials.metric.{key}")
+    if metric.get("cpu_wait", "counted") == "removed" and metric.get("source", "auto") not in ("auto", "stdout_steps"):
+        raise RecordError("trials.metric.cpu_wait", f"cpu_wait: removed reads step-pattern lines as they arrive "
+                          f"(source stdout_steps or auto with a step pattern), not source {metric.get('source')}")
     if metric.get("per", "step") == "step":
         return
     if any(metric.get(k) is not None for k in ("items_per_step", "tokens_per_step")):
@@ -130,7 +133,8 @@ def describe(metric: dict) -> str:
             "auto": "the recorder's iteration times when the run reports them, else "
                     + ("its step-time lines" if metric.get("step_pattern") else "its process wall time")}[src]
     job = f" ({job_metric.describe(metric)})" if "expect_ranks" in metric else ""
-    return f"{metric.get('statistic', 'median')} of {what}{job}, ns per {per}"
+    less = ", less the run's waits for a CPU" if metric.get("cpu_wait", "counted") == "removed" else ""
+    return f"{metric.get('statistic', 'median')} of {what}{job}{less}, ns per {per}"
 
 
 def _steps_file(path: Path) -> StepsOut:
@@ -198,6 +202,36 @@ def _stdout_steps(pattern: str, text: str) -> tuple[list[float], dict[str, list]
     return vals, work
 
 
+CPU_WAIT = ("counted", "removed")
+
+
+def _less_cpu_wait(pattern: str, streams: list[tuple[str, list]]) -> tuple[list[float], dict[str, list]]:
+    """The pattern's durations with the run's wait for a CPU taken out (`cpu_wait: removed`): each
+    matched line's duration times (1 - wait/wall) over the time since the stream's previous
+    matched line (its start for the first), from when each line arrived (trials/line_clock.py)."""
+    vals, work = [], {}
+    for text, clock in streams:
+        lines = text.split("\n")
+        prev = (0, 0)
+        for k, (wall, wait) in enumerate(clock):
+            got_v, got_w = _stdout_steps(pattern, lines[k]) if k < len(lines) else ([], {})
+            if not got_v:
+                continue
+            if wait < 0:
+                raise MetricUnreadable("cpu_wait: removed, but the run's wait for a CPU could not be read "
+                                       "(/proc/<pid>/task/<tid>/schedstat)")
+            span, waited = wall - prev[0], wait - prev[1]
+            if span <= 0 or waited > span:
+                raise MetricUnreadable(f"cpu_wait: removed, but the run waited {waited / 1e6:.1f} ms for a CPU in "
+                                       f"{span / 1e6:.1f} ms between two lines: several of its threads waited at "
+                                       f"once, and one line's time cannot lose their sum")
+            vals.append(got_v[0] * (1 - waited / span))
+            for g, w in got_w.items():
+                work.setdefault(g, []).append(w[0])
+            prev = (wall, wait)
+    return vals, work
+
+
 def _declared_work(metric: dict, entry: dict | None, n: int) -> tuple[dict[str, list], str] | None:
     """Per step, the work the config declared for this run's arm (the plan evaluated it from the arm's argv)."""
     decl = metric.get("declared_work")
@@ -224,9 +258,12 @@ def _recorder_declared(steps: list[float], work: dict[str, list], per: str, skip
 
 
 def read(metric: dict, steps_file: Path, output: str, wall_ns: int, steps_dir: Path | None = None,
-         entry: dict | None = None) -> dict:
+         entry: dict | None = None, streams: list[tuple[str, list]] | None = None) -> dict:
     """One finished run's values: {"values_ns", "unusual", "source", "work"} (and "ranks", each
     counted rank's own median, when the run had several processes).
+
+    `streams`, with `cpu_wait: removed`: the run's stdout and stderr, each with its lines'
+    (arrival ns, run-queue wait ns) from trials/line_clock.py.
 
     Raises MetricUnreadable when the run's metric cannot be read (deterministic: retrying
     the run reads nothing more)."""
@@ -263,8 +300,16 @@ def read(metric: dict, steps_file: Path, output: str, wall_ns: int, steps_dir: P
             raise MetricUnreadable(f"the run reported {len(steps)} step(s), none after skip_steps={skip}")
         return {"values_ns": values, "unusual": [str(u) for u in data.unusual], "source": src,
                 "work": _work(data, skip)}
+    if metric.get("cpu_wait", "counted") == "removed" and src != "stdout_steps":
+        raise MetricUnreadable(f"cpu_wait: removed reads the step pattern's lines as they arrive; this run's metric "
+                               f"came from {src}")
     if src == "stdout_steps":
-        steps, work = _stdout_steps(metric["step_pattern"], output)
+        if metric.get("cpu_wait", "counted") == "removed":
+            if streams is None:
+                raise MetricUnreadable("cpu_wait: removed, but the runner noted no line's wait for a CPU")
+            steps, work = _less_cpu_wait(metric["step_pattern"], streams)
+        else:
+            steps, work = _stdout_steps(metric["step_pattern"], output)
         decl = _declared_work(metric, entry, len(steps))
         if decl is not None:
             work = decl[0]

@@ -32,7 +32,7 @@ from statistics import mean, median
 from typing import Callable, Protocol
 
 from ..plan import metric as metric_mod
-from . import host_load, observe
+from . import host_load, line_clock, observe
 from ..core.errors import StallcaseError
 
 STATISTICS = {"median": median, "mean": mean, "min": min}
@@ -191,17 +191,27 @@ def _sigterm_interrupts():
         signal.signal(signal.SIGTERM, old)
 
 
-def run_group(argv: list[str], cwd: str, env: dict, timeout_s: float, tmp: Path) -> tuple[int | None, str, str]:
+def run_group(argv: list[str], cwd: str, env: dict, timeout_s: float, tmp: Path,
+              clocks: dict | None = None) -> tuple[int | None, str, str]:
     """Run argv (never a shell) as the leader of a new session and process group; returns
     (exit code or None on timeout, stdout, stderr). When the leader ends, times out, or this
     process is interrupted, the whole group is killed with SIGKILL: a worker that ignores SIGTERM
     or outlives its parent must not load the machine while the next run is timed. Output goes
     to files, not pipes: a child that keeps the pipes open would hold a pipe reader until the
-    timeout even after the leader exited."""
+    timeout even after the leader exited. With `clocks` (a dict) the output goes through pipes
+    instead, each line noted with its arrival and the run's wait for a CPU (line_clock.py) into clocks["stdout"]
+    and clocks["stderr"]; the group is killed when the leader ends, so the pipes close then."""
     out_path, err_path = tmp / "run.stdout", tmp / "run.stderr"
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                start_new_session=True)
+    readers = {}
+    if clocks is None:
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                    start_new_session=True)
+    else:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        readers = {"stdout": line_clock.LineClock(proc.stdout, out_path, proc.pid),
+                   "stderr": line_clock.LineClock(proc.stderr, err_path, proc.pid)}
     _LIVE_GROUPS.add(proc.pid)
     code = None
     try:
@@ -214,6 +224,8 @@ def run_group(argv: list[str], cwd: str, env: dict, timeout_s: float, tmp: Path)
         _kill_group(proc.pid)  # the group outlives its leader while any member is left
         _LIVE_GROUPS.discard(proc.pid)
         proc.wait()
+        for name, reader in readers.items():  # a daemon outside the group may hold a pipe: do not wait on it
+            clocks[name] = reader.join(timeout=5)
     return code, _read_text(out_path), _read_text(err_path)
 
 
@@ -246,7 +258,9 @@ class LocalRunner:
             load_before = host_load.sample()
             with self._watch() as watch:
                 try:
-                    code, stdout, stderr = run_group(req.spec["argv"], req.spec["cwd"], env, policy.run_timeout_s, Path(tmp))
+                    clocks = {} if metric.get("cpu_wait", "counted") == "removed" else None
+                    code, stdout, stderr = run_group(req.spec["argv"], req.spec["cwd"], env, policy.run_timeout_s, Path(tmp),
+                                                     clocks)
                     if log:
                         log.write(f"--- run {entry['index']} arm {entry['arm']} attempt {req.attempt} exit {code}\n{stderr[-4000:]}")
                     if code is None:
@@ -261,7 +275,8 @@ class LocalRunner:
             if err is None:
                 try:
                     got = metric_mod.read(metric, steps_file, stdout + "\n" + stderr, end - start, steps_dir,
-                                          entry=entry)
+                                          entry=entry, streams=None if clocks is None else
+                                          [(stdout, clocks.get("stdout", [])), (stderr, clocks.get("stderr", []))])
                 except metric_mod.MetricUnreadable as exc:
                     err = f"{METRIC_UNREADABLE}: {exc}"
         ok = err is None
