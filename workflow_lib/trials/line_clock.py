@@ -19,6 +19,8 @@ import threading
 import time
 from pathlib import Path
 
+from ..capture.sources.sched import read_task
+
 
 def _tasks_wait_ns(pid: int) -> int:
     total = 0
@@ -27,11 +29,9 @@ def _tasks_wait_ns(pid: int) -> int:
     except OSError:
         return 0
     for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as fh:
-                total += int(fh.read().split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
+        task = read_task(pid, int(tid))  # the recorder's reading of a thread (one parse of schedstat)
+        if task is not None and task[3] >= 0:
+            total += task[3]
     return total
 
 
