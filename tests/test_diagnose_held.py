@@ -19,7 +19,7 @@ from tests.builders import api, clock, kernel, make_incident, memcpy, nvml, step
 from tests.diagnose_crosscheck import crosschecked
 from workflow_lib.core.records import validate
 from workflow_lib.diagnose import diagnose as _diagnose
-from workflow_lib.diagnose import held
+from workflow_lib.diagnose import evidence, held
 
 US = 1_000
 HELD_US = 400
@@ -154,10 +154,10 @@ def test_a_repeated_correlation_id_does_not_join_an_earlier_session():
     order = np.argsort(rt_corr, kind="stable")
     ev = SimpleNamespace(rt_corr=rt_corr, rt_corr_order=order, rt_corr_sorted=rt_corr[order],
                          rt_start=np.array([0, 10, 20, 100, 110, 120], np.int64))
-    rows, ok = held.match_calls(ev, np.array([6, 2, 5], np.int64), np.array([15, 115, 130], np.int64))
+    rows, ok = evidence.launch_rows_at(ev, np.array([6, 2, 5], np.int64), np.array([15, 115, 130], np.int64))
     assert ok.tolist() == [True, True, False]  # id 5 after the restart: its call is the first session's
     assert rows[:2].tolist() == [1, 4]
-    assert held.sessions(rt_corr).tolist() == [0, 0, 0, 1, 1, 1]
+    assert evidence.cupti_sessions(rt_corr).tolist() == [0, 0, 0, 1, 1, 1]
 
 
 def _rank_held(inc):

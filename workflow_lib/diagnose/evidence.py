@@ -439,6 +439,56 @@ def launch_rows(ev: RankEvidence, corr: np.ndarray) -> tuple[np.ndarray, np.ndar
     return rows, (corr >= 0) & (sorted_corr[pos] == corr)
 
 
+def launch_rows_at(ev: RankEvidence, corr: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """launch_rows where correlation ids repeat: per GPU activity starting at `start`, (its launch
+    call's runtime row, whether one matched), the latest call with its id that started at or
+    before it, in the same CUPTI session (the recorder detaches CUPTI between GPU windows and ids
+    start again; diagnose/held.py reads ready times from this). launch_rows, by id alone, takes
+    any call with the id: its users (launch_bound, host_stall, host_submission, transfer_stall)
+    are to move to this one, which changes their answers on captures with repeated ids."""
+    rows = np.zeros(corr.size, np.int64)
+    ok = np.zeros(corr.size, bool)
+    rc, order = ev.rt_corr, ev.rt_corr_order
+    if order.size == 0 or corr.size == 0:
+        return rows, ok
+    sc = ev.rt_corr_sorted
+    lo = np.searchsorted(sc, corr, side="left")
+    hi = np.searchsorted(sc, corr, side="right")
+    one = (hi - lo == 1) & (corr >= 0)
+    rows[one] = order[lo[one]]
+    ok[one] = ev.rt_start[rows[one]] <= start[one]
+    for v in np.unique(corr[(hi - lo > 1) & (corr >= 0)]).tolist():  # repeated ids: few distinct values
+        calls = np.flatnonzero(rc == v)
+        calls = calls[np.argsort(ev.rt_start[calls], kind="stable")]
+        mine = np.flatnonzero(corr == v)
+        j = np.searchsorted(ev.rt_start[calls], start[mine], side="right") - 1
+        ok[mine] = j >= 0
+        rows[mine] = calls[np.maximum(j, 0)]
+    # A call of an earlier CUPTI session with the same id is not the launch: the activity's
+    # own call was not recorded (launched before the window opened).
+    sess = cupti_sessions(rc)
+    before = np.searchsorted(ev.rt_start, start, side="right") - 1
+    ok &= (before >= 0) & (sess[rows] == sess[np.maximum(before, 0)])
+    return rows, ok
+
+
+def cupti_sessions(corr: np.ndarray) -> np.ndarray:
+    """Per runtime call (in start order): its CUPTI session, a new one where the correlation
+    ids restart (an id below half the session's largest so far: threads interleave ids by a
+    few, a restart drops them back to the start). Vectorized per session: sessions are few."""
+    out = np.zeros(corr.size, np.int64)
+    at, k = 0, 0
+    while at < corr.size:
+        c = np.maximum(corr[at:], 0)
+        drop = np.flatnonzero((corr[at:] > 0) & (c < np.maximum.accumulate(c) // 2))  # CUPTI ids start at 1
+        if drop.size == 0:
+            break
+        at += int(drop[0])
+        k += 1
+        out[at:] = k
+    return out
+
+
 def step_sched(ev: RankEvidence, tid: int, lo: int, hi: int) -> dict | None:
     """The thread's scheduler counters over a step [lo, hi): samples nearest each boundary,
     each within max(10% of the step, 200 us) of it (the recorder marks step boundaries itself).

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import measures
+from .evidence import launch_rows_at
 from .types import Intervals
 
 # A launched activity waiting this long with none of the program's work running is not the
@@ -58,52 +59,6 @@ class Held:
     rank_gaps: tuple  # reasons the whole rank's record is not complete (empty: complete)
 
 
-def match_calls(ev, corr: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per GPU activity: (its launch call's runtime row, whether one matched), the latest call
-    with its correlation id that started at or before it (ids repeat across CUPTI sessions)."""
-    rows = np.zeros(corr.size, np.int64)
-    ok = np.zeros(corr.size, bool)
-    rc, order = ev.rt_corr, ev.rt_corr_order
-    if order.size == 0 or corr.size == 0:
-        return rows, ok
-    sc = ev.rt_corr_sorted
-    lo = np.searchsorted(sc, corr, side="left")
-    hi = np.searchsorted(sc, corr, side="right")
-    one = (hi - lo == 1) & (corr >= 0)
-    rows[one] = order[lo[one]]
-    ok[one] = ev.rt_start[rows[one]] <= start[one]
-    for v in np.unique(corr[(hi - lo > 1) & (corr >= 0)]).tolist():  # repeated ids: few distinct values
-        calls = np.flatnonzero(rc == v)
-        calls = calls[np.argsort(ev.rt_start[calls], kind="stable")]
-        mine = np.flatnonzero(corr == v)
-        j = np.searchsorted(ev.rt_start[calls], start[mine], side="right") - 1
-        ok[mine] = j >= 0
-        rows[mine] = calls[np.maximum(j, 0)]
-    # A call of an earlier CUPTI session with the same id is not the launch: the activity's
-    # own call was not recorded (launched before the window opened).
-    sess = sessions(rc)
-    before = np.searchsorted(ev.rt_start, start, side="right") - 1
-    ok &= (before >= 0) & (sess[rows] == sess[np.maximum(before, 0)])
-    return rows, ok
-
-
-def sessions(corr: np.ndarray) -> np.ndarray:
-    """Per runtime call (in start order): its CUPTI session, a new one where the correlation
-    ids restart (an id below half the session's largest so far: threads interleave ids by a
-    few, a restart drops them back to the start). Vectorized per session: sessions are few."""
-    out = np.zeros(corr.size, np.int64)
-    at, k = 0, 0
-    while at < corr.size:
-        c = np.maximum(corr[at:], 0)
-        drop = np.flatnonzero((corr[at:] > 0) & (c < np.maximum.accumulate(c) // 2))  # CUPTI ids start at 1
-        if drop.size == 0:
-            break
-        at += int(drop[0])
-        k += 1
-        out[at:] = k
-    return out
-
-
 def of_rank(ev, src) -> Held:
     """The rank's held time (cached per evidence object: the batched and per-step forms share it)."""
     hit = _CACHE.get(id(ev))
@@ -113,7 +68,7 @@ def of_rank(ev, src) -> Held:
     ge = np.concatenate([ev.k_end, ev.copies.end])
     stream = np.concatenate([ev.k_stream, ev.copies.stream])
     corr = np.concatenate([ev.k_corr, ev.copies.corr]).astype(np.int64)
-    rows, ok = match_calls(ev, corr, gs)
+    rows, ok = launch_rows_at(ev, corr, gs)
     launch_ok = ~ev.rt_launch
     launch_ok[rows[ok]] = True
     # The end of the work before each activity on its stream (in start order).
