@@ -156,6 +156,7 @@ def test_forked_workers_with_their_own_recorders_make_the_one_incident(tmp_path)
 
 
 WHOLE_MODEL_SAVE = """
+    import copy, pickle
     import torch
 
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
@@ -167,17 +168,24 @@ WHOLE_MODEL_SAVE = """
         opt.step()
         with open("model.pt", "wb") as f:  # as PyTorch's word_language_model does each epoch
             torch.save(model, f)
+    # the other ways a program pickles or copies its model: its own pickle, an EMA copy
+    kept = pickle.loads(pickle.dumps(model))
+    ema = copy.deepcopy(model)
+    print("copies' hooks:", len(kept._forward_hooks), len(kept._forward_pre_hooks), len(ema._forward_hooks),
+          len(ema._forward_hooks_always_called), float((kept(torch.ones(1, 8)) - model(torch.ones(1, 8))).abs().sum()))
     print("forward hooks after the saves:", len(model._forward_hooks), len(model._forward_pre_hooks))
 """
 
 
 def test_saving_a_whole_model_does_not_carry_the_recorders_hooks(tmp_path):
-    # torch.save(model) pickles the module with its hooks; the recorder's forward hooks on the
-    # roots are closures: the save must neither fail nor write them into the program's file.
+    # torch.save(model), pickle.dumps(model) and copy.deepcopy(model) pickle the module with its
+    # hooks; the recorder's forward hooks on the roots are closures: none may fail, and none may
+    # carry them into the program's file or copy.
     pytest.importorskip("torch")
     p = _record(tmp_path, WHOLE_MODEL_SAVE, "whole-save")
     assert p.returncode == 0, p.stderr[-2000:]
-    assert "forward hooks after the saves: 1 1" in p.stdout  # hooked again after each save
+    assert "forward hooks after the saves: 1 1" in p.stdout  # the live model keeps its hooks
+    assert "copies' hooks: 0 0 0 0 0.0" in p.stdout, p.stdout  # pickle.dumps and deepcopy: none of ours
     # Loaded where stallcase is not: the file holds the model and nothing of the recorder's.
     env = {k: v for k, v in os.environ.items() if not k.startswith("STALLCASE_") and k != "PYTHONPATH"}
     q = subprocess.run([sys.executable, "-c",

@@ -20,7 +20,6 @@ returns one line saying what it installed, for the manifest's `recorder.inproces
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import threading
@@ -149,8 +148,6 @@ class RootModules:
         self.hooked = False
         self.local = threading.local()
         self._orig_init = None  # set by install(); without it (left out) there is nothing to hook
-        self._hooks = None  # (pre, post) once hooked
-        self._handles: list = []  # (root, its two hook handles), the roots held weakly
 
     def install(self) -> list[str]:
         import torch
@@ -201,33 +198,39 @@ class RootModules:
             if d == 0:
                 local.span.__exit__(None, None, None)
 
-        self._hooks = (pre, post)
-        self._register(roots)
+        for m in roots:
+            m.register_forward_pre_hook(pre)
+            m.register_forward_hook(post, always_call=True)
+        _pickle_without(torch.nn.Module, (pre, post))
         return len(roots)
 
-    def _register(self, roots) -> None:
-        pre, post = self._hooks
-        self._handles = [(weakref.ref(m), m.register_forward_pre_hook(pre), m.register_forward_hook(post, always_call=True))
-                         for m in roots]
 
-    @contextlib.contextmanager
-    def unhooked(self):
-        """The roots without their hooks for a while: `torch.save(model)` pickles a module with
-        its hooks, and ours are closures that cannot be pickled (nor should they travel in the
-        program's checkpoint). Found on PyTorch's word_language_model, which saves the whole
-        model each epoch: under `stallcase record` the save raised "Can't pickle local object"."""
-        if not self._handles:
-            yield
-            return
-        held = [ref() for ref, *_ in self._handles]
-        for _, h_pre, h_post in self._handles:
-            h_pre.remove()
-            h_post.remove()
-        self._handles = []
-        try:
-            yield
-        finally:
-            self._register([m for m in held if m is not None])
+def _pickle_without(module_cls, ours: tuple) -> None:
+    """A module pickles (torch.save, pickle.dumps, copy.deepcopy) with its hooks, and the roots'
+    hooks are the recorder's closures: they cannot be pickled, nor should they travel in the
+    program's checkpoint or copy. Found on PyTorch's word_language_model, which saves the whole
+    model each epoch: under `stallcase record` the save raised "Can't pickle local object".
+    Module's own __getstate__ already returns a copy of the module's __dict__; this drops our
+    hooks from that copy, so every way of pickling sees the module as the program built it, and
+    the live module keeps its hooks."""
+    orig = module_cls.__getstate__
+    if getattr(orig, "_stallcase", False):
+        return
+
+    @functools.wraps(orig)
+    def __getstate__(mod):
+        state = orig(mod)
+        ids = [k for key in ("_forward_pre_hooks", "_forward_hooks")
+               for k, h in (state.get(key) or {}).items() if any(h is o for o in ours)]
+        if ids:
+            drop = set(ids)
+            for key in ("_forward_pre_hooks", "_forward_hooks", "_forward_hooks_always_called"):
+                if key in state:
+                    state[key] = type(state[key])((k, v) for k, v in state[key].items() if k not in drop)
+        return state
+
+    __getstate__._stallcase = True
+    module_cls.__getstate__ = __getstate__
 
 
 def backward(session) -> list[str]:
@@ -248,16 +251,6 @@ def checkpoint(session) -> list[str]:
     import torch
     import torch.serialization
 
-    save = torch.save
-    if not getattr(save, "_stallcase", False):
-        @functools.wraps(save)
-        def save_unhooked(*args, **kwargs):
-            roots = session.roots
-            if roots is None:
-                return save(*args, **kwargs)
-            with roots.unhooked():  # the module's hooks would be pickled with it
-                return save(*args, **kwargs)
-        torch.save = save_unhooked
     done = _patch(torch, "save", session, "checkpoint.save", _bytes_of)
     torch.serialization.save = torch.save
     out = ["torch.save -> span checkpoint.save (bytes in span_details)"] if done else []
