@@ -60,14 +60,14 @@ XFAIL_EXPLAINED = {
     # form passes since held time (diagnose/held.py) is kernel_slowdown's: every counted step, 1.45-4.29x
     # of its excess (the held time itself, 2.7-6.1 ms a step, outgrows the excess over a 6.84 ms median).
     "contended.recorder": "13 steps in GPU windows (45-57, 3.5-6.0 ms over a 4.26 ms median): with held time "
-                          "(2.0-4.8 ms a step, one or two ~2 ms waits of a ready kernel or copy while the other "
-                          "process ran; 0 on normal steps) credited to kernel_slowdown, 6 of 13 reach 80% (45 1.04, 48 0.82, "
-                          "49 1.04, 53 0.90, 55 1.06, 56 1.24); 54 0.79 (host_submission takes 0.81 ms); 46 0.74, "
-                          "47 0.71, 50 0.70, 51 0.68, 52 0.74, where the rest is busy-time growth: a direct_copy kernel slowed by the "
-                          "other process (2.57 ms past its typical length on 46) runs past its step's end, and "
-                          "kernel_slowdown claims a kernel's extra only inside the step it started in (step 46: "
-                          "0.82 of 2.57 ms; the spilled part is the next step's gpu_work); 57 0.00 (no held time: its "
-                          "2.0 ms .item() copy is itself the long activity, transfer_stall's)",
+                          "(2.0-4.8 ms a step; 0 on normal steps) and each slowed kernel's extra claimed in whichever "
+                          "step it falls (a kernel slowed past its step's end spills into the next), 12 of 13 reach "
+                          "80% (45-56: 0.82-1.24; 54 0.82 with host_submission 0.81 ms); 57 0.27: its .item() sync "
+                          "waited 1.96 ms, 0.66 ms of it for the tail of step 56's slowed nvjet gemm (2.20 ms "
+                          "against a 0.094 ms median over its 230 launches; its extra inside step 57, 0.95 ms, is kernel_slowdown's) and 1.30 ms "
+                          "for the normal-length work queued behind it, run that much later: the read's wait, "
+                          "transfer_stall's sync_dtoh (2.01 ms) by the documented rule; no check credits a kernel "
+                          "with the delay of the work queued behind it",
 }
 XFAIL_FALSE: dict[str, str] = {}
 _CACHE: dict = {}
