@@ -82,10 +82,24 @@ def _claims(ev, rows: np.ndarray, extra: np.ndarray, lo: np.ndarray, hi: np.ndar
     return measures.union(np.maximum(e - extra, lo), np.minimum(e, hi))
 
 
+_SLOW: dict = {}
+
+
+def _slow_rows(extra: np.ndarray) -> np.ndarray:
+    """np.flatnonzero(extra > 0), once per rank's extra_per_kernel array (describe runs per step)."""
+    hit = _SLOW.get(id(extra))
+    if hit is not None and hit[0] is extra:
+        return hit[1]
+    out = np.flatnonzero(extra > 0)
+    _SLOW.clear()
+    _SLOW[id(extra)] = (extra, out)  # holds the array itself, so its id cannot be reused while cached
+    return out
+
+
 def _slow_overlapping(ev, extra: np.ndarray, lo: int, hi: int) -> np.ndarray:
     """Rows of the slower kernels whose extra (their last `extra` ns) overlaps [lo, hi): those
     that started in the step and those of an earlier step still running past its start."""
-    slow = np.flatnonzero(extra > 0)  # kernels are in start order, so these are too
+    slow = _slow_rows(extra)  # kernels are in start order, so these are too
     slow = slow[: int(np.searchsorted(ev.k_start[slow], hi, side="left"))]
     return slow[(ev.k_end[slow] > lo) & (ev.k_end[slow] - extra[slow] < hi)]
 
