@@ -20,22 +20,14 @@ program that syncs every step never shows how far ahead it would run without).
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
 from . import measures
 from .evidence import RankEvidence, launch_rows_at
 
-_CACHE: dict = {}
-
-
 def _queued_ends(ev: RankEvidence) -> tuple[np.ndarray, np.ndarray]:
     """(launch returns ascending, the latest end of any activity launched by then): the rank's
-    GPU activities (kernels, copies, memsets) joined to their launch calls. Cached per evidence."""
-    hit = _CACHE.get(id(ev))
-    if hit is not None and hit[0]() is ev:
-        return hit[1]
+    GPU activities (kernels, copies, memsets) joined to their launch calls (read once per rank)."""
     gs = np.concatenate([ev.k_start, ev.copies.start])
     ge = np.concatenate([ev.k_end, ev.copies.end])
     corr = np.concatenate([ev.k_corr, ev.copies.corr]).astype(np.int64)
@@ -43,10 +35,7 @@ def _queued_ends(ev: RankEvidence) -> tuple[np.ndarray, np.ndarray]:
     ret = ev.rt_end[rows[ok]] if ev.rt_end.size else np.zeros(0, np.int64)
     ends = ge[ok]
     order = np.argsort(ret, kind="stable")
-    out = (ret[order], np.maximum.accumulate(ends[order]) if ends.size else ends)
-    _CACHE.clear()  # one rank's evidence at a time
-    _CACHE[id(ev)] = (weakref.ref(ev), out)
-    return out
+    return ret[order], np.maximum.accumulate(ends[order]) if ends.size else ends
 
 
 def lead_at(ev: RankEvidence, t: np.ndarray) -> np.ndarray:
