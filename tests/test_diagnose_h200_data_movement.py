@@ -35,13 +35,16 @@ SHORT_AS_CAPTURED = {
         "CUDA calls took 1.14 ms and its gaps between them 4.80 ms, vs medians of 0.57 and 2.15 ms on normal steps; the same 96 kernels, 0.68 ms busy) and forward "
         "+0.43 ms: at most 41% of the excess is the reads'. The 5.39 ms excess by check (2026-12-04): transfer_stall "
         "2.20, host_submission 1.18, gpu_work_growth 0.01, unexplained 2.00 (the autograd thread's longer gaps: no "
-        "check's evidence names them)"),
+        "check's evidence names them; the capture holds 1 scheduler sample of the autograd thread 1135 against 73 of "
+        "the step's thread, so whether it ran or waited for a CPU in step 10 cannot be read: cpu_contention's "
+        "threads_not_sampled)"),
     ("item-kineto", 15): (
         "17.27 ms vs typical 11.96 ms: forward 5.68 ms and backward 6.38 ms vs 3.89 and 4.76 ms on normal steps "
         "(GPU kernels unchanged, 1.38 ms busy) before the reads; the reads' span is 3.12 ms (59% of the excess), of "
         "which transfer_stall takes 2.41 ms, the rest being the loop's 128 aten::select (0.32 ms) and Python between "
         "the ops, host work in a named span (host_submission by the credit rule): 46% < 50%. The 5.31 ms excess by check "
-        "(2026-12-04): transfer_stall 2.41, host_submission 2.69, input_starvation 0.01, unexplained 0.21"),
+        "(2026-12-04): transfer_stall 2.41, host_submission 2.69, input_starvation 0.01, unexplained 0.21; Kineto "
+        "records no scheduler samples, so the slower forward and backward cannot be told running from waiting"),
     ("recompile-recorder", 8): (
         "2752 ms vs typical 10.6 ms: compilation takes all 1653 ms of the compile spans, but the new sequence length "
         "also made cuDNN build its SDPA plans, which the recorder has no span for: 528 ms in forward (5.3-533.7 ms, "

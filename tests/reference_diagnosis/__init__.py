@@ -20,6 +20,7 @@ from workflow_lib.core.incident_stream import RankedIncident
 from workflow_lib.diagnose.engine import gpu_covered
 from workflow_lib.diagnose import dump_only as coll_diagnosis
 from workflow_lib.diagnose import evidence as evidence_mod
+from workflow_lib.diagnose import lead as lead_mod
 from workflow_lib.diagnose import excess as excess_mod
 from workflow_lib.diagnose import job as job_mod
 from workflow_lib.diagnose import measures, next_experiments
@@ -68,12 +69,13 @@ def diagnose(incident, *, incident_id: str, snapshot_digest: str, options: Diagn
         covered = gpu_covered(incident.manifest, src, starts + origin, ends + origin)
         src_off = dataclasses.replace(src, kernels=False, runtime_api=False, gpu_outside_window=True)
         m_off = step_measures(ev, starts, ends, src_off) if covered is not None else None
+        owed = lead_mod.owed_of_steps(ev, starts, ends, opts.warmup_steps, covered)
         rank_recs = []
         for i in range(sel.size):
             sw = StepWindow(int(ids[i]), ev.rank, int(tids[i]), int(starts[i]), int(ends[i]))
             on = covered is None or bool(covered[i])
             rank_recs.append(step_record(sw, ev, src if on else src_off, opts, m if on else m_off, i, origin,
-                                         coll.get((ev.rank, int(ids[i]))), cold[i]))
+                                         coll.get((ev.rank, int(ids[i]))), cold[i], int(owed[i])))
         ref = attach(rank_recs, opts)
         rows = excess_mod.slow_steps(rank_recs, opts.slow_step_factor)
         pos = {r["step_id"]: i for i, r in enumerate(rank_recs)}
@@ -88,9 +90,9 @@ def diagnose(incident, *, incident_id: str, snapshot_digest: str, options: Diagn
 
 
 def step_record(sw: StepWindow, ev, src, opts, m: dict, i: int, origin: int, coll: dict | None = None,
-                cold: dict | None = None) -> dict:
+                cold: dict | None = None, lead_owed_ns: int = 0) -> dict:
     base = make_base(sw, ev, opts.min_gap_ns)
-    ci = CheckInput(sw, base, RankInput(ev, src, opts), cold)
+    ci = CheckInput(sw, base, RankInput(ev, src, opts), cold, lead_owed_ns)
     found = [c.describe(ci) for c in CHECKS]
     if coll is not None:
         # A wait matched across ranks is credited first.
@@ -246,7 +248,8 @@ def per_step(check_module, si: StepsInput, rank: int | None, keep_evidence: np.n
     evidence, kinds, spans = {}, {}, {}
     for k in range(n):  # steps: this is the slow path
         sw = StepWindow(int(f.ids[k]), rank, int(f.tids[k]), int(f.starts[k]), int(f.ends[k]))
-        got = check_module.describe(CheckInput(sw, make_base(sw, si.rank.ev, si.rank.opts.min_gap_ns), si.rank, si.cold[k]))
+        owed = int(si.lead_owed[k]) if si.lead_owed is not None else 0
+        got = check_module.describe(CheckInput(sw, make_base(sw, si.rank.ev, si.rank.opts.min_gap_ns), si.rank, si.cold[k], owed))
         verdict[k] = FINDING_VERDICTS.index(got.verdict)
         codes[k] = missing.setdefault(tuple(got.missing), len(missing))
         if got.verdict == "attributed":

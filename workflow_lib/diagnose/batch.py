@@ -146,6 +146,8 @@ class StepsInput:
     rank: RankInput  # the evidence, sources and options (the options reach checks only through it)
     cold: list
     """Per step: the warm-up record of a cold first step ({position, typical_ns, basis}) or None."""
+    lead_owed: np.ndarray | None = None
+    """Per step: the lead the previous step's syncs left it short of (diagnose/lead.py); None: none owed."""
 
     @property
     def is_cold(self) -> np.ndarray:

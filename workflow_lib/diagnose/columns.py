@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import batch, describe, excess as excess_mod, measures
+from . import batch, describe, excess as excess_mod, lead, measures
 from . import step_tables as st
 from .credit import Resolver
 from .evidence import RankInput
@@ -57,6 +57,7 @@ class RankColumns:
     # Steps outside every window in which CUPTI was armed (capture/gpu_arming.py): their GPU
     # measures are "not observed" (None), never an idle GPU. None when every step shares the rank's sources.
     gpu_unrecorded: np.ndarray | None = None
+    lead_owed: np.ndarray | None = None  # per step: diagnose/lead.py's owed lead (sync_stall's refill bound)
 
     @property
     def unexplained_ns(self) -> np.ndarray:
@@ -183,6 +184,7 @@ def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, or
     matched_rows: list[np.ndarray] = []
     src_off = (dataclasses.replace(src, kernels=False, runtime_api=False, gpu_outside_window=True)
                if covered is not None else src)
+    owed = lead.owed_of_steps(ev, frame.starts, frame.ends, opts.warmup_steps, covered)
     for g, g_src in _source_groups(disjoint_groups(frame.starts, frame.ends), covered, src, src_off):
         if g.size == n and bool(np.all(g == np.arange(n))):
             # The usual case: one group, the table's order. Slices, not copies and scatters.
@@ -191,7 +193,7 @@ def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, or
             fr = batch.StepFrame(frame.ids[g], frame.tids[g], frame.starts[g], frame.ends[g])
             g_cold = [cold[i] for i in g.tolist()]
         base = batch.make_base(fr, ev, opts.min_gap_ns)
-        si = batch.StepsInput(fr, base, RankInput(ev, g_src, opts), g_cold)
+        si = batch.StepsInput(fr, base, RankInput(ev, g_src, opts), g_cold, owed[g])
         rows_of = (lambda k: k) if isinstance(g, slice) else (lambda k, g=g: g[k])  # frame rows of group rows
         if g_src.kernels:  # a step read without GPU evidence has no GPU gaps to list
             idle_parts.append((base.idle, rows_of(base.idle_step)))
@@ -232,7 +234,7 @@ def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, or
     idle = Intervals(np.concatenate([none] + [p.start_ns for p, _ in idle_parts]), np.concatenate([none] + [p.end_ns for p, _ in idle_parts]))
     cnt, tot, longest = _gaps(n, idle, np.concatenate([none] + [np.asarray(k, _I64) for _, k in idle_parts]), src.kernels, origin, opts.max_gaps_listed)
     cols = RankColumns(ev.rank, frame, origin, m, src.kernels, cnt, tot, longest, verdict, explains, missing.lists,
-                       missing_code, explained, kinds_ns=kinds, spans_ns=spans)
+                       missing_code, explained, kinds_ns=kinds, spans_ns=spans, lead_owed=owed)
     if covered is not None:
         cols.gpu_unrecorded = ~covered
     cols.excess = excess_mod.attach_columns(frame.wall, cols.explains_ns, opts)

@@ -23,7 +23,8 @@ def evidence(ev, src, opts, cols, k: int, cold: dict | None, origin: int, coll: 
     """Step k's evidence per check (NAMES order); `cols` the rank's columns.RankColumns."""
     fr = cols.frame
     sw = StepWindow(int(fr.ids[k]), ev.rank, int(fr.tids[k]), int(fr.starts[k]), int(fr.ends[k]))
-    ci = CheckInput(sw, make_base(sw, ev, opts.min_gap_ns), RankInput(ev, src, opts), cold)
+    owed = int(cols.lead_owed[k]) if cols.lead_owed is not None else 0
+    ci = CheckInput(sw, make_base(sw, ev, opts.min_gap_ns), RankInput(ev, src, opts), cold, owed)
     match = coll.get((ev.rank, sw.step_id)) if coll else None
     out = []
     for j, c in enumerate(CHECKS):

@@ -8,6 +8,7 @@ nanoseconds (Kineto imports) cannot overflow int64.
 from __future__ import annotations
 
 import re
+import weakref
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -366,7 +367,7 @@ def build(inc: Incident, rk: int, origin_ns: int, wait_re: re.Pattern) -> RankEv
     )
     # torch.save's shape where no save span names it: the device->host copies and their calls.
     d2h = np.flatnonzero(ev.copies.kind == "DtoH")
-    call, ok = launch_rows(ev, ev.copies.corr[d2h])
+    call, ok = launch_rows_at(ev, ev.copies.corr[d2h], ev.copies.start[d2h])
     return replace(ev, saves_inferred=save_shape.find(ev, d2h[ok], call[ok]))
 
 
@@ -428,48 +429,58 @@ def _clock(t: pa.Table) -> int | None:
     return int(pc.max(t["uncertainty_ns"]).as_py())
 
 
-def launch_rows(ev: RankEvidence, corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For correlation ids: (runtime row per id, whether it matched). Binary search, no join table."""
-    corr = np.asarray(corr, np.int64)
-    if ev.rt_corr_order.size == 0:
-        return np.zeros(corr.size, np.int64), np.zeros(corr.size, bool)
-    sorted_corr = ev.rt_corr_sorted
-    pos = np.minimum(np.searchsorted(sorted_corr, corr), sorted_corr.size - 1)
-    rows = ev.rt_corr_order[pos]
-    return rows, (corr >= 0) & (sorted_corr[pos] == corr)
-
-
 def launch_rows_at(ev: RankEvidence, corr: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """launch_rows where correlation ids repeat: per GPU activity starting at `start`, (its launch
-    call's runtime row, whether one matched), the latest call with its id that started at or
-    before it, in the same CUPTI session (the recorder detaches CUPTI between GPU windows and ids
-    start again; diagnose/held.py reads ready times from this). launch_rows, by id alone, takes
-    any call with the id: its users (launch_bound, host_stall, host_submission, transfer_stall)
-    are to move to this one, which changes their answers on captures with repeated ids."""
+    """Per GPU activity with correlation id `corr` starting at `start`: (its launch call's runtime
+    row, whether one matched): the latest call with its id that started at or before it, in the
+    same CUPTI session. Correlation ids repeat where the recorder detached CUPTI between GPU
+    windows and attached it again (ids start again): an id alone can name a call of an earlier
+    session, whose activity it is not (the activity's own call was launched before the window
+    opened, unrecorded). The one join of GPU work to its launch calls (held time, launch_bound,
+    host_stall, host_submission, transfer_stall, the inferred saves)."""
+    corr = np.asarray(corr, np.int64)
+    start = np.asarray(start, np.int64)
     rows = np.zeros(corr.size, np.int64)
     ok = np.zeros(corr.size, bool)
-    rc, order = ev.rt_corr, ev.rt_corr_order
+    order = ev.rt_corr_order
     if order.size == 0 or corr.size == 0:
         return rows, ok
+    key, sess = _launch_join(ev)
     sc = ev.rt_corr_sorted
     lo = np.searchsorted(sc, corr, side="left")
-    hi = np.searchsorted(sc, corr, side="right")
-    one = (hi - lo == 1) & (corr >= 0)
-    rows[one] = order[lo[one]]
-    ok[one] = ev.rt_start[rows[one]] <= start[one]
-    for v in np.unique(corr[(hi - lo > 1) & (corr >= 0)]).tolist():  # repeated ids: few distinct values
-        calls = np.flatnonzero(rc == v)
-        calls = calls[np.argsort(ev.rt_start[calls], kind="stable")]
-        mine = np.flatnonzero(corr == v)
-        j = np.searchsorted(ev.rt_start[calls], start[mine], side="right") - 1
-        ok[mine] = j >= 0
-        rows[mine] = calls[np.maximum(j, 0)]
-    # A call of an earlier CUPTI session with the same id is not the launch: the activity's
-    # own call was not recorded (launched before the window opened).
-    sess = cupti_sessions(rc)
+    known = (lo < sc.size) & (corr >= 0)
+    known[known] = sc[lo[known]] == corr[known]
+    rows[known] = order[lo[known]]  # the id's first call, where none started by the activity
+    # (corr, how many calls started by t) orders the calls as `key` does: the last key at or
+    # below the activity's is the latest call with its id that started by then.
+    q = corr * (ev.rt_start.size + 1) + np.searchsorted(ev.rt_start, start, side="right")
+    at = np.searchsorted(key, q, side="right") - 1
+    hit = known & (at >= lo)
+    rows[hit] = order[at[hit]]
+    ok[hit] = True
+    # A call of an earlier CUPTI session with the same id is not the launch.
     before = np.searchsorted(ev.rt_start, start, side="right") - 1
     ok &= (before >= 0) & (sess[rows] == sess[np.maximum(before, 0)])
     return rows, ok
+
+
+_JOIN: dict = {}
+
+
+def _launch_join(ev: RankEvidence) -> tuple[np.ndarray, np.ndarray]:
+    """(the calls' join keys in rt_corr_order, each call's CUPTI session), once per evidence."""
+    hit = _JOIN.get(id(ev))
+    if hit is not None and hit[0]() is ev:
+        return hit[1]
+    order = ev.rt_corr_order
+    # Calls of one id are in start order within rt_corr_order (a stable sort of start-sorted rows).
+    key = ev.rt_corr_sorted * (ev.rt_start.size + 1) + np.searchsorted(ev.rt_start, ev.rt_start[order], side="right")
+    out = (key, cupti_sessions(ev.rt_corr))
+    _JOIN.clear()  # one rank's evidence at a time
+    try:
+        _JOIN[id(ev)] = (weakref.ref(ev), out)
+    except TypeError:  # evidence stand-ins (a namespace) cannot be weakly referenced: not cached
+        pass
+    return out
 
 
 def cupti_sessions(corr: np.ndarray) -> np.ndarray:

@@ -28,6 +28,8 @@ class CheckInput:
     rank: RankInput  # the evidence, sources and options (the options reach checks only through it)
     warm_up: dict | None = None
     """Set on a cold first step of the process ({position, typical_ns, basis}); None otherwise."""
+    lead_owed_ns: int = 0
+    """The lead the previous step's syncs left this step short of (diagnose/lead.py): its syncs' refill bound grows by it."""
 
 
 def make_base(step: StepWindow, ev: RankEvidence, min_gap_ns: int) -> StepBase:
@@ -152,13 +154,14 @@ def set_lead(ev: RankEvidence, blocked: Intervals, piece_shift: np.ndarray, lane
     return cum[j] - over - cum[np.searchsorted(blocked.start_ns, lane_lo, side="left")]
 
 
-def call_windows(ci: "CheckInput", rows: np.ndarray, refill: bool = False) -> tuple[Intervals, Intervals]:
+def call_windows(ci: "CheckInput", rows: np.ndarray, refill: bool = False, owed: bool = False) -> tuple[Intervals, Intervals]:
     """(blocked, windows) for host calls `rows`: the calls' own time, and that time plus the
     GPU idle after each return only as far as the call delayed the next launch: until the
     GPU starts again or, sooner, the calling thread begins a named host span (that host time
     is the span's: host_submission names it). With `refill` (synchronizing calls), also the
-    refill after the return (refill_end): its idle is the sync's even inside named spans.
-    Declared waits after a return are input_starvation's, and waits of other threads are
+    refill after the return (refill_end): its idle is the sync's even inside named spans; with
+    `owed` too, the set's bound also holds the lead the previous step's syncs left the step
+    short of (ci.lead_owed_ns, diagnose/lead.py). Declared waits after a return are input_starvation's, and waits of other threads are
     never a call's."""
     ev, step = ci.rank.ev, ci.step
     lo, hi = step.start_ns, step.end_ns
@@ -168,6 +171,8 @@ def call_windows(ci: "CheckInput", rows: np.ndarray, refill: bool = False) -> tu
     if refill and e.size:
         zero = np.zeros(e.size, np.int64)
         lead = set_lead(ev, blocked, np.zeros(len(blocked), np.int64), np.full(e.size, lo), np.minimum(e, hi), zero)
+        if owed:
+            lead = lead + ci.lead_owed_ns
         stop = np.maximum(stop, refill_end(ev, s, e, hi, lead, np.full(e.size, e.min())))
     windows = measures.clip(measures.union(s, np.maximum(stop, e)), lo, hi)
     if len(ev.wait_union):

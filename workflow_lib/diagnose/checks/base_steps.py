@@ -33,14 +33,14 @@ def _thread_step_keys(tid: np.ndarray, k: np.ndarray, threads: np.ndarray) -> np
 
 
 def call_windows(si: StepsInput, rows: np.ndarray, pair_rows: np.ndarray, pair_steps: np.ndarray,
-                 refill: bool = False) -> tuple[Intervals, Intervals]:
+                 refill: bool = False, owed: bool = False) -> tuple[Intervals, Intervals]:
     """checks/base.call_windows for every step at once: `rows` are the calls (each once) and
     (pair_rows, pair_steps) the steps each overlaps. Returns (blocked, windows) as disjoint
     unions inside the steps the calls overlap: lane_call_windows with one lane per step, each
     step taking the calls that overlap it (a call's window runs on only in the last of them)."""
     del rows  # the pairs name every call with each step it overlaps
     lanes = Lanes.of_steps(si.frame, np.unique(pair_steps))
-    return lane_call_windows(si, lanes, pair_rows, np.searchsorted(lanes.step, pair_steps), refill)
+    return lane_call_windows(si, lanes, pair_rows, np.searchsorted(lanes.step, pair_steps), refill, owed)
 
 
 def call_cause(si: StepsInput, check: str, kind: np.ndarray, less_allocator: bool = False, refill: bool = False):
@@ -53,7 +53,7 @@ def call_cause(si: StepsInput, check: str, kind: np.ndarray, less_allocator: boo
         return gate
     fr, ev = si.frame, si.rank.ev
     pr, pk = calls_of(si, kind)
-    blocked, windows = call_windows(si, np.unique(pr), pr, pk, refill)
+    blocked, windows = call_windows(si, np.unique(pr), pr, pk, refill, owed=refill)
     if less_allocator and len(ev.alloc_union):
         windows = measures.subtract(windows, measures.subtract(fr.pieces(ev.alloc_union), blocked))
     claimed = measures.intersect(si.base.idle, windows)
@@ -138,7 +138,7 @@ def step_sched(ev, tid: int, lo: np.ndarray, hi: np.ndarray):
 
 
 def lane_call_windows(si: StepsInput, lanes, rows: np.ndarray, lane: np.ndarray,
-                      refill: bool = False) -> tuple[Intervals, Intervals]:
+                      refill: bool = False, owed: bool = False) -> tuple[Intervals, Intervals]:
     """checks/base.call_windows for many call sets at once: set g is the calls rows[lane == g],
     taken inside the step of lane g (diagnose/lanes.py) as the per-step rule takes the calls
     it is given, also one outside the step (a copy issued in the step before). Returns
@@ -152,6 +152,8 @@ def lane_call_windows(si: StepsInput, lanes, rows: np.ndarray, lane: np.ndarray,
         sh = lanes.shift
         piece_lane = np.searchsorted(lanes.base, blocked.start_ns, side="right") - 1
         lead = set_lead(ev, blocked, sh[piece_lane], lanes.base[lane], np.minimum(e, hi) + sh[lane], sh[lane])
+        if owed and si.lead_owed is not None:
+            lead = lead + si.lead_owed[lanes.step[lane]]
         first = np.full(lanes.n, np.iinfo(np.int64).max, np.int64)
         np.minimum.at(first, lane, e)
         stop = np.maximum(stop, refill_end(ev, s, e, hi, lead, first[lane]))

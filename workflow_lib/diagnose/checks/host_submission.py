@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..batch import ATTRIBUTED, NOT_APPLICABLE, UNRESOLVED, StepsInput, StepFindings, uniform
-from ..evidence import RankEvidence, launch_rows, step_sched
+from ..evidence import RankEvidence, launch_rows_at, step_sched
 from ..types import Finding, Intervals
 from . import base_steps
 from .base import CheckInput, attributed, host_gaps, not_applicable, unresolved
@@ -49,8 +49,9 @@ def _queued(ev: RankEvidence, gap_start: np.ndarray, gap_end: np.ndarray) -> np.
         return out
     j = np.searchsorted(ev.gpu_start_sorted, gap_end, side="left")
     has_next = j < ev.gpu_start_sorted.size
-    corr = np.where(has_next, ev.gpu_corr_sorted[np.minimum(j, ev.gpu_start_sorted.size - 1)], -1)
-    rows, known = launch_rows(ev, corr)
+    nxt = np.minimum(j, ev.gpu_start_sorted.size - 1)
+    corr = np.where(has_next, ev.gpu_corr_sorted[nxt], -1)
+    rows, known = launch_rows_at(ev, corr, ev.gpu_start_sorted[nxt])
     out[known] = (ev.rt_start[rows[known]] < gap_start[known]).astype(np.int64)
     # No GPU activity after the gap within the trace: nothing was queued.
     out[~has_next] = 0

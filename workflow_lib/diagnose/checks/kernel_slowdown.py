@@ -10,7 +10,8 @@ slowdown. More kernels, or other kernels, are not slowdown: their time stays gpu
 excess cause gpu_work_growth). Without per-kernel evidence the check is unresolved and says so.
 Attributed where the step's slowdown is at least max(min_gap_ns, MIN_FRACTION of the step).
 Explains: the last `extra` ns of each slower kernel (the time it ran past its typical length),
-resolved after clock_throttle (which takes the time NVML's clocks explain) and before
+in whichever step that time falls (a kernel slowed past its step's end spills its extra into the
+next step, whose work waited behind it: evidence `slower_kernels_from_before`), resolved after clock_throttle (which takes the time NVML's clocks explain) and before
 gpu_bound/gpu_work.
 Why, from what the capture holds (evidence `why`): the SM clock during the step against the
 rank's median and NVML's clock-event reasons (clocks: thermal or power); device memory in use
@@ -79,6 +80,28 @@ def extra_per_kernel(ev) -> np.ndarray:
 def _claims(ev, rows: np.ndarray, extra: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Intervals:
     e = ev.k_end[rows]
     return measures.union(np.maximum(e - extra, lo), np.minimum(e, hi))
+
+
+_SLOW: dict = {}
+
+
+def _slow_rows(extra: np.ndarray) -> np.ndarray:
+    """np.flatnonzero(extra > 0), once per rank's extra_per_kernel array (describe runs per step)."""
+    hit = _SLOW.get(id(extra))
+    if hit is not None and hit[0] is extra:
+        return hit[1]
+    out = np.flatnonzero(extra > 0)
+    _SLOW.clear()
+    _SLOW[id(extra)] = (extra, out)  # holds the array itself, so its id cannot be reused while cached
+    return out
+
+
+def _slow_overlapping(ev, extra: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Rows of the slower kernels whose extra (their last `extra` ns) overlaps [lo, hi): those
+    that started in the step and those of an earlier step still running past its start."""
+    slow = _slow_rows(extra)  # kernels are in start order, so these are too
+    slow = slow[: int(np.searchsorted(ev.k_start[slow], hi, side="left"))]
+    return slow[(ev.k_end[slow] > lo) & (ev.k_end[slow] - extra[slow] < hi)]
 
 
 def _median_in(ev, metric: str, lo: int, hi: int) -> tuple[float | None, float | None]:
@@ -159,19 +182,22 @@ def describe(ci: CheckInput) -> Finding:
         return unresolved(NAME, [NO_KERNELS])
     ev, step = ci.rank.ev, ci.step
     i, j = np.searchsorted(ev.k_start, [step.start_ns, step.end_ns], side="left")
-    extra = extra_per_kernel(ev)[i:j]
-    slow = np.flatnonzero(extra > 0)
+    extra = extra_per_kernel(ev)
+    rows = _slow_overlapping(ev, extra, step.start_ns, step.end_ns)
     held, held_ev = _held_in(ci)
-    if slow.size == 0 and held_ev is None:
+    if rows.size == 0 and held_ev is None:
         return not_applicable(NAME, kernels=int(j - i), slower_kernels=0)
-    rows = i + slow
-    claimed = _claims(ev, rows, extra[slow], np.full(slow.size, step.start_ns), np.full(slow.size, step.end_ns))
+    claimed = measures.clip(_claims(ev, rows, extra[rows], np.full(rows.size, step.start_ns), np.full(rows.size, step.end_ns)),
+                            step.start_ns, step.end_ns)
     evidence = {
-        "kernels": int(j - i), "slower_kernels": int(slow.size), "slowdown_ns": claimed.total_ns,
+        "kernels": int(j - i), "slower_kernels": int(rows.size), "slowdown_ns": claimed.total_ns,
         "basis": f"per kernel identity (name and launch shape): more than {SLOW_FACTOR}x its median duration over the "
                  f"rank's launches (at least {MIN_LAUNCHES}); more or other kernels are gpu_work's",
-        "kernels_slower_ns": top_names(ev.k_name[rows], extra[slow]),
+        "kernels_slower_ns": top_names(ev.k_name[rows], extra[rows]),
     }
+    spilled = int((ev.k_start[rows] < step.start_ns).sum())
+    if spilled:  # slower kernels of an earlier step still running: the part of their extra in this step is this step's
+        evidence["slower_kernels_from_before"] = spilled
     if held_ev is not None:
         evidence["held"] = held_ev
         claimed = measures.union_many(claimed, held)
@@ -186,11 +212,12 @@ def check_steps(si: StepsInput) -> StepFindings:
     fr, ev = si.frame, si.rank.ev
     if not si.rank.src.kernels:
         return uniform(NAME, fr.n, UNRESOLVED, (NO_KERNELS,))
-    k = fr.step_of(ev.k_start)
     extra = extra_per_kernel(ev)
-    rows = np.flatnonzero((k >= 0) & (extra > 0))
-    ks = k[rows]
-    claimed = _claims(ev, rows, extra[rows], fr.starts[ks], fr.ends[ks])
+    rows = np.flatnonzero(extra > 0)
+    # Each slower kernel's extra (its last `extra` ns) in whichever steps it falls: a kernel slowed
+    # past its step's end spills its extra into the next step, which waited for it.
+    claimed = fr.pieces(_claims(ev, rows, extra[rows], np.full(rows.size, np.iinfo(np.int64).min),
+                                np.full(rows.size, np.iinfo(np.int64).max)))
     thr = _threshold(si.rank.opts, fr.wall)
     held = _held_steps(si, thr)
     if len(held):

@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import measures
 from ..batch import ATTRIBUTED, NOT_APPLICABLE, UNRESOLVED, StepFindings, StepsInput, uniform
-from ..evidence import launch_rows
+from ..evidence import launch_rows_at
 from ..types import Finding
 from .base import CheckInput, attributed, not_applicable, unresolved
 
@@ -69,7 +69,7 @@ def describe(ci: CheckInput) -> Finding:
     if n < opts.launch_bound_min_kernels:
         return not_applicable(NAME, kernels=n, min_kernels=opts.launch_bound_min_kernels)
     kcorr = ev.k_corr[i:j]
-    rows, matched = launch_rows(ev, kcorr)
+    rows, matched = launch_rows_at(ev, kcorr, ev.k_start[i:j])
     if not matched.any():
         return unresolved(NAME, ["correlation ids joining kernels to their launch calls"], kernels=n)
     rt = rows[matched]
@@ -146,7 +146,7 @@ def check_steps(si: StepsInput) -> StepFindings:
     kidx = np.flatnonzero(inside)
     kstep = ks[inside]
     count = np.bincount(kstep, minlength=n)[:n]
-    rows, matched = launch_rows(ev, ev.k_corr[kidx])
+    rows, matched = launch_rows_at(ev, ev.k_corr[kidx], ev.k_start[kidx])
     many = count >= opts.launch_bound_min_kernels
     any_matched = np.bincount(kstep[matched], minlength=n)[:n] > 0
     verdict = np.full(n, NOT_APPLICABLE, np.int8)

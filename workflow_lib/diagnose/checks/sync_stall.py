@@ -10,7 +10,10 @@ lead the sync took away (`lead_lost_ns`: the GPU busy time while the host was bl
 0.05 ms sync on an idle GPU followed by 50 ms of host work in `forward` gets 0.05 ms, the
 rest is host_submission's; `refill_in_spans_ns` is the drain's idle left to others. Several
 syncs in one step (one per layer) are bounded together by the lead they took (refill_end's
-set_lead): the first sync's wait on the queued work covers the refill after later ones.
+set_lead): the first sync's wait on the queued work covers the refill after later ones. A
+step that follows a step with syncs starts without the lead those took (diagnose/lead.py):
+its syncs' bound also holds what it is short of a sync-free step's typical lead
+(`lead_owed_ns`), so per-layer syncs on consecutive steps keep the refill of every layer.
 Declared waits and allocator calls after the return are their own causes.
 """
 
@@ -35,7 +38,7 @@ def describe(ci: CheckInput) -> Finding:
     if sel.size == 0:
         return not_applicable(NAME, sync_calls=0)
     s, e = ev.rt_start[sel], ev.rt_end[sel]
-    blocked, windows = call_windows(ci, sel, refill=True)
+    blocked, windows = call_windows(ci, sel, refill=True, owed=True)
     if len(ev.alloc_union):
         windows = measures.subtract(windows, measures.subtract(measures.clip(ev.alloc_union, step.start_ns, step.end_ns), blocked))
     claimed = measures.intersect(ci.base.idle, windows)
@@ -51,6 +54,8 @@ def describe(ci: CheckInput) -> Finding:
         "lead_lost_ns": int(measures.covered_between(ev.busy, s, e).sum()),
         "calls": top_names(ev.rt_name[sel], e - s),
     }
+    if ci.lead_owed_ns:  # a step of a run of synced steps (diagnose/lead.py): the lead the run took before it
+        evidence["lead_owed_ns"] = int(ci.lead_owed_ns)
     if claimed.total_ns < ci.rank.opts.min_gap_ns:
         evidence["note"] = "synchronizing calls present but the GPU did not go idle behind them"
         return not_applicable(NAME, **evidence)

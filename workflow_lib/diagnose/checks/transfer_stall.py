@@ -38,7 +38,7 @@ import pyarrow.compute as pa_compute
 from ...core.vocabulary import base_name
 from .. import measures
 from ..batch import NOT_APPLICABLE, UNRESOLVED, StepFindings, StepsInput, answer, uniform
-from ..evidence import launch_rows
+from ..evidence import launch_rows_at
 from ..lanes import Lanes
 from ..types import Finding, Intervals
 from . import base_steps
@@ -128,7 +128,7 @@ def _held_up_a_kernel(ci: CheckInput, rows: np.ndarray) -> np.ndarray:
         nk = j + int(same[0])
         if ev.k_start[nk] >= ci.step.end_ns:
             continue
-        row, ok = launch_rows(ev, ev.k_corr[nk:nk + 1])
+        row, ok = launch_rows_at(ev, ev.k_corr[nk:nk + 1], ev.k_start[nk:nk + 1])
         if ok[0]:
             out[k] = ev.rt_start[row[0]] < c.end[r]
         else:
@@ -224,7 +224,7 @@ def describe(ci: CheckInput) -> Finding:
     guess = guessed_pageable(c, rows)
     delaying = _held_up_a_kernel(ci, rows) | guess
     gpu_waited = measures.intersect(no_compute, measures.clip(measures.union(c.start[rows[delaying]], c.end[rows[delaying]]), lo, hi))
-    crow, matched = launch_rows(ev, c.corr[rows]) if ci.rank.src.runtime_api else (np.zeros(rows.size, np.int64), np.zeros(rows.size, bool))
+    crow, matched = launch_rows_at(ev, c.corr[rows], c.start[rows]) if ci.rank.src.runtime_api else (np.zeros(rows.size, np.int64), np.zeros(rows.size, bool))
     blocking = _host_blocking(ev, crow, matched, c, rows) | (guess & matched)
     waits = _waiting_syncs(ev, crow, matched, c, rows, hi) if ci.rank.src.runtime_api else [np.zeros(0, np.int64)] * rows.size
     read = np.array([w.size > 0 for w in waits], bool)
@@ -320,7 +320,7 @@ def check_steps(si: StepsInput) -> StepFindings:
     cs, ce = np.maximum(c.start[pc], lo), np.minimum(c.end[pc], hi)
     gpu_waited = measures.intersect(no_compute, measures.union(cs[delaying], ce[delaying]))
     if si.rank.src.runtime_api:  # the issuing call of each copy, and the syncs that waited for a read
-        crow, matched = launch_rows(ev, c.corr)
+        crow, matched = launch_rows_at(ev, c.corr, c.start)
         wrow, wpair = _waiting_syncs_steps(si, pc, pk, crow, matched)
     else:
         crow, matched = np.zeros(c.start.size, np.int64), np.zeros(c.start.size, bool)
@@ -380,7 +380,7 @@ def _held_up_steps(si: StepsInput, pc: np.ndarray, hi: np.ndarray) -> np.ndarray
         cand = on[np.minimum(p, on.size - 1)]
         nk[m] = np.where((p < on.size) & (cand - j[m] < _LOOKAHEAD), cand, -1)
     k = np.maximum(nk, 0)
-    row, ok = launch_rows(ev, ev.k_corr[k])
+    row, ok = launch_rows_at(ev, ev.k_corr[k], ev.k_start[k])
     before = ev.rt_start[row] < end if ev.rt_start.size else np.zeros(pc.size, bool)
     waited = np.where(ok, before, ev.k_start[k] - end < si.rank.opts.min_gap_ns)
     return (nk >= 0) & (ev.k_start[k] < hi) & waited
