@@ -91,7 +91,7 @@ def _steps_holding(starts: np.ndarray, ends: np.ndarray, at: np.ndarray) -> int:
     return int(np.unique(k[ok]).size)
 
 
-def _wait_share(starts: np.ndarray, ends: np.ndarray, span_start: np.ndarray, span_end: np.ndarray) -> tuple[float, float]:
+def _waited(starts: np.ndarray, ends: np.ndarray, span_start: np.ndarray, span_end: np.ndarray) -> tuple[float, float]:
     """(time in queue spans, step time) over the given steps: the spans that start inside a step,
     each clipped to that step's end."""
     total = float((ends - starts).sum())
@@ -112,7 +112,7 @@ def _role_shares(steps, sp, is_queue, roles: dict[int, str], skip: int) -> dict[
             continue
         mine = (sp["rank"] == r) & is_queue if sp is not None else None
         order = np.argsort(sp["start"][mine], kind="stable") if mine is not None else None
-        w, tot = (_wait_share(s[skip:], e[skip:], sp["start"][mine][order], sp["end"][mine][order]) if mine is not None
+        w, tot = (_waited(s[skip:], e[skip:], sp["start"][mine][order], sp["end"][mine][order]) if mine is not None
                   else (0.0, float((e[skip:] - s[skip:]).sum())))
         a = acc.setdefault(roles[r], [0.0, 0.0])
         a[0], a[1] = a[0] + w, a[1] + tot
@@ -134,7 +134,8 @@ def _bound_role(shares: dict[str, float], work_role: str | None) -> str | None:
 def classify(inc, roles: dict[int, str], skip_steps: int = 0) -> dict:
     """{"kind", "reason", "work_role"} for an incident of several ranks; a pipeline with
     declared roles adds "wait_share" (role -> share of its counted step time in queue spans,
-    the steps after `skip_steps`, as the metric counts them)."""
+    the steps after `skip_steps`, as the metric counts them) and, when those show the work role
+    fed by another, "bound_role" (then also its "work_role": the role whose throughput counts)."""
     from ..diagnose.job import COLLECTIVE_SPAN
 
     steps = _per_rank_steps(inc)
