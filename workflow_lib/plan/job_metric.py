@@ -24,8 +24,9 @@ Which one is the default is decided from the job's shape (job_shape.py: collecti
 step -> slowest_rank; queues, pipes or no synchronization -> throughput of the role that does
 the work), before any trial runs, and the plan records the shape and why (`shape`).
 `trials.metric.role` (e.g. `consumer`) or `trials.metric.ranks` select the ranks whose
-steps count; a role counts each run's own processes of that role, as many as the arm runs. The plan records the ranks the incident held (`expect_ranks`): a run in which
-one of them wrote no steps fails, naming the rank.
+steps count; a role counts each run's own processes of that role, as many as the arm runs.
+The plan records the ranks the incident held (`expect_ranks`): a run in which one of them
+wrote no steps fails, naming the rank.
 
 Every run also records the other job metrics it could be judged by (`alternates`, keyed by the
 config that selects them): the comparison estimates each with its own A/A floor, reports each
