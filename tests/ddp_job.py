@@ -45,7 +45,7 @@ FILES = {
 
         def main():
             p = argparse.ArgumentParser()
-            p.add_argument("--steps", type=int, default=20)
+            p.add_argument("--steps", type=int, default=40)
             p.add_argument("--slow-rank", type=int, default=1)
             p.add_argument("--extra-ms", type=float, default=40.0)
             args = p.parse_args()

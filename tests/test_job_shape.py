@@ -1,8 +1,9 @@
 """The job metric from the job's shape (plan/job_shape.py, plan/job_metric.py), one test per
 shape: a synchronous job (a collective in every step) keeps the slowest rank per step; a
-pipeline (queue waits, producer/consumer roles) gets its consumers' throughput; ranks that do
-not synchronize get the job's throughput; the plan records the shape, why, and who chose it.
-The H200 producer/consumer fixture's recorded job reads as a pipeline."""
+pipeline (queue waits, producer/consumer roles) gets its consumers' throughput, or its
+producers' when the recording shows the consumers waiting on them most of the time; ranks that
+do not synchronize get the job's throughput; the plan records the shape, why, and who chose it.
+The H200 producer/consumer fixture's recorded job reads as a pipeline fed by its producer."""
 
 from __future__ import annotations
 
@@ -80,11 +81,62 @@ def test_a_metric_the_user_chose_is_kept_and_the_shape_still_says_what_was_seen(
     assert m["shape"]["kind"] == "pipeline" and m["shape"]["chosen_by"] == "config"
 
 
-def test_the_h200_producer_consumer_recording_reads_as_a_pipeline():
+def _waits(wait_ms_of):
+    """A 3-rank pipeline whose consumers (ranks 0, 1) spend wait_ms_of(step) of each 10 ms step in queue_get."""
+    def spans(r, s):
+        return ["queue_get", "forward"] if r < 2 else ["pack"]
+    inc = _incident(3, 20, spans)
+    sp = inc.table("spans").to_pydict()
+    for k, name in enumerate(sp["name"]):
+        if name == "queue_get":
+            step = (sp["start_ns"][k] - MS) // (10 * MS)
+            sp["end_ns"][k] = sp["start_ns"][k] + int(wait_ms_of(step) * MS)
+    tables = {"steps": inc.table("steps"), "spans": pa.table(sp)}
+    return SimpleNamespace(table=lambda name: tables[name])
+
+
+def test_a_pipeline_whose_consumers_mostly_wait_is_judged_by_its_producers_throughput():
+    """The consumers wait on the queue for 8 of every 10 ms, the producer never: the producer sets
+    the job's rate, and its throughput is the default; the plan records each role's wait share
+    over the counted steps (after skip_steps: a first step's wait is the job starting, not counted)."""
+    roles = {0: "consumer", 1: "consumer", 2: "producer"}
+    inc = _waits(lambda s: 8.0 if s > 0 else 0.5)
+    shape = job_shape.classify(inc, roles, skip_steps=1)
+    assert (shape["kind"], shape["work_role"], shape["bound_role"]) == ("pipeline", "producer", "producer"), shape
+    assert shape["wait_share"] == {"consumer": 0.8, "producer": 0.0}
+    assert "80%" in shape["reason"] and "the producers set the job's rate" in shape["reason"], shape["reason"]
+    m = job_metric.resolve({"per": "step"}, _snapshot([0, 1, 2], roles), shape)
+    assert (m["job"], m["role"], m["ranks"]) == ("throughput", "producer", [2])
+    assert m["shape"]["bound_role"] == "producer" and m["shape"]["wait_share"] == shape["wait_share"]
+    # Under half the consumers' time: they are not fed by a slower role, and their own throughput stays.
+    shape = job_shape.classify(_waits(lambda s: 4.0), roles)
+    assert (shape["work_role"], shape.get("bound_role")) == ("consumer", None), shape
+    assert shape["wait_share"]["consumer"] == pytest.approx(0.4)
+
+
+def test_the_h200_producer_consumer_recording_is_judged_by_its_producer():
+    """The H200 job's recording: the consumers waited on the queue for 87% of their counted step
+    time (after the plan's 3 skipped steps; 66% with the first, CUDA's set-up, counted), the
+    producer for none of its own: the producer's throughput is the default."""
     inc = read_incident(H200_MP)
     roles = {int(r): v for r, v in inc.manifest["job"]["roles"].items()}
-    shape = job_shape.classify(inc, roles)
-    assert shape["kind"] == "pipeline" and shape["work_role"] == "consumer", shape
+    shape = job_shape.classify(inc, roles, skip_steps=3)
+    assert shape["kind"] == "pipeline" and shape["bound_role"] == shape["work_role"] == "producer", shape
+    assert shape["wait_share"]["consumer"] > 0.8 and shape["wait_share"]["producer"] == 0.0, shape
+
+
+def test_a_role_counts_every_process_of_it_in_each_run():
+    """The candidate runs three producers where the recording held one: a role's throughput adds
+    up this run's processes of that role, not the recording's rank numbers."""
+    def rec(rank, role, step_ns):
+        return StepsOut(covers="iteration", steps_ns=[step_ns] * 6, items=None, tokens=None, unusual=[], rank=rank,
+                        role=role, pid=rank + 1)
+    m = {"per": "step", "job": "throughput", "role": "producer", "ranks": [2], "expect_ranks": [0, 1, 2]}
+    one = job_metric.reduce(m, [rec(0, "consumer", 9), rec(1, "consumer", 9), rec(2, "producer", 6)], 10**9)
+    three = job_metric.reduce(m, [rec(0, "consumer", 3), rec(1, "consumer", 3)] + [rec(r, "producer", 6) for r in (2, 3, 4)],
+                              10**9)
+    assert one["values_ns"] == [6.0] and three["values_ns"] == [2.0]
+    assert [(r["rank"], r["counted"]) for r in three["ranks"]] == [(2, True), (3, True), (4, True), (0, False), (1, False)]
 
 
 def test_throughput_adds_the_counted_ranks_rates_and_alternates_cover_every_role():

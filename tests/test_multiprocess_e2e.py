@@ -5,9 +5,10 @@ its own git repository, processes and a multiprocessing queue, each process reco
 itself the README's way) is recorded once, then the README's commands run with the fix
 (three producers instead of one) as the candidate and no metric of the test's choosing: the
 plan reads the job's shape from the recording (a queue between producer and consumers, no
-collective) and chooses the consumers' throughput, saying why. The verdict must be `faster` by
-about the change in consumer step time the program itself prints, with no failed run and an
-A/A floor under 5%; an A/A must be neither faster nor slower. The incident must hold every
+collective; the consumers waiting on it most of their time, the producer never) and chooses
+the producers' throughput, the rate that feeds the job, saying why. The verdict must be
+`faster` by about the change in consumer step time the program itself prints, with no failed
+run and an A/A floor under 5%; an A/A must be neither faster nor slower. The incident must hold every
 rank with its role, and the comparison each role's throughput and time per step with floors.
 """
 
@@ -109,15 +110,18 @@ def test_more_producers_make_the_consumers_faster_by_the_programs_own_change(wor
     assert world.expected < 0.7, world.expected
     assert 0.6 * world.expected <= c["estimate"]["ratio"] <= world.expected / 0.6, (c["estimate"]["ratio"], world.expected)
     m = world.ab.plan["design"]["metric"]
-    assert (m["job"], m["role"], m["ranks"], m["expect_ranks"]) == ("throughput", "consumer", [0, 1], [0, 1, 2])
+    assert (m["job"], m["role"], m["ranks"], m["expect_ranks"]) == ("throughput", "producer", [2], [0, 1, 2])
+    # The consumers kept up with three producers: the producers' rate is the job's.
+    assert not any("keep up" in w for w in world.ab.comparison.get("warnings") or []), world.ab.comparison["warnings"]
 
 
 @pytest.mark.slow
-def test_the_plan_chose_the_consumers_throughput_from_the_jobs_shape_and_says_why(world):
+def test_the_plan_chose_the_producers_throughput_from_the_jobs_shape_and_says_why(world):
     shape = world.ab.plan["design"]["metric"]["shape"]
-    assert (shape["kind"], shape["chosen_by"]) == ("pipeline", "recording")
-    assert "queue" in shape["reason"] and "consumer" in shape["reason"]
-    assert world.ab.comparison["metric_choice"]["selector"] == "job=throughput,role=consumer"
+    assert (shape["kind"], shape["chosen_by"], shape["bound_role"]) == ("pipeline", "recording", "producer"), shape
+    assert shape["wait_share"]["consumer"] >= 0.5 and shape["wait_share"]["producer"] <= 0.1, shape
+    assert "queue" in shape["reason"] and "consumer" in shape["reason"] and "set the job's rate" in shape["reason"]
+    assert world.ab.comparison["metric_choice"]["selector"] == "job=throughput,role=producer"
 
 
 # Issue 35's target. On a loaded machine the floor widens (±7.6% and ±8.1% here at load 2-8: the
@@ -135,7 +139,7 @@ def test_each_roles_throughput_and_time_per_step_come_with_their_own_floors(worl
     for key in ("job=throughput,role=consumer", "job=slowest_rank,role=consumer",
                 "job=throughput,role=producer", "job=slowest_rank,role=producer"):
         assert rows[key]["floor_pct"] is not None, rows[key]
-    assert rows["job=throughput,role=consumer"]["chosen"] and rows["job=throughput,role=consumer"]["verdict"] == "faster"
+    assert rows["job=throughput,role=producer"]["chosen"] and rows["job=throughput,role=producer"]["verdict"] == "faster"
 
 
 @pytest.mark.slow
@@ -143,9 +147,11 @@ def test_no_failed_runs_every_module_pinned_and_each_run_names_its_consumers(wor
     failed = [(r["index"], r["arm"], r["error"]) for r in world.ab.runs if r["status"] != "ok"]
     assert not failed, failed[:3]
     assert set(MODULES) <= {s["relpath"] for s in world.ab.plan["arms"]["baseline"]["sources"]}
-    assert all([(x["rank"], x["role"], x["counted"]) for x in r["ranks"]] == [(0, "consumer", True), (1, "consumer", True),
-                                                                               (2, "producer", False)]
+    assert all([(x["rank"], x["role"], x["counted"]) for x in r["ranks"]] == [(2, "producer", True), (0, "consumer", False),
+                                                                               (1, "consumer", False)]
                for r in world.ab.runs if r["arm"] != "B")
+    # The candidate's three producers all count (ranks 2-4: the recording held one).
+    assert all(sorted(x["rank"] for x in r["ranks"] if x["counted"]) == [2, 3, 4] for r in world.ab.runs if r["arm"] == "B")
 
 
 @pytest.mark.slow

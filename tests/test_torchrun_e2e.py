@@ -32,7 +32,23 @@ from e2e_design import check_floor_target, trials_yaml  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TORCHRUN = Path(sys.executable).parent / "torchrun"
-TRIALS = trials_yaml("name: step_time, source: auto, per: step, statistic: median, skip_steps: 3, unit: ns", record_runs=False)
+# The job's fastest step (min over the 37 counted step indices of the slowest rank's time), not
+# its median. The slow rank's step is a 40 ms sleep and ~3 ms of work, and ~40% of steps wait
+# 5-10 ms more for a CPU even on a quiet machine (two ranks and the launcher on two cores), so a
+# run's median sits between those two modes and moves with the share of delayed steps: 36 runs
+# of the baseline side by side at a load of 0-1.4 other CPUs gave a per-run spread of 5.2% for the
+# median of 17 steps (the former design), 4.7% for 37, 1.5% for the min of 37 (3.4% for the min
+# of 17); a ±5% floor in 19 designs of 20 at 6 blocks needs about 1.3% (docs/statistics.md §4,
+# docs/trials.md). The fastest step is the job's own speed with the least of the machine's in it,
+# as the word-LM per-token design reads it. 40 steps a run (tests/ddp_job.py): ~0.9 s more wall
+# per baseline run, CPU within noise.
+# 7 blocks, not 6: at 95% six blocks' floor is their largest |A'/A| (docs/statistics.md §4), and
+# one run that other work slowed throughout still moves even the fastest step ~5% (±4.85% at
+# 18:46, its block 0); seven drop the most extreme Walsh averages: drawn from the same 36 runs,
+# the fastest of 37 gave a 6-block floor of ±2.6% median, ±8.4% at the 90th percentile, and a
+# 7-block one of ±1.7% and ±4.5%. Three runs more (~20 s CPU).
+TRIALS = trials_yaml("name: step_time, source: auto, per: step, statistic: min, skip_steps: 3, unit: ns", record_runs=False,
+                     blocks=7)
 
 
 def _sh(argv, cwd, env, timeout=900):
@@ -109,18 +125,21 @@ def test_the_plan_rebuilds_the_job_under_torchrun_and_the_fix_is_faster(world):
     assert (m["shape"]["kind"], m["shape"]["chosen_by"]) == ("collective", "recording"), m["shape"]
     failed = [(r["index"], r["arm"], r["error"]) for r in world["runs"] if r["status"] != "ok"]
     assert not failed, failed[:3]
-    # The metric is the slowest rank's step: never below any rank's own median.
+    # The values are the slowest rank's step per index: their median never below any rank's own
+    # median; the run's value is the fastest of them.
     for r in world["runs"]:
         assert [x["rank"] for x in r["ranks"]] == [0, 1]
-        assert r["metric_ns"] >= 0.95 * max(x["median_ns"] for x in r["ranks"])
+        assert sorted(r["values_ns"])[len(r["values_ns"]) // 2] >= 0.95 * max(x["median_ns"] for x in r["ranks"])
+        assert r["metric_ns"] == min(r["values_ns"])
     c = world["comparison"]
     assert c["verdict"] == "faster", c["reasons"]
     assert c["estimate"]["ratio"] < 0.6, c["estimate"]
 
 
-# Issue 35's target. On a loaded machine the floor widens (two ranks share the cores: a run's median
-# step falls in one of two modes for the whole run; ±5.5% at load 3-4, ±14% at load 4-8 here); on the
-# quiet 2-core CI machine it passed (fresh-clone .ci/run, 2026-12-03).
+# Issue 35's target. By the median of 17 steps the floor widened on a loaded machine (±5.5% at load
+# 3-4, ±14% at load 4-8; ±14.8% and ±16.6% at load 1.4-2.9, 2026-12-04 18:08 and 18:30); by the
+# fastest of 37 (TRIALS above) ±2.03%, ±2.10% and ±1.28% in three runs at load 2.0-3.7 with every
+# run noted busy (2026-12-04 18:22-18:35, docs/trials.md).
 @pytest.mark.slow
 def test_the_jobs_floor_is_under_five_percent(world):
     check_floor_target(world["comparison"])  # strict unless the comparison names a busy machine

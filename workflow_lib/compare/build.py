@@ -318,10 +318,11 @@ def compare(plan: Plan, executions: dict[str, Execution], execution_digests: dic
     rows = job_metrics.rows(used_ex, level, job_metrics.chosen_selector(metric))
     if rows:
         extra["job_metrics"] = [JobMetric(**r) for r in rows]
-    hint = job_metrics.suggestion(fields["verdict"], fields["noise_floor"], rows)
-    if hint:
-        warnings = warnings + [hint]
-        fields["reasons"].append(hint)
+    for hint in (job_metrics.suggestion(fields["verdict"], fields["noise_floor"], rows),
+                 job_metrics.bound_warning(metric, used_ex)):
+        if hint:
+            warnings = warnings + [hint]
+            fields["reasons"].append(hint)
     if warnings:
         extra["warnings"] = warnings
     # Why it changed: the same statistics per component, from each used block's run diagnoses.

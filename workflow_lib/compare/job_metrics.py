@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from ..plan.job_metric import config_line, selector
+from ..plan.job_shape import WAITING_SHARE
 from ..trials.types import Execution
 from . import verdict as V
 
@@ -99,3 +100,51 @@ def suggestion(verdict: str, noise_floor, job_rows: list[dict]) -> str | None:
             f"±{best['floor_pct']:.3g}% in these runs (A and A' only): select it with `{best['config']}`"
             if mine is not None else
             f"{best['label']} had an A/A floor of ±{best['floor_pct']:.3g}% (A and A' only): `{best['config']}`")
+
+
+# The fed role's steps per second relative to the bound role's (each run's counted steps over
+# their counted time, ranks[]) may fall by this much from the baseline's runs to the
+# candidate's before the comparison says the fed role may no longer keep up. The baseline's
+# ratio already swings with how much of a startup backlog the fed role drains (H200 job: 1.7
+# to 6.4 between A runs, medians 2.0-3.1); a candidate whose fed role falls behind makes the
+# queue grow, and the ratio falls below its steady value, at or under the baseline's.
+KEEP_UP = 0.75
+
+
+def _role_rates(run: dict) -> dict[str, float]:
+    rates: dict[str, float] = {}
+    for r in run.get("ranks") or []:
+        if r.get("role") and r.get("steps") and (r.get("total_ns") or 0) > 0:
+            rates[r["role"]] = rates.get(r["role"], 0.0) + r["steps"] / r["total_ns"]
+    return rates
+
+
+def bound_warning(metric: dict, used: list[Execution]) -> str | None:
+    """A pipeline judged by the role that feeds it (plan/job_shape.py `bound_role`): its
+    throughput is the job's only while the fed roles keep up. When, in the candidate's runs, a
+    fed role's steps per second relative to the bound role's fell under KEEP_UP of the
+    baseline's (A and A'), the candidate may have moved the bottleneck: say so, with the
+    numbers and the config line that judges by the fed role."""
+    shape = metric.get("shape") or {}
+    bound = shape.get("bound_role")
+    if not bound or metric.get("role") != bound or metric.get("job") != "throughput":
+        return None
+    fed = sorted(r for r, v in (shape.get("wait_share") or {}).items() if r != bound and v >= WAITING_SHARE)
+    for role in fed:
+        ratio: dict[str, list[float]] = {"base": [], "B": []}
+        for ex in used:
+            for run in ex.runs:
+                if run["status"] != "ok" or run["arm"] not in ("A", "A'", "B"):
+                    continue
+                rates = _role_rates(run)
+                if rates.get(role) and rates.get(bound):
+                    ratio["B" if run["arm"] == "B" else "base"].append(rates[role] / rates[bound])
+        if not ratio["base"] or not ratio["B"]:
+            continue
+        base, cand = float(np.median(ratio["base"])), float(np.median(ratio["B"]))
+        if cand < KEEP_UP * base:
+            return (f"the {role} ranks may no longer keep up with the {bound} ranks in the candidate: their steps per "
+                    f"second relative to the {bound}s' fell from {base:.3g} (baseline runs, median) to {cand:.3g}; "
+                    f"the {bound}s' throughput is the job's only while the {role}s keep up, so compare by theirs too: "
+                    f"`{config_line(selector('throughput', role))}`")
+    return None

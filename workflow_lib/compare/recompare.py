@@ -37,12 +37,17 @@ def _held(run: dict) -> str:
     return "it holds only the plan's own metric (metric_ns, values_ns)"
 
 
-def with_job_metric(plan: Plan, executions: dict[str, Execution], job: str, role: str | None) -> tuple[Plan, dict[str, Execution]]:
+def with_job_metric(plan: Plan, executions: dict[str, Execution], job: str, role: str | None,
+                    shape: dict | None = None) -> tuple[Plan, dict[str, Execution]]:
     """The plan with `trials.metric: {job, role}` and the executions' runs valued under it, pointed at that plan.
-    Raises NotRecorded naming the first run that lacks the value."""
+    `shape`: the job's shape (plan/job_metric.resolve's `shape`) when a reading of the recording chose
+    this metric, as a plan built today would record it; without it the old shape goes, since it chose
+    the old metric. Raises NotRecorded naming the first run that lacks the value."""
     key = selector(job, role)
     metric = dict(plan.design["metric"], job=job, role=role)
-    metric.pop("shape", None)  # the shape chose the old metric; this one is chosen here
+    metric.pop("shape", None)
+    if shape is not None:
+        metric["shape"] = dict(shape)
     ranks = metric.get("ranks")
     if role is not None:  # the role's ranks, as the original runs labelled them
         ranks = sorted({int(r["rank"]) for ex in executions.values() for run in ex.runs for r in run.get("ranks") or []
@@ -67,7 +72,8 @@ def with_job_metric(plan: Plan, executions: dict[str, Execution], job: str, role
     return new_plan, out
 
 
-def again(plan: Plan, executions: dict[str, Execution], job: str, role: str | None) -> Comparison:
+def again(plan: Plan, executions: dict[str, Execution], job: str, role: str | None,
+          shape: dict | None = None) -> Comparison:
     """The comparison of the same runs under `trials.metric: {job, role}` (build.compare)."""
-    new_plan, new_ex = with_job_metric(plan, executions, job, role)
+    new_plan, new_ex = with_job_metric(plan, executions, job, role, shape)
     return compare(new_plan, new_ex, {b: e.digest() for b, e in new_ex.items()}, new_plan.digest())

@@ -24,8 +24,9 @@ Which one is the default is decided from the job's shape (job_shape.py: collecti
 step -> slowest_rank; queues, pipes or no synchronization -> throughput of the role that does
 the work), before any trial runs, and the plan records the shape and why (`shape`).
 `trials.metric.role` (e.g. `consumer`) or `trials.metric.ranks` select the ranks whose
-steps count. The plan records the ranks the incident held (`expect_ranks`): a run in which
-one of them wrote no steps fails, naming the rank.
+steps count; a role counts each run's own processes of that role, as many as the arm runs.
+The plan records the ranks the incident held (`expect_ranks`): a run in which one of them
+wrote no steps fails, naming the rank.
 
 Every run also records the other job metrics it could be judged by (`alternates`, keyed by the
 config that selects them): the comparison estimates each with its own A/A floor, reports each
@@ -64,6 +65,7 @@ def resolve(metric: dict, snapshot: dict, shape: dict | None = None) -> dict:
             out["role"] = shape["work_role"]
         out["shape"] = {"kind": shape["kind"], "reason": shape["reason"],
                         "chosen_by": "config" if chosen_by_config else "recording"}
+        out["shape"].update({k: shape[k] for k in ("wait_share", "bound_role") if shape.get(k) is not None})
     out.setdefault("job", "slowest_rank")
     if out["job"] not in JOBS:
         raise RecordError("trials.metric.job", f"{out['job']!r}: use one of {', '.join(JOBS)}")
@@ -121,10 +123,13 @@ def reduce(metric: dict, recs: list[StepsOut], wall_ns: int) -> dict:
     missing = [r for r in metric.get("expect_ranks") or [] if r not in by_rank or not by_rank[r].steps_ns]
     if missing:
         raise JobMetricUnreadable(f"rank {missing[0]} wrote no steps" + (f" (nor rank(s) {missing[1:]})" if missing[1:] else ""))
-    chosen = metric.get("ranks")
-    counted = [by_rank[r] for r in chosen] if chosen is not None else [r for r in recs if r.steps_ns]
+    chosen, role = metric.get("ranks"), metric.get("role")
+    if role is not None:  # this run's processes of the role: an arm may run more of them (the fix: more producers)
+        counted = [r for r in recs if r.role == role and r.steps_ns]
+    else:
+        counted = [by_rank[r] for r in chosen] if chosen is not None else [r for r in recs if r.steps_ns]
     if not counted:
-        raise JobMetricUnreadable("no process of the run reported a step")
+        raise JobMetricUnreadable("no process of the run reported a step" + (f" as a {role}" if role else ""))
     series, summary = [], []
     for rec in counted:
         who = _name(rec)

@@ -73,7 +73,7 @@ def resolve(metric: dict, snapshot: dict, store_root=None, arms: dict | None = N
         if several and store_root is not None and len(snapshot.get("ranks") or []) > 1:
             from . import job_shape
 
-            shape = job_shape.of_snapshot(snapshot, store_root)
+            shape = job_shape.of_snapshot(snapshot, store_root, int(out.get("skip_steps") or 0))
         out = job_metric.resolve(out, snapshot, shape)
     if arms is not None:
         decl = work_mod.declared(out, arms)

@@ -6,7 +6,7 @@ Version history (bump SCHEMA_VERSION, and the schema's schema_version, when a fi
      run warms). A version 1 plan reads as version 2 with python_distributions null (not
      observed: records.UPGRADES); its warm-ups carry no `warms` and warm the baseline, as they did.
   2 (additive, same version): design.metric.shape (the job's shape read from the recording, which decided the default job
-     metric, and why), design.metric.declared_work / items_per_step / tokens_per_step (work per
+     metric, and why; a pipeline's wait_share per role and bound_role), design.metric.declared_work / items_per_step / tokens_per_step (work per
      step declared from each arm's argv) and design.stop (the sequential design). All optional:
      a plan without them is a fixed design with no shape recorded.
 """
