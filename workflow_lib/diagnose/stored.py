@@ -203,10 +203,12 @@ def _rank_runs(steps: list[dict]):
 
 
 def record_of(body: dict, entries: dict) -> dict:
-    """The version-3 record: the body (no steps) naming its tables, through its class (a field
-    the class does not hold is refused here, before anything is renamed into place)."""
+    """The version-3 record: the body (no steps) naming its tables, through its class and its
+    nested classes (the summary: types.DiagnosisSummary); a field a class does not hold is
+    refused here, before anything is renamed into place."""
     fields = {k: v for k, v in body.items() if k not in ("steps", "schema_version", "kind")}
-    return DiagnosisRecord(**dict(fields, step_tables=entries)).to_json()
+    return DiagnosisRecord.from_json(dict(fields, step_tables=entries, schema_version=DIAGNOSIS_VERSION),
+                                     "<diagnosis record>").to_json()
 
 
 def write_diagnosis(path: str | os.PathLike, diagnosis) -> dict:

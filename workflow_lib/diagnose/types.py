@@ -29,7 +29,7 @@ class DiagnosisRecord:
     options: dict = typed.doc("the DiagnoseOptions used (thresholds, patterns)")
     sources: dict = typed.doc("which evidence the incident observed, and why not where it did not")
     checks: list = typed.doc("the checks run, in timeline-priority order")
-    summary: dict = typed.doc("slow steps with their findings, totals by check, warm-up, the job (summary.job)")
+    summary: DiagnosisSummary = typed.doc("slow steps with their findings, totals by check, warm-up, the job (summary.job)")
     next_experiments: list = typed.doc("candidate changes ranked by what each could recover, bounded on the timeline")
     step_tables: dict = typed.doc("name -> {file, digest, rows} of the two Parquet tables beside the record")
     collectives: dict = typed.doc("the collectives analysis, for an incident of flight-recorder dumps alone",
@@ -39,7 +39,8 @@ class DiagnosisRecord:
 
 
 # The parts of the record its readers use, typed (schemas/diagnosis.schema.json's summary and
-# next_experiments). stored.Diagnosis reads them (Diagnosis.summary, .next_experiments) from the
+# next_experiments). The summary is made as its class (record.summary_of) and written through
+# DiagnosisRecord (stored.record_of), so writer and readers share one type. stored.Diagnosis reads them (Diagnosis.summary, .next_experiments) from the
 # record as stored.load_diagnosis / as_diagnosis upgraded it, the one place older versions are
 # read: a version-1 record's summary has no slow steps (ABSENT), a version-2 one's slow steps get
 # their findings there. tests/test_typed_records.py holds each class and its subschema in sync.
