@@ -85,7 +85,8 @@ def schema_shape(schema: dict, version: int) -> dict[str, tuple[bool, set[str]]]
     """field -> (required, JSON types) in the newest version, schema_version and kind left out."""
     required = set(schema.get("required", ()))
     for cond in [schema, *schema.get("allOf", ())]:  # `if schema_version == N then required ...`
-        if cond.get("if", {}).get("properties", {}).get("schema_version", {}).get("const") == version:
+        spec = cond.get("if", {}).get("properties", {}).get("schema_version", {})
+        if spec.get("const") == version or version in spec.get("enum", ()):
             required |= set(cond.get("then", {}).get("required", ()))
     return {name: (name in required, json_types_of_schema(resolve(prop, schema)))
             for name, prop in schema["properties"].items() if name not in ("schema_version", "kind")}

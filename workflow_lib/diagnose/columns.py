@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import batch, describe, excess as excess_mod, measures
+from . import batch, describe, excess as excess_mod, measures, places
 from . import step_tables as st
 from .credit import Resolver
 from .evidence import RankInput
@@ -57,6 +57,7 @@ class RankColumns:
     # Steps outside every window in which CUPTI was armed (capture/gpu_arming.py): their GPU
     # measures are "not observed" (None), never an idle GPU. None when every step shares the rank's sources.
     gpu_unrecorded: np.ndarray | None = None
+    at: dict = field(default_factory=dict)  # check index -> places.Placed: where its attributed findings sit
 
     @property
     def unexplained_ns(self) -> np.ndarray:
@@ -180,6 +181,7 @@ def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, or
     spans: list[dict] = [{} for _ in range(nc)]
     kinds: dict = {}
     idle_parts: list = []
+    placed_parts: dict[int, list] = {NAMES.index(c): [] for c in places.PLACED}
     matched_rows: list[np.ndarray] = []
     src_off = (dataclasses.replace(src, kernels=False, runtime_api=False, gpu_outside_window=True)
                if covered is not None else src)
@@ -220,6 +222,10 @@ def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, or
             kinds.update({int(rows_of(k)): v for k, v in f.kinds_ns.items()})
             del f
         explained[g] = credit.explained()
+        for j, parts in placed_parts.items():  # where the attributed findings of the placed checks sit
+            p, k = fr.split(places.union_of(NAMES[j], ev))
+            keep = verdict[rows_of(k), j] == batch.ATTRIBUTED
+            parts.append((batch._iv(p.start_ns[keep], p.end_ns[keep]), rows_of(k[keep])))
         if matched is not None and matched.unplaced.size:
             # A wait with no NCCL kernels or host span to place it on: credited last, with
             # time no other check explained.
@@ -235,6 +241,7 @@ def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, or
                        missing_code, explained, kinds_ns=kinds, spans_ns=spans)
     if covered is not None:
         cols.gpu_unrecorded = ~covered
+    cols.at = {j: places.Placed.of_rank(parts, n, origin) for j, parts in placed_parts.items()}
     cols.excess = excess_mod.attach_columns(frame.wall, cols.explains_ns, opts)
     if keep_all:
         kept = range(n)
@@ -262,7 +269,8 @@ def step_dict(cols: RankColumns, k: int, evidence: list | None = None) -> dict:
                      "longest": cols.gaps_longest.of(k)},
                findings=[{"check": name, "verdict": FINDING_VERDICTS[int(cols.verdict[k, j])],
                           "explains_ns": int(cols.explains_ns[k, j]), "evidence": None if evidence is None else evidence[j],
-                          "missing": list(cols.missing[j][int(cols.missing_code[k, j])])} for j, name in enumerate(NAMES)],
+                          "missing": list(cols.missing[j][int(cols.missing_code[k, j])]),
+                          "at": cols.at[j].of(k) if j in cols.at else None} for j, name in enumerate(NAMES)],
                explained_ns=int(cols.explained_ns[k]), unexplained_ns=int(fr.wall[k] - cols.explained_ns[k]))
     excess_mod.fill_record(rec, cols.excess, k)
     return rec
@@ -423,6 +431,15 @@ def _chunk(cols: RankColumns, lo: int, hi: int, code_of: list, texts):
             ev_idx[(k - lo) * nc + j] = len(ev_text)
             ev_text.append(st.canonical(f["evidence"]))
     evidence = pa.DictionaryArray.from_arrays(pa.array(ev_idx, i64, mask=ev_idx < 0), pa.array(ev_text, pa.string())).cast(pa.string())
+    # Where the placed checks' findings sit (places.py): text for their rows only, the rest null.
+    at_idx = np.full(n * nc, -1, np.int64)
+    at_text: list[str] = []
+    for j, placed in cols.at.items():
+        where = placed.json(lo, hi)
+        has = np.flatnonzero(np.fromiter((t is not None for t in where), bool, count=n))
+        at_idx[has * nc + j] = np.arange(len(at_text), len(at_text) + has.size)
+        at_text.extend(where[i] for i in has.tolist())
+    at = pa.DictionaryArray.from_arrays(pa.array(at_idx, i64, mask=at_idx < 0), pa.array(at_text, pa.string())).cast(pa.string())
     findings_tbl = pa.Table.from_arrays([
         pa.array(np.repeat(np.arange(n, dtype=_I64), nc), i64),
         _in_use(pa.DictionaryArray.from_arrays(pa.array(np.tile(np.arange(nc, dtype=np.int8), n), pa.int8()), pa.array(list(NAMES))), pa.int8()),
@@ -431,5 +448,6 @@ def _chunk(cols: RankColumns, lo: int, hi: int, code_of: list, texts):
         pa.array(share, f64, mask=np.isnan(share)),
         _in_use(pa.DictionaryArray.from_arrays(pa.array(missing.astype(np.int32), pa.int32()), texts), pa.int32()),
         evidence,
+        at,
     ], schema=st.FINDINGS_SCHEMA)
     return steps_tbl, findings_tbl

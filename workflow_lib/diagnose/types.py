@@ -13,8 +13,10 @@ from ..core import typed
 # Version history of the diagnosis record (schemas/diagnosis.schema.json): 1 first version;
 # 2 excess attribution (optional fields: readers treat them absent as not available);
 # 3 per-step results as two Parquet tables beside the record (`step_tables`; issue 26,
-# diagnose/step_tables.py, diagnose/stored.py). Versions 1 and 2 still read (stored.load_diagnosis).
-DIAGNOSIS_VERSION = 3
+# diagnose/step_tables.py, diagnose/stored.py); 4 where each finding sits on its step's timeline
+# (findings[].at, diagnose/places.py: the report draws it there), required on the slow steps'
+# findings. Versions 1-3 still read (stored.load_diagnosis; 3 -> 4 in core/records.upgrade).
+DIAGNOSIS_VERSION = 4
 # diagnose() builds the record with its steps inline, step by step: the version-2 shape, which
 # every writer stores as version 3 (stored.write_diagnosis) and every reader reads as one shape.
 INLINE_STEPS_VERSION = 2
