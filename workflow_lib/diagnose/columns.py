@@ -395,6 +395,32 @@ def _in_use(arr: pa.DictionaryArray, index_type) -> pa.DictionaryArray:
     return pc.dictionary_encode(arr.cast(pa.string())).cast(pa.dictionary(index_type, pa.string()))
 
 
+def _at_column(cols: RankColumns, lo: int, hi: int) -> pa.Array:
+    """The findings' at_json for steps lo..hi (places.py): text on the placed checks' rows, null
+    elsewhere. Built from its buffers (offsets, validity, text): a column of 17 rows a step,
+    nearly all null, costs its 4-byte offsets and nothing per row beyond them."""
+    nc, rows = len(NAMES), (hi - lo) * len(NAMES)
+    pos, text = [], []
+    for j, placed in cols.at.items():
+        where = placed.json(lo, hi)
+        has = [k for k, t in enumerate(where) if t is not None]
+        pos.append(np.asarray(has, _I64) * nc + j)
+        text.extend(where[k] for k in has)
+    if not text:
+        return pa.nulls(rows, pa.string())
+    pos = np.concatenate(pos)
+    order = np.argsort(pos, kind="stable")  # rows in table order, their texts with them
+    data = "".join(text[i] for i in order.tolist()).encode()
+    lengths = np.zeros(rows, np.int32)
+    lengths[pos[order]] = [len(text[i]) for i in order.tolist()]  # ASCII: digits and punctuation only
+    offsets = np.zeros(rows + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    valid = np.zeros(rows, bool)
+    valid[pos] = True
+    return pa.StringArray.from_buffers(rows, pa.py_buffer(offsets), pa.py_buffer(data),
+                                       pa.py_buffer(np.packbits(valid, bitorder="little")), null_count=rows - int(pos.size))
+
+
 def _chunk(cols: RankColumns, lo: int, hi: int, code_of: list, texts):
     fr, n, nc = cols.frame, hi - lo, len(NAMES)
     i64, f64 = pa.int64(), pa.float64()
@@ -431,15 +457,7 @@ def _chunk(cols: RankColumns, lo: int, hi: int, code_of: list, texts):
             ev_idx[(k - lo) * nc + j] = len(ev_text)
             ev_text.append(st.canonical(f["evidence"]))
     evidence = pa.DictionaryArray.from_arrays(pa.array(ev_idx, i64, mask=ev_idx < 0), pa.array(ev_text, pa.string())).cast(pa.string())
-    # Where the placed checks' findings sit (places.py): text for their rows only, the rest null.
-    at_idx = np.full(n * nc, -1, np.int64)
-    at_text: list[str] = []
-    for j, placed in cols.at.items():
-        where = placed.json(lo, hi)
-        has = np.flatnonzero(np.fromiter((t is not None for t in where), bool, count=n))
-        at_idx[has * nc + j] = np.arange(len(at_text), len(at_text) + has.size)
-        at_text.extend(where[i] for i in has.tolist())
-    at = pa.DictionaryArray.from_arrays(pa.array(at_idx, i64, mask=at_idx < 0), pa.array(at_text, pa.string())).cast(pa.string())
+    at = _at_column(cols, lo, hi)
     findings_tbl = pa.Table.from_arrays([
         pa.array(np.repeat(np.arange(n, dtype=_I64), nc), i64),
         _in_use(pa.DictionaryArray.from_arrays(pa.array(np.tile(np.arange(nc, dtype=np.int8), n), pa.int8()), pa.array(list(NAMES))), pa.int8()),
