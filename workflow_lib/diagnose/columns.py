@@ -396,29 +396,26 @@ def _in_use(arr: pa.DictionaryArray, index_type) -> pa.DictionaryArray:
 
 
 def _at_column(cols: RankColumns, lo: int, hi: int) -> pa.Array:
-    """The findings' at_json for steps lo..hi (places.py): text on the placed checks' rows, null
-    elsewhere. Built from its buffers (offsets, validity, text): a column of 17 rows a step,
-    nearly all null, costs its 4-byte offsets and nothing per row beyond them."""
+    """The findings' `at` for steps lo..hi (places.py): the placed checks' intervals on their
+    rows, null elsewhere; from offsets and values, with no Python object per row or interval."""
     nc, rows = len(NAMES), (hi - lo) * len(NAMES)
-    pos, text = [], []
+    counts = np.zeros(rows, np.int32)
+    keys, starts, ends = [], [], []
     for j, placed in cols.at.items():
-        where = placed.json(lo, hi)
-        has = [k for k, t in enumerate(where) if t is not None]
-        pos.append(np.asarray(has, _I64) * nc + j)
-        text.extend(where[k] for k in has)
-    if not text:
-        return pa.nulls(rows, pa.string())
-    pos = np.concatenate(pos)
-    order = np.argsort(pos, kind="stable")  # rows in table order, their texts with them
-    data = "".join(text[i] for i in order.tolist()).encode()
-    lengths = np.zeros(rows, np.int32)
-    lengths[pos[order]] = [len(text[i]) for i in order.tolist()]  # ASCII: digits and punctuation only
+        a, b = int(placed.offsets[lo]), int(placed.offsets[hi])
+        per = np.diff(placed.offsets[lo:hi + 1]).astype(np.int32)
+        counts[j::nc] = per
+        keys.append(np.repeat(np.arange(hi - lo, dtype=_I64) * nc + j, per))
+        starts.append(placed.start_ns[a:b])
+        ends.append(placed.end_ns[a:b])
+    if not keys or not counts.any():
+        return pa.nulls(rows, st.AT_TYPE)
+    order = np.argsort(np.concatenate(keys), kind="stable")  # row order; each row's intervals in time order
+    iv = pa.StructArray.from_arrays([pa.array(np.concatenate(starts)[order], pa.int64()), pa.array(np.concatenate(ends)[order], pa.int64())],
+                                    fields=list(st.AT_TYPE.value_type))
     offsets = np.zeros(rows + 1, np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    valid = np.zeros(rows, bool)
-    valid[pos] = True
-    return pa.StringArray.from_buffers(rows, pa.py_buffer(offsets), pa.py_buffer(data),
-                                       pa.py_buffer(np.packbits(valid, bitorder="little")), null_count=rows - int(pos.size))
+    np.cumsum(counts, out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), iv, type=st.AT_TYPE, mask=pa.array(counts == 0))
 
 
 def _chunk(cols: RankColumns, lo: int, hi: int, code_of: list, texts):

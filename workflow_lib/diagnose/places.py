@@ -10,7 +10,6 @@ place of its own (the report draws it as a share of its step).
 
     Placed.of_rank(parts, n, origin) -> Placed       # all steps of a rank (columns.py)
     Placed.of(k) -> [{start_ns, end_ns}] | None      # step k's finding, as the record holds it
-    Placed.json(lo, hi) -> [str | None]              # steps lo..hi as the findings table's at_json
     at_of_step(check, ev, lo, hi, origin)            # one step (the per-step reference, tests/)
 """
 
@@ -58,13 +57,6 @@ class Placed:
         if a == b:
             return None
         return [{"start_ns": int(s), "end_ns": int(e)} for s, e in zip(self.start_ns[a:b].tolist(), self.end_ns[a:b].tolist())]
-
-    def json(self, lo: int, hi: int) -> list[str | None]:
-        """Steps lo..hi as canonical JSON text (step_tables.canonical: keys sorted), null where none."""
-        a, b = int(self.offsets[lo]), int(self.offsets[hi])
-        one = [f'{{"end_ns":{e},"start_ns":{s}}}' for s, e in zip(self.start_ns[a:b].tolist(), self.end_ns[a:b].tolist())]
-        off = (self.offsets[lo:hi + 1] - a).tolist()
-        return [("[" + ",".join(one[off[k]:off[k + 1]]) + "]") if off[k + 1] > off[k] else None for k in range(hi - lo)]
 
 
 def at_of_step(check: str, ev, lo: int, hi: int, origin: int) -> list[dict] | None:
