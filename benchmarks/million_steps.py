@@ -134,8 +134,8 @@ def million_step_case(root: Path, n_steps: int = 1_000_000, *, seed: int = 0, in
         pa.array(explains.ravel()), pa.array(share.ravel(), mask=np.isnan(share.ravel())),
         pa.DictionaryArray.from_arrays(pa.array(m_idx.ravel()), pa.array(missing_texts)),
         pa.array(evidence, pa.string()),
-        # at: no place recorded (the incident holds no spans or calls a finding could sit on)
-        pa.nulls(n_steps * k, T.AT_TYPE)], schema=T.FINDINGS_SCHEMA)
+        # at_json: no place recorded (the incident holds no spans or calls a finding could sit on)
+        pa.nulls(n_steps * k, pa.string())], schema=T.FINDINGS_SCHEMA)
 
     by_check = {c: {"attributed_steps": int((verdict[:, col[c]] == "attributed").sum()),
                     "unresolved_steps": int((verdict[:, col[c]] == "unresolved").sum()),

@@ -320,7 +320,7 @@ def test_the_first_screen_reads_the_typed_summary_and_a_record_without_slow_step
 
 def test_version_3_record_reads_with_no_places(rich, tmp_path):
     """A version-3 diagnosis (written before findings recorded where they sit) still reads:
-    records.upgrade gives its slow steps' findings `at` null, its findings table gets `at`
+    records.upgrade gives its slow steps' findings `at` null, its findings table gets at_json
     null, and the report draws every finding as a share of its step."""
     import blake3
     import pyarrow.parquet as pq
@@ -337,13 +337,13 @@ def test_version_3_record_reads_with_no_places(rich, tmp_path):
     out = tmp_path / "rich" / "diagnosis.json"
     shutil.copytree(Path(rich["paths"]["diagnosis"]).parent, out.parent)
     paths = table_paths(out)
-    pq.write_table(rich["v3"].findings_table.drop_columns(["at"]), paths["findings"])
+    pq.write_table(rich["v3"].findings_table.drop_columns(["at_json"]), paths["findings"])
     old["step_tables"]["findings"]["digest"] = blake3.blake3(paths["findings"].read_bytes()).hexdigest()
     records.write_record(out, old, "diagnosis")
     got = load_diagnosis(out)
     assert got.record["schema_version"] == DIAGNOSIS_VERSION
     assert all(f["at"] is None for s in got.summary.slow_steps for f in s.findings)
-    assert got.findings_table["at"].null_count == got.findings_table.num_rows
+    assert got.findings_table["at_json"].null_count == got.findings_table.num_rows
     assert got.steps() == [dict(s, findings=[dict(f, at=None) for f in s["findings"]]) for s in rich["v3"].steps()]
     recs = load_records(rich["paths"]["snapshot"], out)
     inc = load_tables(recs.snapshot, rich["root"] / "results")

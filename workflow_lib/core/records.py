@@ -248,7 +248,7 @@ def _comparison_1_to_2(rec: dict) -> dict:
 def _diagnosis_3_to_4(rec: dict) -> dict:
     # Version 3 did not record where a finding sits on its step's timeline (findings[].at):
     # null, "no place recorded", which the report draws as a share of its step. The findings
-    # table beside the record gets its `at` column null where it is read (diagnose/stored.py).
+    # table beside the record gets its at_json column null where it is read (diagnose/stored.py).
     s = rec["summary"]
     slow = [dict(st, findings=[dict(f, at=None) for f in st["findings"]]) if "findings" in st else st
             for st in s.get("slow_steps", [])]

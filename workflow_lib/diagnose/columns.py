@@ -396,8 +396,9 @@ def _in_use(arr: pa.DictionaryArray, index_type) -> pa.DictionaryArray:
 
 
 def _at_column(cols: RankColumns, lo: int, hi: int) -> pa.Array:
-    """The findings' `at` for steps lo..hi (places.py): the placed checks' intervals on their
-    rows, null elsewhere; from offsets and values, with no Python object per row or interval."""
+    """The findings' at_json for steps lo..hi (places.py): the placed checks' intervals on their
+    rows as canonical JSON (step_tables.canonical: keys sorted), null elsewhere; made by Arrow
+    compute from offsets and values, with no Python object per row or interval."""
     nc, rows = len(NAMES), (hi - lo) * len(NAMES)
     counts = np.zeros(rows, np.int32)
     keys, starts, ends = [], [], []
@@ -409,13 +410,14 @@ def _at_column(cols: RankColumns, lo: int, hi: int) -> pa.Array:
         starts.append(placed.start_ns[a:b])
         ends.append(placed.end_ns[a:b])
     if not keys or not counts.any():
-        return pa.nulls(rows, st.AT_TYPE)
+        return pa.nulls(rows, pa.string())
     order = np.argsort(np.concatenate(keys), kind="stable")  # row order; each row's intervals in time order
-    iv = pa.StructArray.from_arrays([pa.array(np.concatenate(starts)[order], pa.int64()), pa.array(np.concatenate(ends)[order], pa.int64())],
-                                    fields=list(st.AT_TYPE.value_type))
+    s, e = (pc.cast(pa.array(np.concatenate(x)[order], pa.int64()), pa.string()) for x in (starts, ends))
+    one = pc.binary_join_element_wise('{"end_ns":', e, ',"start_ns":', s, "}", "")
     offsets = np.zeros(rows + 1, np.int32)
     np.cumsum(counts, out=offsets[1:])
-    return pa.ListArray.from_arrays(pa.array(offsets), iv, type=st.AT_TYPE, mask=pa.array(counts == 0))
+    listed = pa.ListArray.from_arrays(pa.array(offsets), one, mask=pa.array(counts == 0))
+    return pc.binary_join_element_wise("[", pc.binary_join(listed, ","), "]", "")
 
 
 def _chunk(cols: RankColumns, lo: int, hi: int, code_of: list, texts):

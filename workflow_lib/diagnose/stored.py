@@ -13,7 +13,7 @@ does not name: a left-over table from an earlier run fails the digest check.
 Versions (schemas/diagnosis.schema.json): a version-1 or -2 record holds its steps inline;
 it reads into the same Diagnosis (its steps become the tables in memory, its slow steps get
 their findings from them). A version-3 record is upgraded (core/records.upgrade: its findings
-have no `at`, read as null) and its findings table gets `at` null (step_tables.with_at_column).
+have no `at`, read as null) and its findings table gets at_json null (step_tables.with_at_column).
 diagnose() still returns the record with its steps inline (the version-2 shape, what the
 checks build step by step); every writer stores it as version 4.
 """
@@ -271,7 +271,7 @@ def load_diagnosis(path: str | os.PathLike) -> Diagnosis:
             raise InputError(paths[name], f"table of {Path(path).name} not found (written beside it by the diagnose stage)")
     steps = st_mod.check_steps(_read_table(paths["steps"], "steps", rec["step_tables"]["steps"], path), paths["steps"])
     findings = _read_table(paths["findings"], "findings", rec["step_tables"]["findings"], path)
-    if v < DIAGNOSIS_VERSION:  # a findings table made before `at` (step_tables' version 1)
+    if v < DIAGNOSIS_VERSION:  # a findings table made before at_json (step_tables' version 1)
         findings = st_mod.with_at_column(findings)
     findings = st_mod.check_findings(findings, steps.num_rows, paths["findings"], explained_ns=steps["explained_ns"].to_numpy())
     return Diagnosis({k: v for k, v in rec.items()}, steps, findings)

@@ -257,7 +257,7 @@ def _step_tracks(inc: Incident, diagnosis: dict | None, origin: int, lo: int, hi
 
 
 def _finding_tracks(incident: Incident, diagnosis: Diagnosis, origin: int, lo: int, hi: int, add) -> None:
-    """Per step, each attributed finding where the diagnosis says it sits (findings' `at`,
+    """Per step, each attributed finding where the diagnosis says it sits (findings' at_json,
     diagnose/places.py: an input starvation on the step's wait spans, a sync stall on its
     synchronizing calls). Other findings' records say how much time they explain, not where:
     they are drawn as a share of their step from its start (`placed` 0, said so in the
@@ -265,7 +265,7 @@ def _finding_tracks(incident: Incident, diagnosis: Diagnosis, origin: int, lo: i
     they were.
 
     Read from the tables' columns: the shares are a cumulative sum per step, and the places
-    are the `at` intervals of the findings that have one, read as columns (_intervals_of).
+    are the at_json texts of the findings that have one, read at C speed (_intervals_of).
     """
     st, f = diagnosis.steps_table, diagnosis.findings_table
     s_rank = st["rank"].fill_null(-1).to_numpy()
@@ -277,7 +277,7 @@ def _finding_tracks(incident: Incident, diagnosis: Diagnosis, origin: int, lo: i
     keep = step_tables.is_value(step_tables.dict_codes(f["verdict"]), "attributed") & (explains > 0)
     k_row, k_explains, k_check = row[keep], explains[keep], check_codes[keep]
     k_pos = np.flatnonzero(keep)  # findings-table rows: the order the segments are listed in
-    k_placed = pc.is_valid(f["at"]).to_numpy(zero_copy_only=False)[keep]
+    k_placed = pc.is_valid(f["at_json"]).to_numpy(zero_copy_only=False)[keep]
     k_rank = s_rank[k_row]
     for r in np.unique(s_rank):  # ranks are few
         mine = k_rank == r
@@ -291,7 +291,7 @@ def _finding_tracks(incident: Incident, diagnosis: Diagnosis, origin: int, lo: i
         parts = [(np.flatnonzero(shared), t[shared], t[shared] + w[shared], np.zeros(int(shared.sum()), np.int64))]
         placed_j = np.flatnonzero(~shared)
         if placed_j.size:
-            a, b, n = _intervals_of(f["at"], pos_r[placed_j], origin)
+            a, b, n = _intervals_of(f["at_json"], pos_r[placed_j], origin)
             parts.append((np.repeat(placed_j, n), a, b, np.ones(a.size, np.int64)))
         at = np.concatenate([p[0] for p in parts])
         sub = np.concatenate([np.arange(p[0].size) for p in parts])
@@ -324,11 +324,15 @@ def _finding_tracks(incident: Incident, diagnosis: Diagnosis, origin: int, lo: i
 
 
 def _intervals_of(col: pa.ChunkedArray, rows: np.ndarray, origin: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(starts, ends, count per row) of the `at` intervals of these findings rows (relative ns)."""
-    part = col.take(pa.array(rows, pa.int64()))
-    iv = pc.list_flatten(part)
-    counts = pc.list_value_length(part).to_numpy(zero_copy_only=False).astype(np.int64)
-    return (pc.struct_field(iv, "start_ns").to_numpy() - origin, pc.struct_field(iv, "end_ns").to_numpy() - origin, counts)
+    """(starts, ends, count per row) of the at_json texts of these findings rows (relative ns).
+    at_json is canonical JSON (sorted keys: end_ns, start_ns; no other digits), so its numbers,
+    read in order, are the intervals' fields two by two (as _gaps_of reads the gaps)."""
+    texts = col.take(pa.array(rows, pa.int64())).to_pylist()
+    counts = np.fromiter((t.count("{") for t in texts), np.int64, count=len(texts))
+    nums = np.array("".join(texts).encode().translate(_NOT_NUMBER).split(), dtype=np.int64).reshape(-1, 2)
+    if nums.shape[0] != int(counts.sum()) or np.any(nums[:, 0] <= nums[:, 1]):
+        raise StallcaseError(None, "diagnosis findings table: at_json is not canonical (end_ns, start_ns)")
+    return nums[:, 1] - origin, nums[:, 0] - origin, counts
 
 
 GAPS_READ = 100_000
