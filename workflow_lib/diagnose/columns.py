@@ -397,27 +397,43 @@ def _in_use(arr: pa.DictionaryArray, index_type) -> pa.DictionaryArray:
 
 def _at_column(cols: RankColumns, lo: int, hi: int) -> pa.Array:
     """The findings' at_json for steps lo..hi (places.py): the placed checks' intervals on their
-    rows as canonical JSON (step_tables.canonical: keys sorted), null elsewhere; made by Arrow
-    compute from offsets and values, with no Python object per row or interval."""
+    rows as canonical JSON (step_tables.canonical: keys sorted), null elsewhere. The texts are
+    made by Arrow compute for the placed rows only, then laid into the column's buffers: no
+    Python object per row or interval, and no temporary array over every row but the offsets."""
     nc, rows = len(NAMES), (hi - lo) * len(NAMES)
-    counts = np.zeros(rows, np.int32)
-    keys, starts, ends = [], [], []
+    row_ids, per_row, starts, ends = [], [], [], []
     for j, placed in cols.at.items():
         a, b = int(placed.offsets[lo]), int(placed.offsets[hi])
-        per = np.diff(placed.offsets[lo:hi + 1]).astype(np.int32)
-        counts[j::nc] = per
-        keys.append(np.repeat(np.arange(hi - lo, dtype=_I64) * nc + j, per))
+        per = np.diff(placed.offsets[lo:hi + 1])
+        has = np.flatnonzero(per)
+        row_ids.append(has * nc + j)
+        per_row.append(per[has])
         starts.append(placed.start_ns[a:b])
         ends.append(placed.end_ns[a:b])
-    if not keys or not counts.any():
+    ids = np.concatenate(row_ids) if row_ids else np.zeros(0, _I64)
+    if ids.size == 0:
         return pa.nulls(rows, pa.string())
-    order = np.argsort(np.concatenate(keys), kind="stable")  # row order; each row's intervals in time order
-    s, e = (pc.cast(pa.array(np.concatenate(x)[order], pa.int64()), pa.string()) for x in (starts, ends))
+    order = np.argsort(ids, kind="stable")  # placed rows in table order
+    counts = np.concatenate(per_row)
+    first = np.concatenate([[0], np.cumsum(counts)[:-1]])  # each row's first interval in the concatenation
+    # the intervals gathered row by row in table order (each row's in time order)
+    n_iv = counts[order]
+    take = np.repeat(first[order], n_iv) + (np.arange(int(n_iv.sum())) - np.repeat(np.cumsum(n_iv) - n_iv, n_iv))
+    s = pc.cast(pa.array(np.concatenate(starts)[take], pa.int64()), pa.string())
+    e = pc.cast(pa.array(np.concatenate(ends)[take], pa.int64()), pa.string())
     one = pc.binary_join_element_wise('{"end_ns":', e, ',"start_ns":', s, "}", "")
+    listed = pa.ListArray.from_arrays(pa.array(np.concatenate([[0], np.cumsum(n_iv)]).astype(np.int32)), one)
+    texts = pc.binary_join_element_wise("[", pc.binary_join(listed, ","), "]", "")
+    # Lay the placed rows' texts into a column over every row: lengths at their rows, the rest 0.
+    t_off = np.frombuffer(texts.buffers()[1], np.int32, count=len(texts) + 1, offset=texts.offset * 4)
     offsets = np.zeros(rows + 1, np.int32)
-    np.cumsum(counts, out=offsets[1:])
-    listed = pa.ListArray.from_arrays(pa.array(offsets), one, mask=pa.array(counts == 0))
-    return pc.binary_join_element_wise("[", pc.binary_join(listed, ","), "]", "")
+    offsets[ids[order] + 1] = np.diff(t_off)
+    np.cumsum(offsets, out=offsets)
+    data = texts.buffers()[2][int(t_off[0]):int(t_off[-1])]
+    valid = np.zeros(rows, bool)
+    valid[ids] = True
+    return pa.StringArray.from_buffers(rows, pa.py_buffer(offsets), data, pa.py_buffer(np.packbits(valid, bitorder="little")),
+                                       null_count=rows - int(ids.size))
 
 
 def _chunk(cols: RankColumns, lo: int, hi: int, code_of: list, texts):
