@@ -133,7 +133,7 @@ def tables_from_steps(steps: list[dict], *, where: str | os.PathLike = "<diagnos
             explains.append(f["explains_ns"])
             share.append(f.get("share_of_excess"))
             missing.append(canonical(f["missing"]))
-            evidence.append(None if f.get("evidence") is None else canonical(f["evidence"]))
+            evidence.append(None if f["evidence"] is None else canonical(f["evidence"]))
             at.append(None if f.get("at") is None else canonical(f["at"]))
     findings_tbl = pa.Table.from_arrays(
         [pa.array(row, _i64), pa.array(check, _str).dictionary_encode().cast(_code),

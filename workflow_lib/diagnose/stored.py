@@ -102,7 +102,7 @@ def _slow_with_findings(body: dict, steps: list[dict]) -> dict:
     """A version-2 body whose slow steps lack their findings: copied from the steps; findings
     made before version 4 (no `at`: where they sat was not recorded) get `at` null, as
     records.upgrade gives a version-3 record's."""
-    slow = (body.get("summary") or {}).get("slow_steps")
+    slow = body["summary"].get("slow_steps")  # summary: required in every version; slow_steps: absent in version 1
     if not slow or all("findings" in s and all("at" in f for f in s["findings"]) for s in slow):
         return body
     at = {(s["rank"], s["step_id"]): s for s in steps}
@@ -118,7 +118,7 @@ def as_diagnosis(diagnosis, where: str | os.PathLike = "<diagnosis record>") -> 
     if isinstance(diagnosis, Diagnosis):
         return diagnosis
     if "steps" not in diagnosis:
-        raise RecordError(where, f"diagnosis record of version {diagnosis.get('schema_version')} holds no steps: "
+        raise RecordError(where, f"diagnosis record of version {diagnosis['schema_version']} holds no steps: "
                                  "read it with load_diagnosis(path), which reads its tables")
     steps = diagnosis["steps"]
     body = _slow_with_findings({k: v for k, v in diagnosis.items() if k != "steps"}, steps)

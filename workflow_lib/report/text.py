@@ -225,7 +225,8 @@ def _hang_lines(record: dict) -> list[str]:
     if order and not order["exact"]:  # required in a culprit_order
         lines.append(f"  (order across communicators: {order['note']})")
     for c in record.get("culprits", []):
-        more = f" (+{c['ops_affected'] - 1} later ops)" if c["ops_affected"] > 1 else ""
+        # a diagnosis's collectives verdict (diagnose/dump_only.verdict) lists culprits without ops_affected
+        more = f" (+{c['ops_affected'] - 1} later ops)" if c.get("ops_affected", 1) > 1 else ""
         lines.append(f"  {c['kind']}: rank {c['rank']} at {c['comm']} seq {c['seq']} {c['op']}{more}: {c['evidence'][0]}")
         for m in c["missing"]:
             lines.append(f"    missing: {m}")
