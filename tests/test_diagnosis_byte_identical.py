@@ -1,7 +1,9 @@
 """The diagnosis of every committed fixture case is what the recorded code wrote (issue 37:
 3ae5cf8; regenerated for issue 34, whose new checks and credit rule changed diagnoses on
 purpose: the commit that regenerated tests/fixtures/diagnosis_digests.json lists each case that
-changed and why, after its fixture tests held): the record byte for byte (its table digests
+changed and why, after its fixture tests held; regenerated for issue 37's diagnosis version 4,
+which records where each finding sits (findings[].at, the findings table's at_json): every case
+changed by that field alone, the record and the tables otherwise as before): the record byte for byte (its table digests
 aside, which follow how the tables were split into row groups) and both Parquet tables by
 content. tests/diagnosis_digests.py says which cases, what is compared and how
 tests/fixtures/diagnosis_digests.json was made."""

@@ -21,6 +21,7 @@ from workflow_lib.core import records
 from workflow_lib.core.errors import InputError, RecordError, StallcaseError
 from workflow_lib.diagnose import as_diagnosis, diagnose_dir, load_diagnosis, table_paths, write_diagnosis
 from workflow_lib.diagnose import step_tables as T
+from workflow_lib.diagnose.types import DIAGNOSIS_VERSION
 from workflow_lib.importers.kineto import import_kineto
 
 FIX = Path(__file__).parent / "fixtures"
@@ -50,7 +51,7 @@ def test_tables_give_back_every_step_of_the_fixture_diagnoses(name, tmp_path):
     assert T.steps_from_tables(steps_tbl, findings_tbl) == rec["steps"]
     # written and read back: the same steps, the same record less its steps
     written = write_diagnosis(tmp_path / "diagnosis.json", rec)
-    assert written["schema_version"] == 3 and "steps" not in written
+    assert written["schema_version"] == DIAGNOSIS_VERSION and "steps" not in written
     got = load_diagnosis(tmp_path / "diagnosis.json")
     assert got.steps() == rec["steps"]
     some = [len(rec["steps"]) - 1, 0]
@@ -71,7 +72,7 @@ def test_kineto_import_fixture_round_trips(tmp_path):
 
 @pytest.fixture(scope="module")
 def rich(tmp_path_factory):
-    """A two-rank incident with every source, its diagnosis as version 3 files and as version 2."""
+    """A two-rank incident with every source, its diagnosis as version 4 files and as version 2."""
     root = tmp_path_factory.mktemp("rich")
     RC.rich_incident(root / "incidents" / "rich")
     p = RC.results_for(root / "incidents" / "rich", root / "results", trials=False)
@@ -146,7 +147,7 @@ def test_findings_without_evidence_read_and_render(rich, tmp_path):
 
 def test_unknown_version_is_refused_in_one_line(rich, tmp_path):
     rec = json.loads(Path(rich["paths"]["diagnosis"]).read_text())
-    for v, says in ((4, "newer than this stallcase reads"), (0, "schema_version")):
+    for v, says in ((DIAGNOSIS_VERSION + 1, "newer than this stallcase reads"), (0, "schema_version")):
         bad = tmp_path / f"v{v}.json"
         bad.write_text(json.dumps(dict(rec, schema_version=v)))
         with pytest.raises(RecordError, match=says) as exc:
@@ -235,7 +236,8 @@ def test_an_output_the_record_cannot_replace_is_refused_before_the_tables(rich, 
 
 def test_finding_tracks_from_the_columns_are_the_walk_over_steps(rich):
     """The timeline's finding and gap tracks, read from the tables' columns, are what a walk over
-    the step objects gives (the per-step loop they replace, written out here as the reference)."""
+    the step objects gives (the per-step loop they replace, written out here as the reference):
+    a finding with a place (`at`, recorded by the diagnosis) drawn there, the others as shares."""
     import numpy as np
 
     from workflow_lib.report import load_records, timeline
@@ -247,7 +249,6 @@ def test_finding_tracks_from_the_columns_are_the_walk_over_steps(rich):
     tl = timeline.build(inc, recs.diagnosis)
     tracks = {t["id"]: t for t in tl["tracks"]}
     origin, lo, hi = tl["origin_ns"], tl["start_ns"], tl["end_ns"]
-    where = timeline._Locator(inc, origin)
     steps = rich["inline"]["steps"]
     seen = 0
     for r in sorted({-1 if s["rank"] is None else s["rank"] for s in steps}):
@@ -257,7 +258,7 @@ def test_finding_tracks_from_the_columns_are_the_walk_over_steps(rich):
             t = t0
             for f in st["findings"]:
                 if f["verdict"] == "attributed" and f["explains_ns"] > 0:
-                    placed = where.place(f, r, t0, t1)
+                    placed = [(a["start_ns"] - origin, a["end_ns"] - origin) for a in f["at"] or ()]
                     if placed:
                         seg += [(a, b, f["check"], st["step_id"], 1) for a, b in placed]
                     else:
@@ -275,7 +276,7 @@ def test_finding_tracks_from_the_columns_are_the_walk_over_steps(rich):
         gs, ge = (np.array(x, np.int64) for x in zip(*gaps))
         want = timeline._interval_track(f"gaps:{r}", "findings", "", gs, ge, None, None, lo, hi, True, kind="gaps")
         assert tracks[f"gaps:{r}"]["start"] == want["start"] and tracks[f"gaps:{r}"]["dur"] == want["dur"]
-    assert seen > 0  # some findings were placed where their evidence says, not only as shares
+    assert seen > 0  # some findings were placed where the diagnosis says they sit, not only as shares
 
 
 def test_verify_finds_a_damaged_or_missing_diagnosis_table(rich, tmp_path):
@@ -315,3 +316,36 @@ def test_the_first_screen_reads_the_typed_summary_and_a_record_without_slow_step
     got = glance.excess(old, slow_steps(old))
     assert got["kind"] == "slowest" and got["steps"].value == summary["steps"]
     assert glance.warm_up(old) is None and glance.next_experiment(old, None)["kind"] == "none"
+
+
+def test_version_3_record_reads_with_no_places(rich, tmp_path):
+    """A version-3 diagnosis (written before findings recorded where they sit) still reads:
+    records.upgrade gives its slow steps' findings `at` null, its findings table gets at_json
+    null, and the report draws every finding as a share of its step."""
+    import blake3
+    import pyarrow.parquet as pq
+
+    from workflow_lib.report import timeline
+    from workflow_lib.report import load_records
+    from workflow_lib.snapshot.build import load_tables
+
+    new = json.loads(Path(rich["paths"]["diagnosis"]).read_text())
+    assert any(f["at"] for s in new["summary"]["slow_steps"] for f in s["findings"])  # the rich case places some
+    old = dict(new, schema_version=3, summary=dict(new["summary"], slow_steps=[
+        dict(s, findings=[{k: v for k, v in f.items() if k != "at"} for f in s["findings"]])
+        for s in new["summary"]["slow_steps"]]))
+    out = tmp_path / "rich" / "diagnosis.json"
+    shutil.copytree(Path(rich["paths"]["diagnosis"]).parent, out.parent)
+    paths = table_paths(out)
+    pq.write_table(rich["v3"].findings_table.drop_columns(["at_json"]), paths["findings"])
+    old["step_tables"]["findings"]["digest"] = blake3.blake3(paths["findings"].read_bytes()).hexdigest()
+    records.write_record(out, old, "diagnosis")
+    got = load_diagnosis(out)
+    assert got.record["schema_version"] == DIAGNOSIS_VERSION
+    assert all(f["at"] is None for s in got.summary.slow_steps for f in s.findings)
+    assert got.findings_table["at_json"].null_count == got.findings_table.num_rows
+    assert got.steps() == [dict(s, findings=[dict(f, at=None) for f in s["findings"]]) for s in rich["v3"].steps()]
+    recs = load_records(rich["paths"]["snapshot"], out)
+    inc = load_tables(recs.snapshot, rich["root"] / "results")
+    tracks = [t for t in timeline.build(inc, got)["tracks"] if t["kind"] == "findings"]
+    assert tracks and all(set(t["placed"]) == {0} for t in tracks)

@@ -85,7 +85,8 @@ def schema_shape(schema: dict, version: int) -> dict[str, tuple[bool, set[str]]]
     """field -> (required, JSON types) in the newest version, schema_version and kind left out."""
     required = set(schema.get("required", ()))
     for cond in [schema, *schema.get("allOf", ())]:  # `if schema_version == N then required ...`
-        if cond.get("if", {}).get("properties", {}).get("schema_version", {}).get("const") == version:
+        spec = cond.get("if", {}).get("properties", {}).get("schema_version", {})
+        if spec.get("const") == version or version in spec.get("enum", ()):
             required |= set(cond.get("then", {}).get("required", ()))
     return {name: (name in required, json_types_of_schema(resolve(prop, schema)))
             for name, prop in schema["properties"].items() if name not in ("schema_version", "kind")}
@@ -309,3 +310,27 @@ def test_the_diagnosis_parts_readers_use_agree_with_their_subschema(cls, part):
     assert differences(cls, sub.get("items", sub) if part == "next_experiments" else sub, root=schema) == []
     for c in [cls, *nested_classes(cls)]:
         assert all(f.metadata.get("doc") for f in dataclasses.fields(c)), c.__name__
+
+
+def test_the_diagnosis_summary_is_made_and_written_as_its_class():
+    """Writer and readers share one type: diagnose() makes the summary as DiagnosisSummary
+    (record.summary_of) and the record is written through DiagnosisRecord, whose summary is that
+    class: a summary field the class does not hold is refused before anything is written."""
+    from tests.random_incident import random_incident
+    from workflow_lib.diagnose import diagnose
+    from workflow_lib.diagnose import record as record_mod
+    from workflow_lib.diagnose.stored import record_of
+    from workflow_lib.diagnose.types import SlowStep
+
+    assert typing.get_type_hints(DiagnosisRecord)["summary"] is DiagnosisSummary
+    rec = diagnose(random_incident(3), incident_id="t", snapshot_digest="0" * 64)
+    made = record_mod.summary_of(record_mod.empty_totals(), [], [])
+    assert isinstance(made, DiagnosisSummary) and made.slow_steps == []
+    body = {k: v for k, v in rec.items() if k != "steps"}
+    written = record_of(body, {"steps": {"digest": "0" * 64, "rows": 0}, "findings": {"digest": "0" * 64, "rows": 0}})
+    assert written["summary"] == rec["summary"]
+    back = DiagnosisRecord.from_json(written)
+    assert isinstance(back.summary, DiagnosisSummary) and back.summary.to_json() == rec["summary"]
+    assert all(isinstance(s, SlowStep) for s in back.summary.slow_steps)
+    with pytest.raises(RecordError, match=r"summary: fields \['extra'\] are not in DiagnosisSummary"):
+        record_of(dict(body, summary=dict(rec["summary"], extra=1)), written["step_tables"])

@@ -23,7 +23,7 @@ from workflow_lib.diagnose import evidence as evidence_mod
 from workflow_lib.diagnose import lead as lead_mod
 from workflow_lib.diagnose import excess as excess_mod
 from workflow_lib.diagnose import job as job_mod
-from workflow_lib.diagnose import measures, next_experiments
+from workflow_lib.diagnose import measures, next_experiments, places
 from workflow_lib.diagnose.checks import warm_up as warmup
 from workflow_lib.diagnose.checks import CHECKS, FIRST_AFTER, NAMES, collective_wait
 from workflow_lib.diagnose.batch import StepFindings, StepsInput
@@ -104,6 +104,8 @@ def step_record(sw: StepWindow, ev, src, opts, m: dict, i: int, origin: int, col
         findings[0]["explains_ns"] = int(min(coll["explains_ns"], sw.wall_ns - explained))
         explained += findings[0]["explains_ns"]
     findings.sort(key=lambda f: NAMES.index(f["check"]))
+    for f in findings:  # where an attributed finding sits (diagnose/places.py), step by step
+        f["at"] = places.at_of_step(f["check"], ev, sw.start_ns, sw.end_ns, origin) if f["verdict"] == "attributed" else None
     rec = {k: (None if v is None else int(v[i])) for k, v in m.items()}
     g = base.idle if src.kernels else measures.empty()
     rec.update(

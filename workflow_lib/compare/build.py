@@ -352,7 +352,7 @@ def _no_components_reason(plan: Plan, used: list[Execution]) -> str:
             return ("the program was recorded from outside (stallcase record): its runs hold no recorder, so no run "
                     "has a diagnosis to take components from")
         return "no run took a snapshot: the program's own loop does not use the FlightRecorder"
-    errors = [r["capture"].get("error") for r in ok if r.get("capture") and r["capture"].get("error")]
+    errors = [r["capture"]["error"] for r in ok if r.get("capture") and r["capture"]["error"]]  # error: required in a capture
     if errors:
         return f"no run's diagnosis gave components ({errors[0]})"
     return "no run was diagnosed"

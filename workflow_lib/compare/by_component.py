@@ -80,7 +80,7 @@ def _names(per_block: list[dict[str, list]]) -> list[str]:
         for comps in arms.values():
             for comp in comps:
                 if comp:
-                    seen.update(dict.fromkeys(comp.get("values_ns", {})))
+                    seen.update(dict.fromkeys(comp["values_ns"]))  # required in a run's components
     first = {n: k for k, n in enumerate(seen)}  # the diagnosis's own order within a group
     return sorted(seen, key=lambda n: (_ORDER[group(n)], n == K.UNEXPLAINED, first[n]))
 
@@ -179,11 +179,11 @@ def predictions(per_block: list[dict[str, list]], rows: list[dict]) -> list[dict
     bounds: dict[str, list[float]] = {}
     a_runs = [comp for arms in per_block for comp in arms["A"] if comp]
     for comp in a_runs:
-        for e in comp.get("next_experiments", []):
+        for e in comp["next_experiments"]:  # required in a run's components
             bounds.setdefault(e["check"], [])
     for check in bounds:
         for comp in a_runs:
-            got = [e["bound_ns_per_step"] for e in comp.get("next_experiments", []) if e["check"] == check]
+            got = [e["bound_ns_per_step"] for e in comp["next_experiments"] if e["check"] == check]
             bounds[check].append(got[0] if got else 0.0)
     by = {r["name"]: r for r in rows}
     ranked = sorted(((float(np.median(v)), c) for c, v in bounds.items()), key=lambda t: (-t[0], t[1]))

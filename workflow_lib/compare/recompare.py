@@ -51,7 +51,7 @@ def with_job_metric(plan: Plan, executions: dict[str, Execution], job: str, role
     ranks = metric.get("ranks")
     if role is not None:  # the role's ranks, as the original runs labelled them
         ranks = sorted({int(r["rank"]) for ex in executions.values() for run in ex.runs for r in run.get("ranks") or []
-                        if r.get("role") == role} | set(ranks or []))
+                        if r["role"] == role} | set(ranks or []))
     metric["ranks"] = ranks
     new_plan = dataclasses.replace(plan, design=dict(plan.design, metric=metric))
     digest = new_plan.digest()

@@ -245,6 +245,16 @@ def _comparison_1_to_2(rec: dict) -> dict:
                          "components existed; rerun the compare stage to split the change by cause")}
 
 
+def _diagnosis_3_to_4(rec: dict) -> dict:
+    # Version 3 did not record where a finding sits on its step's timeline (findings[].at):
+    # null, "no place recorded", which the report draws as a share of its step. The findings
+    # table beside the record gets its at_json column null where it is read (diagnose/stored.py).
+    s = rec["summary"]
+    slow = [dict(st, findings=[dict(f, at=None) for f in st["findings"]]) if "findings" in st else st
+            for st in s.get("slow_steps", [])]
+    return dict(rec, summary=dict(s, slow_steps=slow) if "slow_steps" in s else s)
+
+
 # kind -> {version: function turning a record of that version into one of the next}. A reader
 # calls upgrade() once after reading and then sees only the newest shape (pyperf converts old
 # formats once, at load). A kind whose newer version only added optional fields needs no step.
@@ -252,6 +262,7 @@ UPGRADES: dict[str, dict[int, Any]] = {
     "steps_out": {1: _steps_out_1_to_2},
     "plan": {1: _plan_1_to_2},
     "comparison": {1: _comparison_1_to_2},
+    "diagnosis": {3: _diagnosis_3_to_4},
 }
 # kind -> {version: what to do instead}: the next version requires what the older record never
 # measured (a culprit order, per-component estimates), so no step can supply it truthfully.

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import batch, describe, excess as excess_mod, lead, measures
+from . import batch, describe, excess as excess_mod, lead, measures, places
 from . import step_tables as st
 from .credit import Resolver
 from .evidence import RankInput
@@ -58,6 +58,7 @@ class RankColumns:
     # measures are "not observed" (None), never an idle GPU. None when every step shares the rank's sources.
     gpu_unrecorded: np.ndarray | None = None
     lead_owed: np.ndarray | None = None  # per step: diagnose/lead.py's owed lead (sync_stall's refill bound)
+    at: dict = field(default_factory=dict)  # check index -> places.Placed: where its attributed findings sit
 
     @property
     def unexplained_ns(self) -> np.ndarray:
@@ -181,6 +182,7 @@ def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, or
     spans: list[dict] = [{} for _ in range(nc)]
     kinds: dict = {}
     idle_parts: list = []
+    placed_parts: dict[int, list] = {NAMES.index(c): [] for c in places.PLACED}
     matched_rows: list[np.ndarray] = []
     src_off = (dataclasses.replace(src, kernels=False, runtime_api=False, gpu_outside_window=True)
                if covered is not None else src)
@@ -222,6 +224,10 @@ def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, or
             kinds.update({int(rows_of(k)): v for k, v in f.kinds_ns.items()})
             del f
         explained[g] = credit.explained()
+        for j, parts in placed_parts.items():  # where the attributed findings of the placed checks sit
+            p, k = fr.split(places.union_of(NAMES[j], ev))
+            keep = verdict[rows_of(k), j] == batch.ATTRIBUTED
+            parts.append((batch._iv(p.start_ns[keep], p.end_ns[keep]), rows_of(k[keep])))
         if matched is not None and matched.unplaced.size:
             # A wait with no NCCL kernels or host span to place it on: credited last, with
             # time no other check explained.
@@ -237,6 +243,7 @@ def diagnose_rank(ev, frame: batch.StepFrame, src, opts, m: dict, cold: list, or
                        missing_code, explained, kinds_ns=kinds, spans_ns=spans, lead_owed=owed)
     if covered is not None:
         cols.gpu_unrecorded = ~covered
+    cols.at = {j: places.Placed.of_rank(parts, n, origin) for j, parts in placed_parts.items()}
     cols.excess = excess_mod.attach_columns(frame.wall, cols.explains_ns, opts)
     if keep_all:
         kept = range(n)
@@ -264,7 +271,8 @@ def step_dict(cols: RankColumns, k: int, evidence: list | None = None) -> dict:
                      "longest": cols.gaps_longest.of(k)},
                findings=[{"check": name, "verdict": FINDING_VERDICTS[int(cols.verdict[k, j])],
                           "explains_ns": int(cols.explains_ns[k, j]), "evidence": None if evidence is None else evidence[j],
-                          "missing": list(cols.missing[j][int(cols.missing_code[k, j])])} for j, name in enumerate(NAMES)],
+                          "missing": list(cols.missing[j][int(cols.missing_code[k, j])]),
+                          "at": cols.at[j].of(k) if j in cols.at else None} for j, name in enumerate(NAMES)],
                explained_ns=int(cols.explained_ns[k]), unexplained_ns=int(fr.wall[k] - cols.explained_ns[k]))
     excess_mod.fill_record(rec, cols.excess, k)
     return rec
@@ -389,6 +397,47 @@ def _in_use(arr: pa.DictionaryArray, index_type) -> pa.DictionaryArray:
     return pc.dictionary_encode(arr.cast(pa.string())).cast(pa.dictionary(index_type, pa.string()))
 
 
+def _at_column(cols: RankColumns, lo: int, hi: int) -> pa.Array:
+    """The findings' at_json for steps lo..hi (places.py): the placed checks' intervals on their
+    rows as canonical JSON (step_tables.canonical: keys sorted), null elsewhere. The texts are
+    made by Arrow compute for the placed rows only, then laid into the column's buffers: no
+    Python object per row or interval, and no temporary array over every row but the offsets."""
+    nc, rows = len(NAMES), (hi - lo) * len(NAMES)
+    row_ids, per_row, starts, ends = [], [], [], []
+    for j, placed in cols.at.items():
+        a, b = int(placed.offsets[lo]), int(placed.offsets[hi])
+        per = np.diff(placed.offsets[lo:hi + 1])
+        has = np.flatnonzero(per)
+        row_ids.append(has * nc + j)
+        per_row.append(per[has])
+        starts.append(placed.start_ns[a:b])
+        ends.append(placed.end_ns[a:b])
+    ids = np.concatenate(row_ids) if row_ids else np.zeros(0, _I64)
+    if ids.size == 0:
+        return pa.nulls(rows, pa.string())
+    order = np.argsort(ids, kind="stable")  # placed rows in table order
+    counts = np.concatenate(per_row)
+    first = np.concatenate([[0], np.cumsum(counts)[:-1]])  # each row's first interval in the concatenation
+    # the intervals gathered row by row in table order (each row's in time order)
+    n_iv = counts[order]
+    take = np.repeat(first[order], n_iv) + (np.arange(int(n_iv.sum())) - np.repeat(np.cumsum(n_iv) - n_iv, n_iv))
+    s = pc.cast(pa.array(np.concatenate(starts)[take], pa.int64()), pa.string())
+    e = pc.cast(pa.array(np.concatenate(ends)[take], pa.int64()), pa.string())
+    one = pc.binary_join_element_wise('{"end_ns":', e, ',"start_ns":', s, "}", "")
+    listed = pa.ListArray.from_arrays(pa.array(np.concatenate([[0], np.cumsum(n_iv)]).astype(np.int32)), one)
+    texts = pc.binary_join_element_wise("[", pc.binary_join(listed, ","), "]", "")
+    # Lay the placed rows' texts into a column over every row: lengths at their rows, the rest 0.
+    t_off = np.frombuffer(texts.buffers()[1], np.int32, count=len(texts) + 1, offset=texts.offset * 4)
+    offsets = np.zeros(rows + 1, np.int32)
+    offsets[ids[order] + 1] = np.diff(t_off)
+    np.cumsum(offsets, out=offsets)
+    data = texts.buffers()[2][int(t_off[0]):int(t_off[-1])]
+    valid = np.zeros(rows, bool)
+    valid[ids] = True
+    return pa.StringArray.from_buffers(rows, pa.py_buffer(offsets), data, pa.py_buffer(np.packbits(valid, bitorder="little")),
+                                       null_count=rows - int(ids.size))
+
+
 def _chunk(cols: RankColumns, lo: int, hi: int, code_of: list, texts):
     fr, n, nc = cols.frame, hi - lo, len(NAMES)
     i64, f64 = pa.int64(), pa.float64()
@@ -425,6 +474,7 @@ def _chunk(cols: RankColumns, lo: int, hi: int, code_of: list, texts):
             ev_idx[(k - lo) * nc + j] = len(ev_text)
             ev_text.append(st.canonical(f["evidence"]))
     evidence = pa.DictionaryArray.from_arrays(pa.array(ev_idx, i64, mask=ev_idx < 0), pa.array(ev_text, pa.string())).cast(pa.string())
+    at = _at_column(cols, lo, hi)
     findings_tbl = pa.Table.from_arrays([
         pa.array(np.repeat(np.arange(n, dtype=_I64), nc), i64),
         _in_use(pa.DictionaryArray.from_arrays(pa.array(np.tile(np.arange(nc, dtype=np.int8), n), pa.int8()), pa.array(list(NAMES))), pa.int8()),
@@ -433,5 +483,6 @@ def _chunk(cols: RankColumns, lo: int, hi: int, code_of: list, texts):
         pa.array(share, f64, mask=np.isnan(share)),
         _in_use(pa.DictionaryArray.from_arrays(pa.array(missing.astype(np.int32), pa.int32()), texts), pa.int32()),
         evidence,
+        at,
     ], schema=st.FINDINGS_SCHEMA)
     return steps_tbl, findings_tbl

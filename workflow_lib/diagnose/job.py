@@ -56,7 +56,8 @@ def _steps(incident: Incident):
 
 
 def roles(incident: Incident) -> dict[int, str]:
-    return {int(r): str(v) for r, v in ((incident.manifest.get("job") or {}).get("roles") or {}).items()}
+    job = incident.typed_manifest.job  # ABSENT or None: one process, or not recorded
+    return {int(r): str(v) for r, v in (job["roles"] if job and "roles" in job else {}).items()}
 
 
 def collective_span_findings(incident: Incident, origin_ns: int) -> dict:
@@ -241,14 +242,15 @@ def experiments(job: dict | None, experiments: list[dict]) -> list[dict]:
     if not job:
         return experiments
     out = [dict(e) for e in experiments]
-    slow, cause = job.get("slowest_rank"), job.get("slowest_rank_cause") or {}
+    # `job` is summary_of's, every key set (the slowest rank's cause and spans with it).
+    slow, cause = job["slowest_rank"], job["slowest_rank_cause"]
     for e in out:
-        if slow is not None and e["check"] == cause.get("check") and job["waited_for_slowest"]:
-            where = f" on rank {slow}" + (f" ({job['slowest_rank_role']})" if job.get("slowest_rank_role") else "")
-            spans = f" (spans {', '.join(cause.get('spans') or [])})" if cause.get("spans") else ""
+        if slow is not None and e["check"] == cause["check"] and job["waited_for_slowest"]:
+            where = f" on rank {slow}" + (f" ({job['slowest_rank_role']})" if job["slowest_rank_role"] else "")
+            spans = f" (spans {', '.join(cause['spans'])})" if cause["spans"] else ""
             e["candidate_change"] = (f"{e['candidate_change']}{where}{spans}: ranks "
                                      f"{', '.join(map(str, job['waited_for_slowest']))} wait for it inside the collective")
-    waits = [w for w in job.get("queue_waits") or [] if w["overlapped_producer_spans"]]
+    waits = [w for w in job["queue_waits"] if w["overlapped_producer_spans"]]
     if waits:
         spans = sorted({n for w in waits for d in w["overlapped_producer_spans"].values() for n in d})
         prods = sorted({p for w in waits for p in w["overlapped_producer_spans"]}, key=int)

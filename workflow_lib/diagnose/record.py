@@ -16,7 +16,7 @@ from . import job as job_mod
 from . import measures, next_experiments
 from .checks import NAMES
 from .checks import warm_up as warmup
-from .types import INLINE_STEPS_VERSION, DiagnoseOptions
+from .types import INLINE_STEPS_VERSION, DiagnoseOptions, DiagnosisSummary, Grew, SlowStep, WarmUp
 
 
 def step_measures(ev, starts, ends, src) -> dict[str, np.ndarray]:
@@ -66,17 +66,16 @@ class Sums:
 
 
 def diagnosis_record(incident: Incident, incident_id: str, snapshot_digest: str, opts: DiagnoseOptions,
-                     steps: list[dict], windows: list[dict], slow: list[dict] | None, coll: dict | None = None,
+                     steps: list[dict], windows: list[dict], slow: list[SlowStep] | None, coll: dict | None = None,
                      spool=None, acc: "Sums | None" = None) -> dict:
     """The diagnosis record around its steps: the one shape of it, also for dump-only incidents
     (`acc`: the sums made rank by rank, columns.step_totals and its kin; with a spool the
-    steps are in its tables, not in the record)."""
+    steps are in its tables, not in the record). The summary is made as its frozen class
+    (types.DiagnosisSummary, the one readers get from stored.summary_of) and stored as its JSON."""
     acc = acc if acc is not None else Sums()
-    summary = summary_of(acc.totals, windows, slow)
     job = job_mod.summary_of(incident, acc.job, opts.wait_regex(), coll)
+    summary = summary_of(acc.totals, windows, slow, job)
     experiments = next_experiments.ranked(acc.experiments)
-    if job is not None:
-        summary["job"] = job
     return {
         "schema_version": INLINE_STEPS_VERSION,
         "kind": "diagnosis",
@@ -87,7 +86,7 @@ def diagnosis_record(incident: Incident, incident_id: str, snapshot_digest: str,
                     for name, s in sorted(incident.manifest["sources"].items())},
         "checks": list(NAMES),
         **({"steps": steps} if spool is None else {}),
-        "summary": summary,
+        "summary": summary.to_json(),
         "next_experiments": job_mod.experiments(job, experiments),
     }
 
@@ -106,26 +105,23 @@ def growth(rows: list[dict], pos: dict, ref: dict, ev, starts, ends) -> list[dic
     return rows
 
 
-def with_findings(rows: list[dict], recs: dict, pos: dict) -> list[dict]:
-    """The slow steps with their findings in full: the report's first screen reads them
-    from the record, never from the tables (whose evidence may be kept for these steps only).
-    `recs`: row -> step record (at least the slow ones); `pos`: step id -> row."""
-    for r in rows:
-        r["findings"] = recs[pos[r["step_id"]]]["findings"]
-    return rows
+def with_findings(rows: list[dict], recs: dict, pos: dict) -> list[SlowStep]:
+    """The slow steps with their findings in full, as the summary's frozen class: the report's
+    first screen reads them from the record, never from the tables (whose evidence may be kept
+    for these steps only). `recs`: row -> step record (at least the slow ones); `pos`: step id -> row."""
+    return [SlowStep(**dict(r, findings=recs[pos[r["step_id"]]]["findings"],
+                            **({"grew": Grew(**r["grew"])} if "grew" in r else {})))
+            for r in rows]
 
 
-def summary_of(totals: dict, windows: list[dict], slow: list[dict] | None = None) -> dict:
-    out = {
-        "steps": totals["steps"],
-        "wall_ns": totals["wall_ns"],
-        "explained_ns": totals["explained_ns"],
-        "unexplained_ns": totals["unexplained_ns"],
-        "by_check": totals["by_check"],
-        "windows": windows,
-        "slow_steps": sorted(slow or [], key=lambda s: -s["excess_ns"])[:excess_mod.MAX_SLOW_LISTED],
-    }
+def summary_of(totals: dict, windows: list[dict], slow: list[SlowStep] | None = None,
+               job: dict | None = None) -> DiagnosisSummary:
+    """The record's summary from what was added up over the steps (`job`: job.summary_of's,
+    None for one process)."""
     warm = warmup.summary_of(totals["warm_up"])
-    if warm is not None:
-        out["warm_up"] = warm
-    return out
+    return DiagnosisSummary(
+        steps=totals["steps"], wall_ns=totals["wall_ns"], explained_ns=totals["explained_ns"],
+        unexplained_ns=totals["unexplained_ns"], by_check=totals["by_check"], windows=windows,
+        slow_steps=sorted(slow or [], key=lambda s: -s.excess_ns)[:excess_mod.MAX_SLOW_LISTED],
+        **({"warm_up": WarmUp(**warm)} if warm is not None else {}),
+        **({"job": job} if job is not None else {}))

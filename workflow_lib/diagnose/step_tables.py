@@ -23,9 +23,15 @@ writes (every key present, `excess` and `share_of_excess` included). A version-1
 `excess` comes back with `excess: None` and `share_of_excess: None` (readers treat absent and
 null alike: "not available").
 
-Version history (bump STEP_TABLES_VERSION, stored in each file's metadata, when a column
-changes meaning or type):
+Version history (bump STEP_TABLES_VERSION when a column is added or changes meaning or type;
+the record's version says which a file is):
   1 - first version (diagnosis record version 3).
+  2 - findings.at_json: where the finding sits in its step (diagnose/places.py), canonical
+      JSON of the record's findings[].at (a list of {start_ns, end_ns}), null where it has no
+      place of its own (diagnosis record version 4). Text, as gaps_longest_json: a nested
+      list<struct> column cost 40% more Parquet write time for these 17-rows-a-step, nearly all
+      null rows (0.161 vs 0.112 s per 131,072 steps; text 0.143 s). A version-1 findings table
+      reads with at_json null (with_at_column, called by stored.load_diagnosis).
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ from ..core.errors import InputError
 from .checks import NAMES
 from .types import FINDING_VERDICTS
 
-STEP_TABLES_VERSION = 1
+STEP_TABLES_VERSION = 2
 
 _i64, _f64, _str = pa.int64(), pa.float64(), pa.string()
 _code = pa.dictionary(pa.int8(), pa.string())
@@ -67,7 +73,7 @@ STEPS_SCHEMA = _schema(
 FINDINGS_SCHEMA = _schema(
     ("step_row", _i64, False), ("check", _code, False), ("verdict", _code, False),
     ("explains_ns", _i64, False), ("share_of_excess", _f64, True), ("missing_json", _missing_code, False),
-    ("evidence_json", _str, True),
+    ("evidence_json", _str, True), ("at_json", _str, True),
 )
 """One row per (step row, check), in each step's findings order; step_row indexes the steps table."""
 
@@ -87,6 +93,9 @@ def canonical(value) -> str:
 
 _STEP_KEYS = frozenset((*_PLAIN, "gaps", "findings"))
 _FINDING_KEYS = frozenset(("check", "verdict", "explains_ns", "evidence", "missing"))
+# Fields a finding of an older version may lack (read as null): share_of_excess before version
+# 2, `at` before version 4.
+_FINDING_LATER = frozenset(("share_of_excess", "at"))
 
 
 def _check_keys(steps: list[dict], where) -> None:
@@ -99,7 +108,7 @@ def _check_keys(steps: list[dict], where) -> None:
             raise InputError(where, f"step {i} (step_id {st.get('step_id')}): field(s) {', '.join(odd)} "
                                     f"{'not in the steps table' if odd[0] in keys else 'missing'}")
         for f in st["findings"]:
-            fk = f.keys() - {"share_of_excess"}
+            fk = f.keys() - _FINDING_LATER
             if fk != _FINDING_KEYS:
                 odd = sorted(fk ^ _FINDING_KEYS)
                 raise InputError(where, f"step {i} (step_id {st.get('step_id')}): a finding's field(s) {', '.join(odd)} "
@@ -115,7 +124,7 @@ def tables_from_steps(steps: list[dict], *, where: str | os.PathLike = "<diagnos
     cols["gaps_longest_json"] = pa.array([canonical(st["gaps"]["longest"]) for st in steps], _str)
     cols["excess_json"] = pa.array([None if st.get("excess") is None else canonical(st["excess"]) for st in steps], _str)
     steps_tbl = pa.Table.from_arrays([cols[f.name] for f in STEPS_SCHEMA], schema=STEPS_SCHEMA)
-    row, check, verdict, explains, share, missing, evidence = [], [], [], [], [], [], []
+    row, check, verdict, explains, share, missing, evidence, at = [], [], [], [], [], [], [], []
     for i, st in enumerate(steps):
         for f in st["findings"]:
             row.append(i)
@@ -124,11 +133,12 @@ def tables_from_steps(steps: list[dict], *, where: str | os.PathLike = "<diagnos
             explains.append(f["explains_ns"])
             share.append(f.get("share_of_excess"))
             missing.append(canonical(f["missing"]))
-            evidence.append(None if f.get("evidence") is None else canonical(f["evidence"]))
+            evidence.append(None if f["evidence"] is None else canonical(f["evidence"]))
+            at.append(None if f.get("at") is None else canonical(f["at"]))
     findings_tbl = pa.Table.from_arrays(
         [pa.array(row, _i64), pa.array(check, _str).dictionary_encode().cast(_code),
          pa.array(verdict, _str).dictionary_encode().cast(_code), pa.array(explains, _i64), pa.array(share, _f64),
-         pa.array(missing, _str).dictionary_encode(), pa.array(evidence, _str)], schema=FINDINGS_SCHEMA)
+         pa.array(missing, _str).dictionary_encode(), pa.array(evidence, _str), pa.array(at, _str)], schema=FINDINGS_SCHEMA)
     return check_steps(steps_tbl, where), check_findings(findings_tbl, len(steps), where,
                                                           explained_ns=steps_tbl["explained_ns"].to_numpy())
 
@@ -168,6 +178,7 @@ def steps_from_tables(steps_tbl: pa.Table, findings_tbl: pa.Table, rows=None, *,
     f = findings_tbl.take(pa.array(take.astype(np.int64), _i64))
     f_check, f_verdict, f_missing = _text(f, "check"), _text(f, "verdict"), _text(f, "missing_json")
     f_explains, f_share, f_evidence = f["explains_ns"].to_pylist(), f["share_of_excess"].to_pylist(), f["evidence_json"].to_pylist()
+    f_at = f["at_json"].to_pylist()
     out, k = [], 0
     for j in range(idx.size):
         row = int(idx[j])
@@ -177,7 +188,8 @@ def steps_from_tables(steps_tbl: pa.Table, findings_tbl: pa.Table, rows=None, *,
             findings.append({"check": f_check[k], "verdict": f_verdict[k], "explains_ns": f_explains[k],
                              "evidence": None if ev is None else _loads(ev, "evidence_json", int(take[k]), where),
                              "missing": _loads(f_missing[k], "missing_json", int(take[k]), where),
-                             "share_of_excess": f_share[k]})
+                             "share_of_excess": f_share[k],
+                             "at": None if f_at[k] is None else _loads(f_at[k], "at_json", int(take[k]), where)})
             k += 1
         st = {key: plain[key][j] for key in _PLAIN}
         st["gaps"] = {"count": g_count[j], "total_ns": g_total[j],
@@ -186,6 +198,14 @@ def steps_from_tables(steps_tbl: pa.Table, findings_tbl: pa.Table, rows=None, *,
         st["excess"] = None if excess[j] is None else _loads(excess[j], "excess_json", row, where)
         out.append(st)
     return out
+
+
+def with_at_column(findings: pa.Table) -> pa.Table:
+    """A version-1 findings table (diagnosis record version 3) as version 2: at_json null on
+    every row (that version did not record where findings sit)."""
+    if "at_json" in findings.column_names:
+        return findings
+    return findings.append_column(FINDINGS_SCHEMA.field("at_json"), pa.nulls(findings.num_rows, _str))
 
 
 def _conform(name: str, table: pa.Table, where) -> pa.Table:
@@ -280,6 +300,10 @@ def check_findings(table: pa.Table, n_steps: int, where: str | os.PathLike = "<d
     _bad(where, "findings", is_value(codes["verdict"], "unresolved") & is_value(codes["missing_json"], "[]"),
          "unresolved with nothing missing")
     _bad(where, "findings", pc.fill_null(_framed(t["evidence_json"], "{", "}"), False), "whose evidence_json is not a JSON object")
+    _bad(where, "findings", pc.is_valid(t["at_json"]).to_numpy(zero_copy_only=False) & ~attributed,
+         "placed (at_json) but not attributed")
+    _bad(where, "findings", pc.fill_null(_framed(t["at_json"], '[{"end_ns":', "}]"), False),
+         "whose at_json is not a JSON list of intervals")
     if explained_ns is not None:
         sums = np.bincount(row, weights=t["explains_ns"].to_numpy(), minlength=n_steps)
         _bad(where, "findings", sums.astype(np.int64) != explained_ns, "summing to other than their step's explained_ns")

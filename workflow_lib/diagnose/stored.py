@@ -12,8 +12,10 @@ does not name: a left-over table from an earlier run fails the digest check.
 
 Versions (schemas/diagnosis.schema.json): a version-1 or -2 record holds its steps inline;
 it reads into the same Diagnosis (its steps become the tables in memory, its slow steps get
-their findings from them). diagnose() still returns the record with its steps inline (the
-version-2 shape, what the checks build step by step); every writer stores it as version 3.
+their findings from them). A version-3 record is upgraded (core/records.upgrade: its findings
+have no `at`, read as null) and its findings table gets at_json null (step_tables.with_at_column).
+diagnose() still returns the record with its steps inline (the version-2 shape, what the
+checks build step by step); every writer stores it as version 4.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from .types import DIAGNOSIS_VERSION, DiagnosisRecord, DiagnosisSummary, NextExp
 TABLE_NAMES = layout.DIAGNOSIS_TABLES
 INLINE_STEPS_VERSIONS = (1, 2)
 """Record versions that hold `steps` inline (diagnose() builds the version-2 shape)."""
+TABLES_VERSIONS = (3, DIAGNOSIS_VERSION)
+"""Record versions whose steps are in the tables beside it."""
 MAX_TABLE_FILE_BYTES = 2 << 30
 """A step table file larger than this is refused unread (a 1M-step diagnosis' tables are ~40 MB)."""
 MAX_FINDINGS_PER_STEP = 32
@@ -95,13 +99,16 @@ def next_experiments_of(record: dict) -> list[NextExperiment]:
 
 
 def _slow_with_findings(body: dict, steps: list[dict]) -> dict:
-    """A version-2 body whose slow steps lack their findings: copied from the steps."""
-    slow = (body.get("summary") or {}).get("slow_steps")
-    if not slow or all("findings" in s for s in slow):
+    """A version-2 body whose slow steps lack their findings: copied from the steps; findings
+    made before version 4 (no `at`: where they sat was not recorded) get `at` null, as
+    records.upgrade gives a version-3 record's."""
+    slow = body["summary"].get("slow_steps")  # summary: required in every version; slow_steps: absent in version 1
+    if not slow or all("findings" in s and all("at" in f for f in s["findings"]) for s in slow):
         return body
     at = {(s["rank"], s["step_id"]): s for s in steps}
     listed = [dict(s, findings=at[(s["rank"], s["step_id"])]["findings"]) if (s["rank"], s["step_id"]) in at else s
               for s in slow]
+    listed = [dict(s, findings=[{"at": None, **f} for f in s["findings"]]) if "findings" in s else s for s in listed]
     return dict(body, summary=dict(body["summary"], slow_steps=listed))
 
 
@@ -111,7 +118,7 @@ def as_diagnosis(diagnosis, where: str | os.PathLike = "<diagnosis record>") -> 
     if isinstance(diagnosis, Diagnosis):
         return diagnosis
     if "steps" not in diagnosis:
-        raise RecordError(where, f"diagnosis record of version {diagnosis.get('schema_version')} holds no steps: "
+        raise RecordError(where, f"diagnosis record of version {diagnosis['schema_version']} holds no steps: "
                                  "read it with load_diagnosis(path), which reads its tables")
     steps = diagnosis["steps"]
     body = _slow_with_findings({k: v for k, v in diagnosis.items() if k != "steps"}, steps)
@@ -203,10 +210,12 @@ def _rank_runs(steps: list[dict]):
 
 
 def record_of(body: dict, entries: dict) -> dict:
-    """The version-3 record: the body (no steps) naming its tables, through its class (a field
-    the class does not hold is refused here, before anything is renamed into place)."""
+    """The version-3 record: the body (no steps) naming its tables, through its class and its
+    nested classes (the summary: types.DiagnosisSummary); a field a class does not hold is
+    refused here, before anything is renamed into place."""
     fields = {k: v for k, v in body.items() if k not in ("steps", "schema_version", "kind")}
-    return DiagnosisRecord(**dict(fields, step_tables=entries)).to_json()
+    return DiagnosisRecord.from_json(dict(fields, step_tables=entries, schema_version=DIAGNOSIS_VERSION),
+                                     "<diagnosis record>").to_json()
 
 
 def write_diagnosis(path: str | os.PathLike, diagnosis) -> dict:
@@ -250,16 +259,19 @@ def load_diagnosis(path: str | os.PathLike) -> Diagnosis:
     """Read a diagnosis record of any version this stallcase reads, with its tables (digests
     checked, every row checked against the table's schema); one-line error otherwise."""
     rec = records.read_record(path, "diagnosis")
-    v = rec.get("schema_version")
+    v = rec["schema_version"]
     if v in INLINE_STEPS_VERSIONS:
         return as_diagnosis(rec, path)
-    if v != DIAGNOSIS_VERSION:  # the schema's enum lists what reads; a gap there would land here
+    if v not in TABLES_VERSIONS:  # the schema's enum lists what reads; a gap there would land here
         raise RecordError(path, f"diagnosis schema_version {v!r} is not one this stallcase reads")
+    rec = records.upgrade("diagnosis", rec, where=path)
     paths = table_paths(path)
     for name in TABLE_NAMES:
         if not paths[name].is_file():
             raise InputError(paths[name], f"table of {Path(path).name} not found (written beside it by the diagnose stage)")
     steps = st_mod.check_steps(_read_table(paths["steps"], "steps", rec["step_tables"]["steps"], path), paths["steps"])
-    findings = st_mod.check_findings(_read_table(paths["findings"], "findings", rec["step_tables"]["findings"], path),
-                                     steps.num_rows, paths["findings"], explained_ns=steps["explained_ns"].to_numpy())
+    findings = _read_table(paths["findings"], "findings", rec["step_tables"]["findings"], path)
+    if v < DIAGNOSIS_VERSION:  # a findings table made before at_json (step_tables' version 1)
+        findings = st_mod.with_at_column(findings)
+    findings = st_mod.check_findings(findings, steps.num_rows, paths["findings"], explained_ns=steps["explained_ns"].to_numpy())
     return Diagnosis({k: v for k, v in rec.items()}, steps, findings)

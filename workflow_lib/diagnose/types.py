@@ -13,8 +13,10 @@ from ..core import typed
 # Version history of the diagnosis record (schemas/diagnosis.schema.json): 1 first version;
 # 2 excess attribution (optional fields: readers treat them absent as not available);
 # 3 per-step results as two Parquet tables beside the record (`step_tables`; issue 26,
-# diagnose/step_tables.py, diagnose/stored.py). Versions 1 and 2 still read (stored.load_diagnosis).
-DIAGNOSIS_VERSION = 3
+# diagnose/step_tables.py, diagnose/stored.py); 4 where each finding sits on its step's timeline
+# (findings[].at, diagnose/places.py: the report draws it there), required on the slow steps'
+# findings. Versions 1-3 still read (stored.load_diagnosis; 3 -> 4 in core/records.upgrade).
+DIAGNOSIS_VERSION = 4
 # diagnose() builds the record with its steps inline, step by step: the version-2 shape, which
 # every writer stores as version 3 (stored.write_diagnosis) and every reader reads as one shape.
 INLINE_STEPS_VERSION = 2
@@ -29,7 +31,7 @@ class DiagnosisRecord:
     options: dict = typed.doc("the DiagnoseOptions used (thresholds, patterns)")
     sources: dict = typed.doc("which evidence the incident observed, and why not where it did not")
     checks: list = typed.doc("the checks run, in timeline-priority order")
-    summary: dict = typed.doc("slow steps with their findings, totals by check, warm-up, the job (summary.job)")
+    summary: DiagnosisSummary = typed.doc("slow steps with their findings, totals by check, warm-up, the job (summary.job)")
     next_experiments: list = typed.doc("candidate changes ranked by what each could recover, bounded on the timeline")
     step_tables: dict = typed.doc("name -> {file, digest, rows} of the two Parquet tables beside the record")
     collectives: dict = typed.doc("the collectives analysis, for an incident of flight-recorder dumps alone",
@@ -39,7 +41,8 @@ class DiagnosisRecord:
 
 
 # The parts of the record its readers use, typed (schemas/diagnosis.schema.json's summary and
-# next_experiments). stored.Diagnosis reads them (Diagnosis.summary, .next_experiments) from the
+# next_experiments). The summary is made as its class (record.summary_of) and written through
+# DiagnosisRecord (stored.record_of), so writer and readers share one type. stored.Diagnosis reads them (Diagnosis.summary, .next_experiments) from the
 # record as stored.load_diagnosis / as_diagnosis upgraded it, the one place older versions are
 # read: a version-1 record's summary has no slow steps (ABSENT), a version-2 one's slow steps get
 # their findings there. tests/test_typed_records.py holds each class and its subschema in sync.

@@ -31,8 +31,8 @@ def _reason(sources: dict, table: str) -> str:
     """Why a measure is absent, from the record's sources (recorder or table names)."""
     for name in SOURCE_ALIASES.get(table, (table,)):
         src = sources.get(name)
-        if src and src.get("status") != "observed":
-            return f"{name}: {reason(src.get('reason'))}"
+        if src and src["status"] != "observed":  # status and reason: required in every version
+            return f"{name}: {reason(src['reason'])}"
         if src:  # observed, yet not for this step: GPU activity recorded in windows (capture/gpu_arming.py)
             return f"{table}: not recorded during this step ({name} was on in windows of other steps)"
     return f"{table} not observed"
@@ -92,7 +92,7 @@ def sources_section(m: dict) -> str:
     rows = []
     for name, s in sorted(m["snapshot"]["sources"].items()):
         status = esc(s["status"].replace("_", " "))
-        rows.append(f"<tr><td>{esc(name)}</td><td>{status}</td><td>{esc(reason(s['reason']) if s.get('reason') else '')}</td></tr>")
+        rows.append(f"<tr><td>{esc(name)}</td><td>{status}</td><td>{esc(reason(s['reason']) if s['reason'] else '')}</td></tr>")
     tables = "".join(f"<tr><td>{esc(n)}</td><td class='num'>{num(e['rows'], 'count', f'snapshot:/tables/{n}/rows')}</td>"
                      f"<td>{short(e['digest'])}</td></tr>" for n, e in sorted(m["snapshot"]["tables"].items()))
     return ('<section id="sources"><h2>Sources</h2><table><tr><th>source</th><th>status</th><th>reason</th></tr>'
@@ -233,7 +233,7 @@ def _design(d: dict) -> str:
     keys = ("blocks", "runs_per_arm", "control_runs", "warmup_runs", "max_retries", "seed", "confidence", "max_failed_fraction")
     unit = {"seed": "id", "confidence": "share", "max_failed_fraction": "share"}
     shown = ", ".join(f"{esc(fmt_name(k))} {num(d[k], unit.get(k, 'count'), f'plan:/design/{k}')}" for k in keys if k in d)
-    metric = d.get("metric", {})
+    metric = d["metric"]  # required in the plan's design
     said = ", ".join(f"{fmt_name(k)} {v}" for k, v in sorted(metric.items()))
     return f"{shown}; metric: {esc(said)}"
 
@@ -265,7 +265,7 @@ def plan_section(m: dict) -> str:
             diffs = "".join(f"<li><code>{esc(d['field'])}</code>: planned <code>{esc(json.dumps(d['planned']))}</code>, "
                             f"observed <code>{esc(json.dumps(d['observed']))}</code></li>" for d in pf["differences"])
             miss = "".join(f"<li>{esc(x['role'])} <code>{esc(x['path'])}</code> {esc(x.get('problem', ''))}</li>" for x in pf["missing"])
-            out.append(f"<tr><td>{esc(b)}</td><td>{esc(pf.get('node', DASH))}</td><td class='st-{esc(pf['status'])}'>{esc(pf['status'])}</td>"
+            out.append(f"<tr><td>{esc(b)}</td><td>{esc(pf['node'])}</td><td class='st-{esc(pf['status'])}'>{esc(pf['status'])}</td>"
                        f"<td>{short(m['preflight_digests'][b])}</td><td>{'<ul>' + diffs + '</ul>' if diffs else 'none'}</td>"
                        f"<td>{'<ul>' + miss + '</ul>' if miss else 'none'}</td></tr>")
         out.append("</table>")

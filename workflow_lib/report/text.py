@@ -152,7 +152,7 @@ def _glance(m: dict) -> list[str]:
 def not_observed_line(sources: dict) -> str:
     """'not observed: cupti: not enabled (sources=[...]); nvml: no GPU': each source and its
     reason side by side, so a reason that holds parentheses does not nest inside others."""
-    return "not observed: " + "; ".join(f"{n}: {reason(s.get('reason'))}" for n, s in sorted(sources.items())
+    return "not observed: " + "; ".join(f"{n}: {reason(s['reason'])}" for n, s in sorted(sources.items())
                                           if s["status"] != "observed")
 
 
@@ -182,8 +182,8 @@ def slow_step_lines(rec: dict, limit: int = 10) -> list[str]:
         return ["slow steps: not available (diagnosis record without excess attribution)"]
     if not slow:
         return ["slow steps: none at >= 1.5x the typical step"]
-    srcs = rec.get("sources", {})
-    host_only = not any((srcs.get(n) or {}).get("status") == "observed" for n in ("kernels", "cupti"))
+    srcs = rec["sources"]  # required in every version, each with its status
+    host_only = not any(srcs[n]["status"] == "observed" for n in ("kernels", "cupti") if n in srcs)
     lines = [f"slow steps (>= 1.5x typical; {len(slow)} listed, largest excess first)"
              + ("; host-only evidence (no GPU activity observed):" if host_only else ":")]
     for st in slow[:limit]:
@@ -222,9 +222,10 @@ def _hang_lines(record: dict) -> list[str]:
         if not h["culprit_ranks"]:
             lines.append(f"  {h['reason']}")
     order = record.get("culprit_order") or {}
-    if order and not order.get("exact", True):
+    if order and not order["exact"]:  # required in a culprit_order
         lines.append(f"  (order across communicators: {order['note']})")
     for c in record.get("culprits", []):
+        # a diagnosis's collectives verdict (diagnose/dump_only.verdict) lists culprits without ops_affected
         more = f" (+{c['ops_affected'] - 1} later ops)" if c.get("ops_affected", 1) > 1 else ""
         lines.append(f"  {c['kind']}: rank {c['rank']} at {c['comm']} seq {c['seq']} {c['op']}{more}: {c['evidence'][0]}")
         for m in c["missing"]:

@@ -15,7 +15,6 @@ reason, never an empty (zero) track.
 from __future__ import annotations
 
 import base64
-import json
 from typing import Callable
 
 import numpy as np
@@ -257,79 +256,20 @@ def _step_tracks(inc: Incident, diagnosis: dict | None, origin: int, lo: int, hi
             kind="steps"))
 
 
-class _Locator:
-    """Where a finding's evidence lies inside a step: the wait spans an input-starvation finding
-    names, the synchronizing calls of a sync stall. Per rank, sorted by start, so each step is
-    two binary searches."""
-
-    PLACES = ("input_starvation", "sync_stall")
-    """The checks whose findings place() can put where they were."""
-
-    def __init__(self, incident: Incident, origin: int):
-        self.by_rank: dict[tuple[str, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        for table, want in (("spans", None), ("runtime_api", "is_sync")):
-            t = incident.table(table)
-            if t.num_rows == 0:
-                continue
-            if want:
-                t = t.filter(t[want])
-            rk = _rank_key(t["rank"])
-            s, e = _rel(t, "start_ns", origin), _rel(t, "end_ns", origin)
-            names = t["name"].to_numpy(zero_copy_only=False)
-            for r in np.unique(rk):
-                sel = rk == r
-                order = np.argsort(s[sel], kind="stable")
-                self.by_rank[(table, int(r))] = (s[sel][order], e[sel][order], names[sel][order])
-
-    def _within(self, table: str, rank: int, lo: int, hi: int):
-        got = self.by_rank.get((table, rank))
-        if got is None:
-            return None
-        s, e, n = got
-        a, b = np.searchsorted(s, lo, side="left"), np.searchsorted(s, hi, side="left")
-        return np.clip(s[a:b], lo, hi), np.clip(e[a:b], lo, hi), n[a:b]
-
-    def places_on(self, rank: int) -> bool:
-        """Whether this rank has any table a finding could be placed on."""
-        return any((t, rank) in self.by_rank for t in ("spans", "runtime_api"))
-
-    def place(self, finding: dict, rank: int, lo: int, hi: int) -> list[tuple[int, int]]:
-        """The finding's intervals inside [lo, hi) (relative ns), or [] when its evidence has no place
-        (or was not kept: a wait span's name is in the evidence)."""
-        if finding["check"] == "input_starvation":
-            names = set(((finding["evidence"] or {}).get("wait_spans") or {}).keys())
-            got = self._within("spans", rank, lo, hi)
-            if got is None or not names:
-                return []
-            s, e, n = got
-            keep = np.array([str(x) in names for x in n], dtype=bool)
-        elif finding["check"] == "sync_stall":
-            got = self._within("runtime_api", rank, lo, hi)
-            if got is None:
-                return []
-            s, e, _ = got
-            keep = np.ones(s.size, dtype=bool)
-        else:
-            return []
-        us, ue = union(s[keep], e[keep])
-        return list(zip(us.tolist(), ue.tolist()))
-
-
 def _finding_tracks(incident: Incident, diagnosis: Diagnosis, origin: int, lo: int, hi: int, add) -> None:
-    """Per step, each attributed finding where it was, when its evidence says where: an
-    input-starvation finding on the wait spans it names, a sync stall on the synchronizing
-    calls. Other findings' records say how much time they explain, not where: they are drawn
-    as a share of their step from its start (`placed` 0, said so in the tooltip). The longest
-    GPU idle gaps, whose positions the diagnosis records, are drawn where they were.
+    """Per step, each attributed finding where the diagnosis says it sits (findings' at_json,
+    diagnose/places.py: an input starvation on the step's wait spans, a sync stall on its
+    synchronizing calls). Other findings' records say how much time they explain, not where:
+    they are drawn as a share of their step from its start (`placed` 0, said so in the
+    tooltip). The longest GPU idle gaps, whose positions the diagnosis records, are drawn where
+    they were.
 
-    Read from the tables' columns: the shares are a cumulative sum per step, and only the
-    findings whose evidence can place them (on a rank whose incident has the table to place
-    them on) are looked at one by one.
+    Read from the tables' columns: the shares are a cumulative sum per step, and the places
+    are the at_json texts of the findings that have one, read at C speed (_intervals_of).
     """
-    where = _Locator(incident, origin)
     st, f = diagnosis.steps_table, diagnosis.findings_table
     s_rank = st["rank"].fill_null(-1).to_numpy()
-    s_t0, s_t1 = st["start_ns"].to_numpy() - origin, st["end_ns"].to_numpy() - origin
+    s_t0 = st["start_ns"].to_numpy() - origin
     s_wall, s_id = st["wall_ns"].to_numpy(), st["step_id"].to_numpy()
     row = f["step_row"].to_numpy()
     explains = f["explains_ns"].to_numpy()
@@ -337,30 +277,22 @@ def _finding_tracks(incident: Incident, diagnosis: Diagnosis, origin: int, lo: i
     keep = step_tables.is_value(step_tables.dict_codes(f["verdict"]), "attributed") & (explains > 0)
     k_row, k_explains, k_check = row[keep], explains[keep], check_codes[keep]
     k_pos = np.flatnonzero(keep)  # findings-table rows: the order the segments are listed in
+    k_placed = pc.is_valid(f["at_json"]).to_numpy(zero_copy_only=False)[keep]
     k_rank = s_rank[k_row]
-    placeable = {i for i, n in enumerate(check_names) if n in _Locator.PLACES}
     for r in np.unique(s_rank):  # ranks are few
         mine = k_rank == r
         rows_r, expl_r, chk_r, pos_r = k_row[mine], k_explains[mine], k_check[mine], k_pos[mine]
-        placed_at: dict[int, list[tuple[int, int]]] = {}
-        for j in np.flatnonzero(np.isin(chk_r, list(placeable))) if where.places_on(int(r)) else ():
-            fi = int(pos_r[j])
-            ev = f["evidence_json"][fi].as_py()
-            finding = {"check": check_names[chk_r[j]], "evidence": json.loads(ev) if ev is not None else None}
-            got = where.place(finding, int(r), int(s_t0[rows_r[j]]), int(s_t1[rows_r[j]]))
-            if got:
-                placed_at[j] = got
-        shared = np.ones(rows_r.size, bool)
-        shared[list(placed_at)] = False
+        shared = ~k_placed[mine]
         # A share of its step from the step's start, after the step's earlier shares.
         w = np.where(shared & (s_wall[rows_r] > 0), expl_r, 0)
         before = np.cumsum(w) - w
         first = np.searchsorted(rows_r, rows_r, side="left")  # rows_r is in step order
         t = s_t0[rows_r] + before - before[first]
         parts = [(np.flatnonzero(shared), t[shared], t[shared] + w[shared], np.zeros(int(shared.sum()), np.int64))]
-        for j, got in placed_at.items():
-            a, b = np.array(got, np.int64).T
-            parts.append((np.full(a.size, j), a, b, np.ones(a.size, np.int64)))
+        placed_j = np.flatnonzero(~shared)
+        if placed_j.size:
+            a, b, n = _intervals_of(f["at_json"], pos_r[placed_j], origin)
+            parts.append((np.repeat(placed_j, n), a, b, np.ones(a.size, np.int64)))
         at = np.concatenate([p[0] for p in parts])
         sub = np.concatenate([np.arange(p[0].size) for p in parts])
         order = np.lexsort((sub, at))
@@ -389,6 +321,18 @@ def _finding_tracks(incident: Incident, diagnosis: Diagnosis, origin: int, lo: i
             add(int(gap_s.size), lambda raw, gs=gap_s, ge=gap_e, r=r: _interval_track(
                 f"gaps:{r}", "findings", f"{_rank_label(r)}longest GPU idle gaps", gs, ge, None, None, lo, hi, raw,
                 kind="gaps"))
+
+
+def _intervals_of(col: pa.ChunkedArray, rows: np.ndarray, origin: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(starts, ends, count per row) of the at_json texts of these findings rows (relative ns).
+    at_json is canonical JSON (sorted keys: end_ns, start_ns; no other digits), so its numbers,
+    read in order, are the intervals' fields two by two (as _gaps_of reads the gaps)."""
+    texts = col.take(pa.array(rows, pa.int64())).to_pylist()
+    counts = np.fromiter((t.count("{") for t in texts), np.int64, count=len(texts))
+    nums = np.array("".join(texts).encode().translate(_NOT_NUMBER).split(), dtype=np.int64).reshape(-1, 2)
+    if nums.shape[0] != int(counts.sum()) or np.any(nums[:, 0] <= nums[:, 1]):
+        raise StallcaseError(None, "diagnosis findings table: at_json is not canonical (end_ns, start_ns)")
+    return nums[:, 1] - origin, nums[:, 0] - origin, counts
 
 
 GAPS_READ = 100_000
