@@ -391,10 +391,21 @@ def tables(cols: RankColumns):
         yield _chunk(cols, lo, min(lo + CHUNK_STEPS, n), code_of, texts_arr)
 
 
-def _in_use(arr: pa.DictionaryArray, index_type) -> pa.DictionaryArray:
-    """The column with only the values it uses, in order of first use: what step_tables.py
-    writes from step records, so a table's bytes do not depend on which path wrote it."""
-    return pc.dictionary_encode(arr.cast(pa.string())).cast(pa.dictionary(index_type, pa.string()))
+def _in_use(codes: np.ndarray, values: pa.Array, index_type) -> pa.DictionaryArray:
+    """The column of `codes` into `values` with only the values it uses, in order of first use:
+    what step_tables.py writes from step records, so a table's bytes do not depend on which path
+    wrote it. NumPy over the codes (one pass per value: a dictionary here holds a few values),
+    not Arrow's cast to text and encode again, which made a string per row (1.7 s of a
+    1M-step diagnosis)."""
+    codes = np.asarray(codes)
+    hit = np.bincount(codes, minlength=len(values)) if codes.size else np.zeros(len(values), np.int64)
+    used = np.flatnonzero(hit)
+    first = np.array([int(np.argmax(codes == v)) for v in used.tolist()], np.int64)
+    order = used[np.argsort(first, kind="stable")]
+    remap = np.zeros(len(values), np.int64)
+    remap[order] = np.arange(order.size)
+    return pa.DictionaryArray.from_arrays(pa.array(remap[codes].astype(index_type.to_pandas_dtype()), index_type),
+                                          values.take(pa.array(order, pa.int64())).cast(pa.string()))
 
 
 def _at_column(cols: RankColumns, lo: int, hi: int) -> pa.Array:
@@ -477,11 +488,11 @@ def _chunk(cols: RankColumns, lo: int, hi: int, code_of: list, texts):
     at = _at_column(cols, lo, hi)
     findings_tbl = pa.Table.from_arrays([
         pa.array(np.repeat(np.arange(n, dtype=_I64), nc), i64),
-        _in_use(pa.DictionaryArray.from_arrays(pa.array(np.tile(np.arange(nc, dtype=np.int8), n), pa.int8()), pa.array(list(NAMES))), pa.int8()),
-        _in_use(pa.DictionaryArray.from_arrays(pa.array(cols.verdict[lo:hi].ravel().astype(np.int8), pa.int8()), pa.array(list(FINDING_VERDICTS))), pa.int8()),
+        _in_use(np.tile(np.arange(nc, dtype=np.int8), n), pa.array(list(NAMES), pa.string()), pa.int8()),
+        _in_use(cols.verdict[lo:hi].ravel().astype(np.int8), pa.array(list(FINDING_VERDICTS), pa.string()), pa.int8()),
         pa.array(cols.explains_ns[lo:hi].ravel(), i64),
         pa.array(share, f64, mask=np.isnan(share)),
-        _in_use(pa.DictionaryArray.from_arrays(pa.array(missing.astype(np.int32), pa.int32()), texts), pa.int32()),
+        _in_use(missing.astype(np.int32), texts, pa.int32()),
         evidence,
         at,
     ], schema=st.FINDINGS_SCHEMA)
