@@ -150,7 +150,30 @@ def _kernel_identity(k: pa.Table, names: "Names") -> np.ndarray:
     for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"):
         if c in k.column_names:
             cols.append(np.asarray(pc.fill_null(k[c], -1).to_numpy(), np.int64))
-    return np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    return _row_codes(cols)
+
+
+def _row_codes(cols: list[np.ndarray]) -> np.ndarray:
+    """np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)'s inverse (each row's rank
+    among the distinct rows, in lexicographic order), from one int64 key per row: each column's
+    order-preserving code (its offset from its minimum, or its rank among its values where
+    that range is wide) in mixed radix. Unique over rows sorted a (kernels, 7) matrix by a row
+    comparison: 5.7 s and a few 100 MiB of the 1M-step benchmark; a 1-D sort of the key is 0.2 s."""
+    key, radix = np.zeros(cols[0].size, np.int64), 1
+    for c in cols:
+        lo, hi = int(c.min()), int(c.max())
+        span = hi - lo + 1
+        if span > c.size:  # a wide range: the values' ranks instead
+            vals, code = np.unique(c, return_inverse=True)
+            code, span = code.reshape(-1).astype(np.int64), int(vals.size)
+        else:
+            code = c - lo
+        if radix * span >= 1 << 62:  # the key would overflow: unique over the rows as before
+            return np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        radix *= span
+        key *= span
+        key += code
+    return np.unique(key, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
 def _details(t: pa.Table, origin_ns: int) -> SpanDetails:
