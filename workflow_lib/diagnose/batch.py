@@ -201,7 +201,13 @@ def top_names_summed(step: np.ndarray, names, rows: np.ndarray, weights: np.ndar
     order = np.lexsort((srank[cd], -tot, st))
     first = np.searchsorted(st[order], st[order], side="left")
     top = order[(np.arange(order.size) - first) < limit]
-    out: dict[str, int] = {}
-    for c, t in zip(cd[top].tolist(), tot[top].tolist()):  # distinct (step, name) pairs kept
-        out[text[c]] = out.get(text[c], 0) + int(t)
-    return out
+    # Each kept (step, name) pair's total truncated as int() does, summed per name in int64; the
+    # names in order of first appearance among the kept pairs (a Python loop over the pairs, one
+    # or two a step, was 1.5 s of a 1M-step host-only diagnosis).
+    c = cd[top]
+    t = tot[top].astype(np.int64)
+    names_u, first_at, inv = np.unique(c, return_index=True, return_inverse=True)
+    summed = np.zeros(names_u.size, np.int64)
+    np.add.at(summed, inv.reshape(-1), t)
+    seq = np.argsort(first_at, kind="stable")
+    return {str(text[x]): int(v) for x, v in zip(names_u[seq].tolist(), summed[seq].tolist())}

@@ -356,14 +356,16 @@ def _excess_json(ex: dict, lo: int, hi: int) -> list:
     exc, une, inc = ex["excess_ns"][lo:hi].tolist(), ex["unexplained_ns"][lo:hi].tolist(), ex["in_comp"][lo:hi].tolist()
     typical = ex["typical_ns"]
     keys = [f'"{c}":' for c in ex["causes"]]
-    out = []
-    for k, row in enumerate(ex["by_cause"][lo:hi].tolist()):  # one short string per step (plain Python: no NumPy call each)
-        if not inc[k]:
-            out.append(None)
-            continue
-        parts = ",".join(key + str(v) for key, v in zip(keys, row) if v > 0)
-        out.append(f'{{"by_cause":{{{parts}}},"excess_ns":{exc[k]},"typical_ns":{typical},"unexplained_ns":{une[k]}}}')
-    return out
+    # by_cause's text only for the steps with a growth (most steps have none: joining a step's
+    # dozen zero causes was 1.3 s of a 1M-step diagnosis); "" for the others.
+    by = ex["by_cause"][lo:hi]
+    parts = [""] * (hi - lo)
+    rows = np.flatnonzero((by > 0).any(axis=1))
+    for k, row in zip(rows.tolist(), by[rows].tolist()):
+        parts[k] = ",".join(key + str(v) for key, v in zip(keys, row) if v > 0)
+    # one short string per step (plain Python: no NumPy call each)
+    return [f'{{"by_cause":{{{p}}},"excess_ns":{x},"typical_ns":{typical},"unexplained_ns":{u}}}' if i else None
+            for p, x, u, i in zip(parts, exc, une, inc)]
 
 
 # Steps per pair of tables: a row group each, so the findings' Arrow columns (14 rows a step)

@@ -468,13 +468,14 @@ def launch_rows_at(ev: RankEvidence, corr: np.ndarray, start: np.ndarray) -> tup
     rows[known] = order[lo[known]]  # the id's first call, where none started by the activity
     # (corr, how many calls started by t) orders the calls as `key` does: the last key at or
     # below the activity's is the latest call with its id that started by then.
-    q = corr * (ev.rt_start.size + 1) + np.searchsorted(ev.rt_start, start, side="right")
+    by_then = np.searchsorted(ev.rt_start, start, side="right")  # calls started by each activity (read twice)
+    q = corr * (ev.rt_start.size + 1) + by_then
     at = np.searchsorted(key, q, side="right") - 1
     hit = known & (at >= lo)
     rows[hit] = order[at[hit]]
     ok[hit] = True
     # A call of an earlier CUPTI session with the same id is not the launch.
-    before = np.searchsorted(ev.rt_start, start, side="right") - 1
+    before = by_then - 1
     ok &= (before >= 0) & (sess[rows] == sess[np.maximum(before, 0)])
     return rows, ok
 

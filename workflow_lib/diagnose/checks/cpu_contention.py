@@ -109,6 +109,10 @@ def _first(iv: Intervals, amount: int) -> Intervals:
     return Intervals(iv.start_ns[keep], iv.start_ns[keep] + take[keep])
 
 
+def _iv_of(s: np.ndarray, e: np.ndarray) -> Intervals:
+    return Intervals(np.asarray(s, np.int64), np.asarray(e, np.int64))
+
+
 def _unsampled(threads: list[int]) -> str:
     return f"scheduler counters of threads {threads} at the step's boundaries"
 
@@ -227,16 +231,19 @@ def _host_only_steps(si: StepsInput) -> StepFindings:
     fr, ev, opts = si.frame, si.rank.ev, si.rank.opts
     n = fr.n
     wait = np.full(n, -1, np.int64)
-    for tid in np.unique(fr.tids).tolist():  # threads are few
-        m = fr.tids == tid
+    tids = np.unique(fr.tids).tolist()
+    for tid in tids:  # threads are few
+        m = slice(None) if len(tids) == 1 else fr.tids == tid  # one thread (the usual case): no masked copies
         ok, _, rq, _ = base_steps.step_sched(ev, tid, fr.starts[m], fr.ends[m])
         iok, iw, _ = interpolated(ev, tid, fr.starts[m], fr.ends[m])
         wait[m] = np.where(ok, rq, np.where(iok, iw, -1))
     sampled = wait >= 0
     applicable = sampled & ~(wait < np.maximum(opts.min_gap_ns, MIN_FRACTION * fr.wall))
-    free, k = fr.split(measures.subtract(fr.windows, ev.wait_union) if len(ev.wait_union) else fr.windows)
-    on = applicable[k]
-    fs, length, k = free.start_ns[on], (free.end_ns - free.start_ns)[on], k[on]
+    # The free time of the applicable steps only (the steps are disjoint, and split cuts at their
+    # boundaries, so these are the same pieces as the whole frame's, kept where applicable).
+    win = _iv_of(fr.starts[applicable], fr.ends[applicable])
+    free, k = fr.split(measures.subtract(win, ev.wait_union) if len(ev.wait_union) else win)
+    fs, length = free.start_ns, free.end_ns - free.start_ns
     run = np.cumsum(length)
     first = np.searchsorted(k, k, side="left")
     before = run - length - (run[first] - length[first]) if k.size else run
