@@ -45,6 +45,6 @@ def test_cli_diagnoses_a_trace_file_in_one_process(tmp_path, capsys):
     out = tmp_path / "d.json"
     assert main(["diagnose", "tests/fixtures/kineto/new_rank1.json.gz", "-o", str(out)]) == 0
     rec = json.loads(out.read_text())
-    assert rec["summary"]["steps"] == 8 and rec["schema_version"] == 3 and rec["step_tables"]["steps"]["rows"] == 8
+    assert rec["summary"]["steps"] == 8 and rec["schema_version"] == 4 and rec["step_tables"]["steps"]["rows"] == 8
     assert "slow steps" in capsys.readouterr().out
     assert not list(tmp_path.glob("stallcase-diagnose-*"))

@@ -91,7 +91,10 @@ def _digests(files: list[Path], tmp: Path) -> dict:
     v2["summary"] = dict(v2["summary"], slow_steps=[{k: v for k, v in s.items() if k != "findings"}
                                                     for s in v2["summary"]["slow_steps"]])
     order = ("schema_version", "kind", "incident_id", "snapshot_digest", "options", "sources", "checks", "steps")
-    v2 = {**{k: v2[k] for k in order if k in v2}, "steps": diag.steps(), **{k: v for k, v in v2.items() if k not in order}}
+    # Version 4 adds where each finding sits on its step's timeline (findings[].at), which
+    # version 2 did not have: left out, so the rest is compared as before.
+    steps = [dict(s, findings=[{k: v for k, v in f.items() if k != "at"} for f in s["findings"]]) for s in diag.steps()]
+    v2 = {**{k: v2[k] for k in order if k in v2}, "steps": steps, **{k: v for k, v in v2.items() if k not in order}}
     v2["snapshot_digest"] = "0" * 64
     text = "".join(json_pretty.chunks(v2)) + "\n"
     d["diagnosis"] = blake3.blake3(text.encode()).hexdigest()[:32]

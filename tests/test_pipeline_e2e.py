@@ -56,7 +56,7 @@ def test_every_record_is_written_and_valid(demo_run):
 
     assert all(p.is_file() for p in table_paths(d / "diagnosis.json").values())
     diag = load_diagnosis(d / "diagnosis.json")
-    assert recs["diagnosis.json"]["schema_version"] == 3 and "steps" not in recs["diagnosis.json"]
+    assert recs["diagnosis.json"]["schema_version"] == 4 and "steps" not in recs["diagnosis.json"]
     assert diag.n_steps == recs["diagnosis.json"]["summary"]["steps"] > 0
 
 
