@@ -105,7 +105,7 @@ def step_record(sw: StepWindow, ev, src, opts, m: dict, i: int, origin: int, col
         explained += findings[0]["explains_ns"]
     findings.sort(key=lambda f: NAMES.index(f["check"]))
     for f in findings:  # where an attributed finding sits (diagnose/places.py), step by step
-        f["at"] = places.at_of_step(f["check"], ev, sw.start_ns, sw.end_ns, origin) if f["verdict"] == "attributed" else None
+        f["at"] = at_of_step(f["check"], ev, sw.start_ns, sw.end_ns, origin) if f["verdict"] == "attributed" else None
     rec = {k: (None if v is None else int(v[i])) for k, v in m.items()}
     g = base.idle if src.kernels else measures.empty()
     rec.update(
@@ -271,3 +271,16 @@ def per_step(check_module, si: StepsInput, rank: int | None, keep_evidence: np.n
     claimed = measures.union(np.concatenate(cs), np.concatenate(ce)) if cs else measures.empty()
     first = f.pieces(measures.union(np.concatenate(fs), np.concatenate(fe))) if fs else None
     return StepFindings(check_module.NAME, verdict, f.pieces(claimed), list(missing), codes, evidence, kinds, spans, first)
+
+
+def at_of_step(check: str, ev, lo: int, hi: int, origin: int) -> list[dict] | None:
+    """One attributed finding's place in the step [lo, hi) (relative ns): what Placed.of gives
+    for it; None for a check without a place of its own or when nothing of it is in the step."""
+    if check not in places.PLACED:
+        return None
+    iv = measures.clip(places.union_of(check, ev), lo, hi)
+    keep = iv.end_ns > iv.start_ns
+    if not keep.any():
+        return None
+    return [{"start_ns": int(s) + origin, "end_ns": int(e) + origin}
+            for s, e in zip(iv.start_ns[keep].tolist(), iv.end_ns[keep].tolist())]

@@ -50,7 +50,7 @@ def lead_at(ev: RankEvidence, t: np.ndarray) -> np.ndarray:
     return measures.covered_between(ev.busy, t, np.maximum(qend, t))
 
 
-def owed(ev: RankEvidence, starts: np.ndarray, ends: np.ndarray, has_sync: np.ndarray, comparable: np.ndarray) -> np.ndarray:
+def owed(ev: RankEvidence, starts: np.ndarray, has_sync: np.ndarray, comparable: np.ndarray) -> np.ndarray:
     """Per step (any order): the lead a step with syncs is owed by the previous step's syncs
     (module docstring). `has_sync`: a synchronizing call overlaps the step; `comparable`: the
     step counts for the typical lead (past warm-up, GPU activity recorded there)."""
@@ -83,4 +83,4 @@ def owed_of_steps(ev: RankEvidence, starts: np.ndarray, ends: np.ndarray, warmup
     comparable = pos >= warmup_steps
     if covered is not None:
         comparable &= covered
-    return owed(ev, starts, ends, has_sync, comparable)
+    return owed(ev, starts, has_sync, comparable)

@@ -10,7 +10,8 @@ place of its own (the report draws it as a share of its step).
 
     Placed.of_rank(parts, n, origin) -> Placed       # all steps of a rank (columns.py)
     Placed.of(k) -> [{start_ns, end_ns}] | None      # step k's finding, as the record holds it
-    at_of_step(check, ev, lo, hi, origin)            # one step (the per-step reference, tests/)
+
+The per-step reference of the same places is tests/reference_diagnosis (at_of_step).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import measures
 from .types import Intervals
 
 PLACED = {"input_starvation": "wait_union", "sync_stall": "sync_union"}
@@ -57,16 +57,3 @@ class Placed:
         if a == b:
             return None
         return [{"start_ns": int(s), "end_ns": int(e)} for s, e in zip(self.start_ns[a:b].tolist(), self.end_ns[a:b].tolist())]
-
-
-def at_of_step(check: str, ev, lo: int, hi: int, origin: int) -> list[dict] | None:
-    """One attributed finding's place in the step [lo, hi) (relative ns): what Placed.of gives
-    for it; None for a check without a place of its own or when nothing of it is in the step."""
-    if check not in PLACED:
-        return None
-    iv = measures.clip(union_of(check, ev), lo, hi)
-    keep = iv.end_ns > iv.start_ns
-    if not keep.any():
-        return None
-    return [{"start_ns": int(s) + origin, "end_ns": int(e) + origin}
-            for s, e in zip(iv.start_ns[keep].tolist(), iv.end_ns[keep].tolist())]
