@@ -26,6 +26,7 @@ import numpy as np
 
 from . import measures
 from .evidence import RankEvidence, RankInput
+from .search import searchsorted
 from .types import FINDING_VERDICTS, Intervals
 
 _I64 = np.int64
@@ -67,8 +68,8 @@ class StepFrame:
         step index of each piece (both in time order)."""
         if len(iv) == 0 or self.n == 0:
             return measures.empty(), np.zeros(0, _I64)
-        k0 = np.searchsorted(self.ends, iv.start_ns, side="right")  # first step ending after the start
-        k1 = np.searchsorted(self.starts, iv.end_ns, side="left")  # steps starting before the end
+        k0 = searchsorted(self.ends, iv.start_ns, side="right")  # first step ending after the start
+        k1 = searchsorted(self.starts, iv.end_ns, side="left")  # steps starting before the end
         cnt = np.maximum(k1 - k0, 0)
         total = int(cnt.sum())
         if total == 0:
@@ -96,15 +97,15 @@ class StepFrame:
 
     def step_of(self, t: np.ndarray) -> np.ndarray:
         """Step index holding each time (start <= t < end), -1 outside every step."""
-        k = np.searchsorted(self.starts, t, side="right") - 1
+        k = searchsorted(self.starts, t, side="right") - 1
         kk = np.maximum(k, 0)
         return np.where((k >= 0) & (t < self.ends[kk]), k, -1)
 
     def overlapping(self, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(event index, step index) for every event [s, e) overlapping a step (start < step
         end and end > step start: IntervalIndex.overlapping's rule)."""
-        k0 = np.searchsorted(self.ends, s, side="right")
-        k1 = np.searchsorted(self.starts, e, side="left")
+        k0 = searchsorted(self.ends, s, side="right")
+        k1 = searchsorted(self.starts, e, side="left")
         cnt = np.maximum(k1 - k0, 0)
         total = int(cnt.sum())
         which = np.repeat(np.arange(cnt.size), cnt)
@@ -114,8 +115,8 @@ class StepFrame:
 
     def last_step_overlapped(self, s: np.ndarray, e: np.ndarray) -> np.ndarray:
         """Per event: the index of the last step it overlaps (-1 when none)."""
-        k0 = np.searchsorted(self.ends, s, side="right")
-        k1 = np.searchsorted(self.starts, e, side="left")
+        k0 = searchsorted(self.ends, s, side="right")
+        k1 = searchsorted(self.starts, e, side="left")
         return np.where(k1 > k0, k1 - 1, -1)
 
 
@@ -199,7 +200,7 @@ def top_names_summed(step: np.ndarray, names, rows: np.ndarray, weights: np.ndar
     tot = np.bincount(inv, weights=weights.astype(float))
     st, cd = u // nc, u % nc
     order = np.lexsort((srank[cd], -tot, st))
-    first = np.searchsorted(st[order], st[order], side="left")
+    first = searchsorted(st[order], st[order], side="left")
     top = order[(np.arange(order.size) - first) < limit]
     # Each kept (step, name) pair's total truncated as int() does, summed per name in int64; the
     # names in order of first appearance among the kept pairs (a Python loop over the pairs, one

@@ -27,6 +27,7 @@ from .next_experiments import CANDIDATES
 from .record import empty_totals
 from .checks import CHECKS, FIRST_AFTER, NAMES, collective_wait
 from .checks import warm_up as warmup
+from .search import searchsorted
 from .types import FINDING_VERDICTS, Intervals
 
 _I64 = np.int64
@@ -97,7 +98,7 @@ def _gaps(n: int, g, k: np.ndarray, observed: bool, origin: int, limit: int):
     # The `limit` longest per step, longest first, ties in time order (measures.gap_records).
     order = np.lexsort((np.arange(k.size), -length, k))
     ks = k[order]
-    first = np.searchsorted(ks, np.arange(n), side="left")
+    first = searchsorted(ks, np.arange(n), side="left")
     top = order[(np.arange(ks.size) - first[ks]) < limit]  # grouped by step, longest first within
     offsets = np.concatenate([[0], np.cumsum(np.minimum(count, limit))]).astype(_I64)
     return count, total, Longest(offsets, g.start_ns[top] + origin, g.end_ns[top] + origin, length[top])
@@ -465,7 +466,8 @@ def _chunk(cols: RankColumns, lo: int, hi: int, code_of: list, texts):
     m = cols.measures
     of = pa.nulls(n, f64)
     if cols.kernels_observed:
-        of = pa.array([measures.overlap_factor(a, b) for a, b in zip(m["kernel_sum_ns"][lo:hi].tolist(), m["busy_ns"][lo:hi].tolist())], f64, mask=off)
+        values, null = measures.overlap_factors(m["kernel_sum_ns"][lo:hi], m["busy_ns"][lo:hi])
+        of = pa.array(values, f64, mask=null if off is None else (null | off))
     data = {
         "step_id": ints(fr.ids), "rank": pa.nulls(n, i64) if cols.rank is None else pa.array(np.full(n, cols.rank, _I64), i64),
         "thread_id": ints(fr.tids), "start_ns": ints(fr.starts + cols.origin_ns), "end_ns": ints(fr.ends + cols.origin_ns),

@@ -19,6 +19,7 @@ from ..core import vocabulary
 from ..core.incident import Incident
 from . import measures, save_shape
 from .index import IntervalIndex
+from .search import searchsorted
 from .types import DiagnoseOptions, Intervals
 
 # Names (launch calls, NCCL/RCCL kernels, sync and allocator calls) come from one vocabulary.
@@ -134,7 +135,7 @@ class SpanDetails:
 
     def of(self, name: str, thread: int, start: int) -> int | None:
         """The row of the span (name, thread, start), found as tables.py says: None when absent."""
-        i = int(np.searchsorted(self.start, start, side="left"))
+        i = int(searchsorted(self.start, start, side="left"))
         while i < self.start.size and self.start[i] == start:
             if self.thread[i] == thread and self.name[i] == name:
                 return i
@@ -199,8 +200,8 @@ class Copies:
 
     def in_window(self, lo: int, hi: int) -> np.ndarray:
         """Rows overlapping [lo, hi) (copies are short: a start search with a generous margin)."""
-        i = int(np.searchsorted(self.start, lo - _COPY_MARGIN_NS, side="left"))
-        j = int(np.searchsorted(self.start, hi, side="left"))
+        i = int(searchsorted(self.start, lo - _COPY_MARGIN_NS, side="left"))
+        j = int(searchsorted(self.start, hi, side="left"))
         rows = np.arange(i, j)
         return rows[self.end[rows] > lo]
 
@@ -462,15 +463,15 @@ def launch_rows_at(ev: RankEvidence, corr: np.ndarray, start: np.ndarray) -> tup
         return rows, ok
     key, sess = _launch_join(ev)
     sc = ev.rt_corr_sorted
-    lo = np.searchsorted(sc, corr, side="left")
+    lo = searchsorted(sc, corr, side="left")
     known = (lo < sc.size) & (corr >= 0)
     known[known] = sc[lo[known]] == corr[known]
     rows[known] = order[lo[known]]  # the id's first call, where none started by the activity
     # (corr, how many calls started by t) orders the calls as `key` does: the last key at or
     # below the activity's is the latest call with its id that started by then.
-    by_then = np.searchsorted(ev.rt_start, start, side="right")  # calls started by each activity (read twice)
+    by_then = searchsorted(ev.rt_start, start, side="right")  # calls started by each activity (read twice)
     q = corr * (ev.rt_start.size + 1) + by_then
-    at = np.searchsorted(key, q, side="right") - 1
+    at = searchsorted(key, q, side="right") - 1
     hit = known & (at >= lo)
     rows[hit] = order[at[hit]]
     ok[hit] = True
@@ -490,7 +491,7 @@ def _launch_join(ev: RankEvidence) -> tuple[np.ndarray, np.ndarray]:
         return hit[1]
     order = ev.rt_corr_order
     # Calls of one id are in start order within rt_corr_order (a stable sort of start-sorted rows).
-    key = ev.rt_corr_sorted * (ev.rt_start.size + 1) + np.searchsorted(ev.rt_start, ev.rt_start[order], side="right")
+    key = ev.rt_corr_sorted * (ev.rt_start.size + 1) + searchsorted(ev.rt_start, ev.rt_start[order], side="right")
     out = (key, cupti_sessions(ev.rt_corr))
     _JOIN.clear()  # one rank's evidence at a time
     try:
@@ -535,10 +536,10 @@ def step_sched(ev: RankEvidence, tid: int, lo: int, hi: int) -> dict | None:
     if s is None or s.ts_ns.size < 2:
         return None
     tol = max((hi - lo) // 10, 200_000)
-    i0 = int(np.searchsorted(s.ts_ns, lo, side="right")) - 1
+    i0 = int(searchsorted(s.ts_ns, lo, side="right")) - 1
     if i0 + 1 < s.ts_ns.size and (i0 < 0 or abs(s.ts_ns[i0 + 1] - lo) < abs(lo - s.ts_ns[i0])):
         i0 += 1
-    i1 = int(np.searchsorted(s.ts_ns, hi, side="left"))
+    i1 = int(searchsorted(s.ts_ns, hi, side="left"))
     if i1 - 1 >= 0 and (i1 >= s.ts_ns.size or abs(hi - s.ts_ns[i1 - 1]) < abs(s.ts_ns[i1] - hi)):
         i1 -= 1
     if i0 < 0 or i1 >= s.ts_ns.size or i1 <= i0:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from .checks import NAMES
+from .search import searchsorted
 
 BUSY_CHECKS = ("gpu_work", "gpu_bound")
 MAX_SLOW_LISTED = 20
@@ -51,7 +52,7 @@ def grew(starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, names, ev_star
     assigned to the step its start falls in by a binary search."""
     if slow.size == 0 or ev_start.size == 0:
         return [{} for _ in slow]
-    k = np.searchsorted(starts, ev_start, side="right") - 1
+    k = searchsorted(starts, ev_start, side="right") - 1
     kk = np.maximum(k, 0)
     # Intervals enclosing the whole step (the step's own span, a whole-run wrapper) are not growth.
     ok = (k >= 0) & (ev_start < ends[kk]) & ~((ev_start <= starts[kk]) & (ev_end >= ends[kk]))
@@ -71,7 +72,7 @@ def grew(starts: np.ndarray, ends: np.ndarray, codes: np.ndarray, names, ev_star
         mat = np.zeros((sample.size, top.size))
         pos = {int(t): j for j, t in enumerate(top)}
         sel = np.isin(k, sample) & np.isin(c, top)
-        row = np.searchsorted(sample, k[sel])
+        row = searchsorted(sample, k[sel])
         colj = np.array([pos[int(x)] for x in c[sel]], np.int64) if sel.any() else np.zeros(0, np.int64)
         np.add.at(mat, (row, colj), dur[sel])
         delta = per[top] - np.median(mat, axis=0)

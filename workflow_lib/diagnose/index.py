@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .search import searchsorted
+
 
 class IntervalIndex:
     def __init__(self, start_ns: np.ndarray, end_ns: np.ndarray):
@@ -24,8 +26,8 @@ class IntervalIndex:
 
     def overlapping(self, lo_ns: int, hi_ns: int) -> np.ndarray:
         """Ascending row indices of intervals with start < hi and end > lo."""
-        i = int(np.searchsorted(self.short_start, lo_ns - self.long_ns, side="left"))
-        j = int(np.searchsorted(self.short_start, hi_ns, side="left"))
+        i = int(searchsorted(self.short_start, lo_ns - self.long_ns, side="left"))
+        j = int(searchsorted(self.short_start, hi_ns, side="left"))
         cand = self.short_idx[i:j]
         cand = cand[self.end_ns[cand] > lo_ns]
         if self.long_idx.size:

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 
 from ..core.arrow import values
 from ..core.incident import Incident
+from .search import searchsorted
 
 # Host span names of a collective (segments, case-insensitive): torch.distributed op names,
 # the spellings people give their own spans, and gloo/NCCL prefixes.
@@ -118,7 +119,7 @@ def span_profile(ev, tids: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> 
         return {"median_ns": {}, "collective": []}
     order = np.argsort(starts, kind="stable")
     s_st, s_en, s_tid = starts[order], ends[order], tids[order]
-    k = np.searchsorted(s_st, ev.span_start, "right") - 1
+    k = searchsorted(s_st, ev.span_start, "right") - 1
     kk = np.clip(k, 0, None)
     inside = (k >= 0) & (ev.span_end <= s_en[kk]) & (ev.span_thread == s_tid[kk])
     codes, step = ev.span_name.codes[inside], kk[inside]
@@ -130,7 +131,7 @@ def span_profile(ev, tids: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> 
     for t in np.unique(ev.span_thread[is_coll]).tolist():
         cs = np.sort(ev.span_start[is_coll & (ev.span_thread == t)])
         mine = np.flatnonzero((ev.span_thread == t) & ~is_coll)
-        hit = np.searchsorted(cs, ev.span_end[mine], "left") > np.searchsorted(cs, ev.span_start[mine], "left")
+        hit = searchsorted(cs, ev.span_end[mine], "left") > searchsorted(cs, ev.span_start[mine], "left")
         waiting[np.unique(ev.span_name.codes[mine[hit]])] = True
     out = {}
     pairs = np.unique(codes.astype(np.int64) * n + step)

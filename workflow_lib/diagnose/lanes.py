@@ -17,6 +17,7 @@ import numpy as np
 
 from . import measures
 from .batch import StepFrame
+from .search import searchsorted
 from .types import Intervals
 
 _I64 = np.int64
@@ -63,8 +64,8 @@ class Lanes:
 
     def lanes_of(self, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(index into `steps`, lane) for every lane of each given step."""
-        first = np.searchsorted(self.step, steps, side="left")
-        cnt = np.searchsorted(self.step, steps, side="right") - first
+        first = searchsorted(self.step, steps, side="left")
+        cnt = searchsorted(self.step, steps, side="right") - first
         which = np.repeat(np.arange(cnt.size), cnt)
         start = np.cumsum(cnt) - cnt
         lane = np.repeat(first, cnt) + (np.arange(which.size) - np.repeat(start, cnt))

@@ -24,6 +24,7 @@ import numpy as np
 
 from . import measures
 from .evidence import RankEvidence, launch_rows_at
+from .search import searchsorted
 
 def _queued_ends(ev: RankEvidence) -> tuple[np.ndarray, np.ndarray]:
     """(launch returns ascending, the latest end of any activity launched by then): the rank's
@@ -45,7 +46,7 @@ def lead_at(ev: RankEvidence, t: np.ndarray) -> np.ndarray:
     ret, q = _queued_ends(ev)
     if ret.size == 0 or t.size == 0:
         return np.zeros(t.size, np.int64)
-    j = np.searchsorted(ret, t, side="right") - 1
+    j = searchsorted(ret, t, side="right") - 1
     qend = np.where(j >= 0, q[np.maximum(j, 0)], t)
     return measures.covered_between(ev.busy, t, np.maximum(qend, t))
 

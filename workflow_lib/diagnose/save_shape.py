@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .search import searchsorted
+
 SET_BEFORE_COPY_NS = 100_000
 MERGE_NS = 1_000_000
 MIN_BYTES = 1 << 20
@@ -68,7 +70,7 @@ def find(ev, d2h: np.ndarray, call: np.ndarray) -> InferredSaves:
         if not here.any():
             continue
         cs, ce = ev.rt_start[call[here]], ev.rt_end[call[here]]
-        j = np.searchsorted(ev.span_start[cp], cs, side="right") - 1
+        j = searchsorted(ev.span_start[cp], cs, side="right") - 1
         inside = (j >= 0) & (ev.span_end[cp[np.maximum(j, 0)]] >= ce)
         held = np.zeros(cp.size, _I64)
         nbytes = np.zeros(cp.size, _I64)
@@ -79,7 +81,7 @@ def find(ev, d2h: np.ndarray, call: np.ndarray) -> InferredSaves:
             continue
         # The thread's last span ending before each copy: an aten::set_, close before it.
         by_end = mine[np.argsort(ev.span_end[mine], kind="stable")]
-        k = np.searchsorted(ev.span_end[by_end], ev.span_start[cp], side="right") - 1
+        k = searchsorted(ev.span_end[by_end], ev.span_start[cp], side="right") - 1
         prev = by_end[np.maximum(k, 0)]
         storage = (k >= 0) & is_set[prev] & (ev.span_start[cp] - ev.span_end[prev] <= SET_BEFORE_COPY_NS)
         cp, nbytes, held = cp[storage], nbytes[storage], held[storage]
@@ -87,7 +89,7 @@ def find(ev, d2h: np.ndarray, call: np.ndarray) -> InferredSaves:
             continue
         # The write ends where the thread is seen again: its next span or CUDA call.
         starts = np.union1d(ev.span_starts_by_thread[int(tid)], ev.rt_start[ev.rt_thread == tid])
-        n = np.searchsorted(starts, ev.span_end[cp], side="left")
+        n = searchsorted(starts, ev.span_end[cp], side="left")
         s = ev.span_start[cp]
         e = np.maximum(np.where(n < starts.size, starts[np.minimum(n, starts.size - 1)], ev.span_end[cp]), ev.span_end[cp])
         # One save: storage copies whose pieces lie at most MERGE_NS apart (in start order).

@@ -45,6 +45,7 @@ import pyarrow.compute as pc
 
 from ..core.errors import InputError
 from .checks import NAMES
+from .search import searchsorted
 from .types import FINDING_VERDICTS
 
 STEP_TABLES_VERSION = 2
@@ -172,8 +173,8 @@ def steps_from_tables(steps_tbl: pa.Table, findings_tbl: pa.Table, rows=None, *,
     # The findings of the asked rows: their positions in the findings table, by a binary
     # search on step_row (written in step order), not a scan of every row.
     step_row = findings_tbl["step_row"].to_numpy()
-    lo = np.searchsorted(step_row, idx, side="left")
-    hi = np.searchsorted(step_row, idx, side="right")
+    lo = searchsorted(step_row, idx, side="left")
+    hi = searchsorted(step_row, idx, side="right")
     take = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi)]) if idx.size else np.zeros(0, np.int64)
     f = findings_tbl.take(pa.array(take.astype(np.int64), _i64))
     f_check, f_verdict, f_missing = _text(f, "check"), _text(f, "verdict"), _text(f, "missing_json")

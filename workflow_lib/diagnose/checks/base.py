@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import measures
 from ..evidence import RankEvidence, RankInput
+from ..search import searchsorted
 from ..types import Finding, Intervals, StepWindow
 
 
@@ -75,7 +76,7 @@ def next_gpu_start(ev: RankEvidence, after_ns: np.ndarray, step_end_ns: "int | n
     the step end (and never before the time itself)."""
     g = ev.gpu_start_sorted
     step_end_ns = np.broadcast_to(np.asarray(step_end_ns, np.int64), np.shape(after_ns))  # one step, or one per time
-    j = np.searchsorted(g, after_ns, side="left")
+    j = searchsorted(g, after_ns, side="left")
     nxt = np.where(j < g.size, g[np.minimum(j, g.size - 1)], step_end_ns)
     return np.minimum(np.maximum(nxt, after_ns), step_end_ns)
 
@@ -90,7 +91,7 @@ def next_host_start(ev: RankEvidence, thread_id: np.ndarray, after_ns: np.ndarra
         if starts is None or starts.size == 0:
             continue
         m = thread_id == tid
-        j = np.searchsorted(starts, after_ns[m], side="left")
+        j = searchsorted(starts, after_ns[m], side="left")
         out[m] = np.where(j < starts.size, starts[np.minimum(j, starts.size - 1)], step_end_ns[m])
     return np.minimum(np.maximum(out, after_ns), step_end_ns)
 
@@ -129,7 +130,7 @@ def refill_end(ev: RankEvidence, s: np.ndarray, e: np.ndarray, hi: "int | np.nda
     target = f(e) + lead
     if set_lead is not None:
         target = np.maximum(target, f(np.asarray(set_first_end, np.int64)) + set_lead)
-    i = np.searchsorted(f_start, target, side="left")
+    i = searchsorted(f_start, target, side="left")
     last_f = f_start[-1]
     t = np.where(i < f_start.size, b.start_ns[np.minimum(i, f_start.size - 1)] - (f_start[np.minimum(i, f_start.size - 1)] - target),
                  b.end_ns[-1] + (target - last_f))
@@ -147,11 +148,11 @@ def set_lead(ev: RankEvidence, blocked: Intervals, piece_shift: np.ndarray, lane
         return np.zeros(until.size, np.int64)
     rs, re = blocked.start_ns - piece_shift, blocked.end_ns - piece_shift
     cum = np.concatenate([[0], np.cumsum(measures.covered_between(ev.busy, rs, re))])
-    j = np.searchsorted(blocked.start_ns, until, side="left")  # pieces starting before the return
+    j = searchsorted(blocked.start_ns, until, side="left")  # pieces starting before the return
     last = np.maximum(j - 1, 0)
     past = (j > 0) & (blocked.end_ns[last] > until)  # a piece running on past it (another call of the set)
     over = np.where(past, measures.covered_between(ev.busy, np.where(past, until - shift, 0), np.where(past, re[last], 0)), 0)
-    return cum[j] - over - cum[np.searchsorted(blocked.start_ns, lane_lo, side="left")]
+    return cum[j] - over - cum[searchsorted(blocked.start_ns, lane_lo, side="left")]
 
 
 def call_windows(ci: "CheckInput", rows: np.ndarray, refill: bool = False, owed: bool = False) -> tuple[Intervals, Intervals]:

@@ -11,6 +11,7 @@ import numpy as np
 from .. import measures
 from ..batch import UNRESOLVED, StepFrame, StepsInput, answer, uniform
 from ..lanes import Lanes
+from ..search import searchsorted
 from ..types import Intervals
 from .base import next_gpu_start, next_host_start, refill_end, set_lead
 
@@ -29,7 +30,7 @@ def has_any(frame: StepFrame, step_of_pair: np.ndarray) -> np.ndarray:
 
 
 def _thread_step_keys(tid: np.ndarray, k: np.ndarray, threads: np.ndarray) -> np.ndarray:
-    return k.astype(np.int64) * (threads.size + 1) + np.searchsorted(threads, tid)
+    return k.astype(np.int64) * (threads.size + 1) + searchsorted(threads, tid)
 
 
 def call_windows(si: StepsInput, rows: np.ndarray, pair_rows: np.ndarray, pair_steps: np.ndarray,
@@ -40,7 +41,7 @@ def call_windows(si: StepsInput, rows: np.ndarray, pair_rows: np.ndarray, pair_s
     step taking the calls that overlap it (a call's window runs on only in the last of them)."""
     del rows  # the pairs name every call with each step it overlaps
     lanes = Lanes.of_steps(si.frame, np.unique(pair_steps))
-    return lane_call_windows(si, lanes, pair_rows, np.searchsorted(lanes.step, pair_steps), refill, owed)
+    return lane_call_windows(si, lanes, pair_rows, searchsorted(lanes.step, pair_steps), refill, owed)
 
 
 def call_cause(si: StepsInput, check: str, kind: np.ndarray, less_allocator: bool = False, refill: bool = False):
@@ -103,7 +104,7 @@ def covers(start_ns: np.ndarray, end_ns: np.ndarray, t: np.ndarray) -> np.ndarra
     rows starting at or before t is past t. No union, so no sort."""
     if start_ns.size == 0:
         return np.zeros(np.shape(t), bool)
-    j = np.searchsorted(start_ns, t, side="right") - 1
+    j = searchsorted(start_ns, t, side="right") - 1
     return (j >= 0) & (t < np.maximum.accumulate(end_ns)[np.maximum(j, 0)])
 
 
@@ -119,10 +120,10 @@ def step_sched(ev, tid: int, lo: np.ndarray, hi: np.ndarray):
     ts, m = s.ts_ns, s.ts_ns.size
     tol = np.maximum((hi - lo) // 10, 200_000)
     # The sample nearest each boundary (ties to the one before the start, after the end).
-    i0 = np.searchsorted(ts, lo, side="right") - 1
+    i0 = searchsorted(ts, lo, side="right") - 1
     nxt = np.minimum(i0 + 1, m - 1)
     i0 = i0 + ((i0 + 1 < m) & ((i0 < 0) | (np.abs(ts[nxt] - lo) < np.abs(lo - ts[np.maximum(i0, 0)]))))
-    i1 = np.searchsorted(ts, hi, side="left")
+    i1 = searchsorted(ts, hi, side="left")
     prev = np.maximum(i1 - 1, 0)
     i1 = i1 - ((i1 - 1 >= 0) & ((i1 >= m) | (np.abs(hi - ts[prev]) < np.abs(ts[np.minimum(i1, m - 1)] - hi))))
     ok = (i0 >= 0) & (i1 < m) & (i1 > i0)
@@ -150,7 +151,7 @@ def lane_call_windows(si: StepsInput, lanes, rows: np.ndarray, lane: np.ndarray,
     blocked = lanes.place(s, e, lane)
     if refill and e.size:
         sh = lanes.shift
-        piece_lane = np.searchsorted(lanes.base, blocked.start_ns, side="right") - 1
+        piece_lane = searchsorted(lanes.base, blocked.start_ns, side="right") - 1
         lead = set_lead(ev, blocked, sh[piece_lane], lanes.base[lane], np.minimum(e, hi) + sh[lane], sh[lane])
         if owed and si.lead_owed is not None:
             lead = lead + si.lead_owed[lanes.step[lane]]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..batch import ATTRIBUTED, NOT_APPLICABLE, UNRESOLVED, StepFindings, StepsInput, uniform
+from ..search import searchsorted
 from ..types import Finding, Intervals
 from .base import CheckInput, attributed, not_applicable, unresolved
 
@@ -37,8 +38,8 @@ GPU_IDLE_BIT = 0x1
 
 def _window(ts: np.ndarray, lo: int, hi: int) -> np.ndarray | None:
     """Indices of samples describing [lo, hi): inside it, else the bracketing pair; None if uncovered."""
-    i = int(np.searchsorted(ts, lo, side="left"))
-    j = int(np.searchsorted(ts, hi, side="right"))
+    i = int(searchsorted(ts, lo, side="left"))
+    j = int(searchsorted(ts, hi, side="right"))
     if j > i:
         return np.arange(i, j)
     if i > 0 and i < ts.size and ts[i] - ts[i - 1] <= 2 * max(hi - lo, 1):
@@ -52,7 +53,7 @@ def _take_tail(busy: Intervals, amount_ns: int) -> Intervals:
         return Intervals(busy.start_ns[:0], busy.end_ns[:0])
     lengths = (busy.end_ns - busy.start_ns)[::-1]
     cum = np.cumsum(lengths)
-    k = int(np.searchsorted(cum, amount_ns, side="left"))
+    k = int(searchsorted(cum, amount_ns, side="left"))
     k = min(k, lengths.size - 1)
     s = busy.start_ns[::-1][: k + 1].copy()
     e = busy.end_ns[::-1][: k + 1].copy()
@@ -73,8 +74,8 @@ def _violations(ci: CheckInput) -> Finding | None:
         if got is None or got[0].size < 2:
             continue
         ts, v = got
-        i0 = int(np.searchsorted(ts, step.start_ns, side="right")) - 1
-        i1 = int(np.searchsorted(ts, step.end_ns, side="left"))
+        i0 = int(searchsorted(ts, step.start_ns, side="right")) - 1
+        i1 = int(searchsorted(ts, step.end_ns, side="left"))
         if i0 < 0 or i1 >= ts.size:
             return None
         d = float(np.max(v[i0:i1 + 1]) - v[i0])  # several devices interleave: the rank's worst
@@ -113,7 +114,7 @@ def _busy_clock_ratio(ci: CheckInput, cwin, reasons, evidence: dict) -> float | 
     vals = clocks[1][cwin]
     if reasons is not None:
         # Drop samples taken while the GPU was idle: idle clocks are low by design.
-        k = np.clip(np.searchsorted(reasons[0], clocks[0][cwin], side="right") - 1, 0, reasons[0].size - 1)
+        k = np.clip(searchsorted(reasons[0], clocks[0][cwin], side="right") - 1, 0, reasons[0].size - 1)
         busy_mask = (reasons[1][k].astype(np.int64) & GPU_IDLE_BIT) == 0
         vals = vals[busy_mask] if busy_mask.any() else vals[:0]
     mx = float(np.max(max_clock[1]))
@@ -162,8 +163,8 @@ def describe(ci: CheckInput) -> Finding:
 
 def _windows(ts: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """_window for every step: (first, end, covered): the samples are ts[first:end]."""
-    i = np.searchsorted(ts, lo, side="left")
-    j = np.searchsorted(ts, hi, side="right")
+    i = searchsorted(ts, lo, side="left")
+    j = searchsorted(ts, hi, side="right")
     inside = j > i
     if ts.size >= 2:
         ii = np.clip(i, 1, ts.size - 1)
@@ -196,7 +197,7 @@ def _busy_ratio_steps(ev, first, end, ok) -> tuple[np.ndarray, np.ndarray]:
     reasons = ev.nvml.get("clock_event_reasons")
     busy = np.ones(clocks[0].size, bool)
     if reasons is not None:
-        k = np.clip(np.searchsorted(reasons[0], clocks[0], side="right") - 1, 0, reasons[0].size - 1)
+        k = np.clip(searchsorted(reasons[0], clocks[0], side="right") - 1, 0, reasons[0].size - 1)
         busy = (reasons[1][k].astype(np.int64) & GPU_IDLE_BIT) == 0
     count = _range_sums(busy.astype(np.int64), first, end, ok)
     total = _range_sums(np.where(busy, clocks[1], 0.0), first, end, ok)
@@ -246,8 +247,8 @@ def check_steps(si: StepsInput) -> StepFindings:
         total = np.zeros(n)
         span = np.zeros(n, np.int64)
         for ts, v in metrics:
-            i0 = np.searchsorted(ts, lo, side="right") - 1
-            i1 = np.searchsorted(ts, hi, side="left")
+            i0 = searchsorted(ts, lo, side="right") - 1
+            i1 = searchsorted(ts, hi, side="left")
             inside = (i0 >= 0) & (i1 < ts.size)
             by_counters &= inside
             a, b = np.maximum(i0, 0), np.minimum(i1, ts.size - 1)

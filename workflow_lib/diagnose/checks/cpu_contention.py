@@ -30,6 +30,7 @@ import numpy as np
 from .. import measures
 from ..batch import UNRESOLVED, StepsInput, StepFindings, answer, uniform
 from ..evidence import launching_threads, step_sched
+from ..search import searchsorted
 from ..types import Finding, Intervals
 from . import base_steps
 from .base import CheckInput, attributed, not_applicable, unresolved
@@ -67,8 +68,8 @@ def interpolated(ev, tid: int, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarr
     ts, rq = s.ts_ns[known], s.runqueue_wait_ns[known]
     if ts.size < 2:
         return np.zeros(n, bool), zero, zero
-    i0 = np.searchsorted(ts, lo, side="right") - 1
-    i1 = np.searchsorted(ts, hi, side="left")
+    i0 = searchsorted(ts, lo, side="right") - 1
+    i1 = searchsorted(ts, hi, side="left")
     ok = (i0 >= 0) & (i1 < ts.size)
     a, b = np.clip(i0, 0, ts.size - 1), np.clip(i1, 0, ts.size - 1)
     spacing = np.maximum(ts[np.minimum(a + 1, ts.size - 1)] - ts[a], ts[b] - ts[np.maximum(b - 1, 0)])
@@ -191,7 +192,7 @@ def check_steps(si: StepsInput) -> StepFindings:
     order = np.lexsort((np.arange(gk.size), -length, gk))
     ln, kk = length[order], gk[order]
     run = np.cumsum(ln)
-    first = np.searchsorted(kk, kk, side="left")
+    first = searchsorted(kk, kk, side="left")
     before = run - ln - (run[first] - ln[first])  # longer (or earlier equal) gaps of the same step
     take = np.empty_like(length)
     take[order] = np.clip(wait[kk] - before, 0, ln)  # back in time order
@@ -209,7 +210,7 @@ def _mark_unsampled(out: StepFindings, fr, where: np.ndarray, threads: np.ndarra
     rows = np.flatnonzero(where)
     if rows.size == 0:
         return
-    own = np.searchsorted(threads, fr.tids[rows])
+    own = searchsorted(threads, fr.tids[rows])
     others = launches[:, rows]
     others[own, np.arange(rows.size)] = False
     if threads.size <= 31:  # a thread list as one integer: the step's thread, a bit per other thread
@@ -245,7 +246,7 @@ def _host_only_steps(si: StepsInput) -> StepFindings:
     free, k = fr.split(measures.subtract(win, ev.wait_union) if len(ev.wait_union) else win)
     fs, length = free.start_ns, free.end_ns - free.start_ns
     run = np.cumsum(length)
-    first = np.searchsorted(k, k, side="left")
+    first = searchsorted(k, k, side="left")
     before = run - length - (run[first] - length[first]) if k.size else run
     take = np.clip(wait[k] - before, 0, length)
     keep = take > 0

@@ -16,6 +16,7 @@ import numpy as np
 from .. import measures
 from ..batch import StepFindings, StepsInput, UNRESOLVED, answer, uniform
 from ..evidence import launch_rows_at
+from ..search import searchsorted
 from ..types import Intervals
 from . import base_steps
 from .base import CheckInput, attributed, not_applicable
@@ -42,7 +43,7 @@ def rows_in_step(ci: CheckInput, mask: np.ndarray, own_thread: bool) -> np.ndarr
 
 def _own_busy(ev, spans: Intervals, lo: int, hi: int) -> Intervals:
     """Busy time of the kernels starting in [lo, hi) whose launch call began inside `spans`."""
-    i, j = np.searchsorted(ev.k_start, [lo, hi], side="left")
+    i, j = searchsorted(ev.k_start, [lo, hi], side="left")
     rows, ok = launch_rows_at(ev, ev.k_corr[i:j], ev.k_start[i:j])
     if not ok.any():
         return measures.empty()

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..batch import ATTRIBUTED, NOT_APPLICABLE, UNRESOLVED, StepsInput, StepFindings, uniform
 from ..evidence import RankEvidence, launch_rows_at, step_sched
+from ..search import searchsorted
 from ..types import Finding, Intervals
 from . import base_steps
 from .base import CheckInput, attributed, host_gaps, not_applicable, unresolved
@@ -47,7 +48,7 @@ def _queued(ev: RankEvidence, gap_start: np.ndarray, gap_end: np.ndarray) -> np.
     out = np.full(gap_start.size, -1, np.int64)
     if ev.gpu_start_sorted.size == 0:
         return out
-    j = np.searchsorted(ev.gpu_start_sorted, gap_end, side="left")
+    j = searchsorted(ev.gpu_start_sorted, gap_end, side="left")
     has_next = j < ev.gpu_start_sorted.size
     nxt = np.minimum(j, ev.gpu_start_sorted.size - 1)
     corr = np.where(has_next, ev.gpu_corr_sorted[nxt], -1)
@@ -62,7 +63,7 @@ def _submitting_thread(ev: RankEvidence, gap_start: np.ndarray, fallback: int) -
     """The thread of the last runtime call that began before each gap; the step's thread if none."""
     if ev.rt_start.size == 0:
         return np.full(gap_start.size, fallback, np.int64)
-    i = np.searchsorted(ev.rt_start, gap_start, side="right") - 1  # rows are sorted by start
+    i = searchsorted(ev.rt_start, gap_start, side="right") - 1  # rows are sorted by start
     return np.where(i >= 0, ev.rt_thread[np.maximum(i, 0)], fallback)
 
 
@@ -93,8 +94,8 @@ def _host_state(ev: RankEvidence, tid: int, a: int, b: int) -> tuple[str | None,
     s = ev.sched.get(tid)
     if s is None or s.ts_ns.size < 2:
         return None, {"reason": "no scheduler samples for the submitting thread"}
-    i0 = int(np.searchsorted(s.ts_ns, a, side="right")) - 1
-    i1 = int(np.searchsorted(s.ts_ns, b, side="left"))
+    i0 = int(searchsorted(s.ts_ns, a, side="right")) - 1
+    i1 = int(searchsorted(s.ts_ns, b, side="left"))
     if i0 < 0 or i1 >= s.ts_ns.size:
         return None, {"reason": "scheduler samples do not bracket the gap"}
     span = int(s.ts_ns[i1] - s.ts_ns[i0])
@@ -214,8 +215,8 @@ def _bracketed(ev: RankEvidence, tid: int, a: np.ndarray, b: np.ndarray) -> np.n
     s = ev.sched.get(tid)
     if s is None or s.ts_ns.size < 2:
         return np.zeros(a.size, bool)
-    i0 = np.searchsorted(s.ts_ns, a, side="right") - 1
-    i1 = np.searchsorted(s.ts_ns, b, side="left")
+    i0 = searchsorted(s.ts_ns, a, side="right") - 1
+    i1 = searchsorted(s.ts_ns, b, side="left")
     inside = (i0 >= 0) & (i1 < s.ts_ns.size)
     span = s.ts_ns[np.minimum(i1, s.ts_ns.size - 1)] - s.ts_ns[np.maximum(i0, 0)]
     return inside & (span <= 2 * (b - a))

@@ -37,6 +37,7 @@ import numpy as np
 from .. import held as held_mod
 from .. import measures
 from ..batch import UNRESOLVED, StepFindings, StepsInput, answer, uniform
+from ..search import searchsorted
 from ..types import Finding, Intervals
 from .base import CheckInput, not_applicable, top_names, unresolved
 
@@ -64,8 +65,8 @@ def extra_per_kernel(ev) -> np.ndarray:
         ident = ev.k_ident
         order = np.lexsort((dur, ident))
         g, d = ident[order], dur[order]
-        lo = np.searchsorted(g, np.arange(int(ident.max()) + 1), side="left")
-        hi = np.searchsorted(g, np.arange(int(ident.max()) + 1), side="right")
+        lo = searchsorted(g, np.arange(int(ident.max()) + 1), side="left")
+        hi = searchsorted(g, np.arange(int(ident.max()) + 1), side="right")
         cnt = hi - lo
         mid = (d[np.minimum(lo + (cnt - 1) // 2, d.size - 1)] + d[np.minimum(lo + cnt // 2, d.size - 1)]) // 2
         typical = mid[ident]
@@ -100,7 +101,7 @@ def _slow_overlapping(ev, extra: np.ndarray, lo: int, hi: int) -> np.ndarray:
     """Rows of the slower kernels whose extra (their last `extra` ns) overlaps [lo, hi): those
     that started in the step and those of an earlier step still running past its start."""
     slow = _slow_rows(extra)  # kernels are in start order, so these are too
-    slow = slow[: int(np.searchsorted(ev.k_start[slow], hi, side="left"))]
+    slow = slow[: int(searchsorted(ev.k_start[slow], hi, side="left"))]
     return slow[(ev.k_end[slow] > lo) & (ev.k_end[slow] - extra[slow] < hi)]
 
 
@@ -110,7 +111,7 @@ def _median_in(ev, metric: str, lo: int, hi: int) -> tuple[float | None, float |
     if got is None or got[0].size == 0:
         return None, None
     ts, v = got
-    i, j = np.searchsorted(ts, [lo, hi])
+    i, j = searchsorted(ts, [lo, hi])
     return (float(np.mean(v[i:j])) if j > i else None), float(np.median(v))
 
 
@@ -133,7 +134,7 @@ def why(ev, lo: int, hi: int, held_ns: int = 0) -> dict:
         out["clocks"] = f"SM clock {clock:.0f} MHz in the step vs {typical:.0f} MHz typical"
     got = ev.nvml.get("clock_event_reasons")
     if got is not None:
-        i, j = np.searchsorted(got[0], [lo, hi])
+        i, j = searchsorted(got[0], [lo, hi])
         bits = int(np.bitwise_or.reduce(got[1][i:j].astype(np.int64))) if j > i else 0
         from .clock_throttle import REASON_BITS
         named = [name for name, bit in REASON_BITS.items() if bits & bit]
@@ -181,7 +182,7 @@ def describe(ci: CheckInput) -> Finding:
     if not ci.rank.src.kernels:
         return unresolved(NAME, [NO_KERNELS])
     ev, step = ci.rank.ev, ci.step
-    i, j = np.searchsorted(ev.k_start, [step.start_ns, step.end_ns], side="left")
+    i, j = searchsorted(ev.k_start, [step.start_ns, step.end_ns], side="left")
     extra = extra_per_kernel(ev)
     rows = _slow_overlapping(ev, extra, step.start_ns, step.end_ns)
     held, held_ev = _held_in(ci)

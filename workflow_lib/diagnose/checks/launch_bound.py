@@ -22,6 +22,7 @@ import numpy as np
 from .. import measures
 from ..batch import ATTRIBUTED, NOT_APPLICABLE, UNRESOLVED, StepFindings, StepsInput, uniform
 from ..evidence import launch_rows_at
+from ..search import searchsorted
 from ..types import Finding
 from .base import CheckInput, attributed, not_applicable, unresolved
 
@@ -43,7 +44,7 @@ def to_next_launch(ev, rows: np.ndarray) -> np.ndarray:
         mine = lrows[ev.rt_thread[lrows] == tid]  # in start order (rows are)
         st = ev.rt_start[mine]
         m = np.flatnonzero(ev.rt_thread[rows] == tid)
-        p = np.searchsorted(mine, rows[m], side="right")  # the next launch row of the thread
+        p = searchsorted(mine, rows[m], side="right")  # the next launch row of the thread
         has = p < mine.size
         out[m[has]] = st[p[has]] - ev.rt_start[rows[m[has]]]
     return out
@@ -64,7 +65,7 @@ def describe(ci: CheckInput) -> Finding:
     if missing:
         return unresolved(NAME, missing)
     ev, step, opts = ci.rank.ev, ci.step, ci.rank.opts
-    i, j = np.searchsorted(ev.k_start, [step.start_ns, step.end_ns], side="left")
+    i, j = searchsorted(ev.k_start, [step.start_ns, step.end_ns], side="left")
     n = int(j - i)
     if n < opts.launch_bound_min_kernels:
         return not_applicable(NAME, kernels=n, min_kernels=opts.launch_bound_min_kernels)
@@ -113,8 +114,8 @@ def _grouped_median_int(g: np.ndarray, v: np.ndarray, n: int) -> np.ndarray:
     """int(np.median(v[g == k])) for every group k (0 where empty)."""
     order = np.lexsort((v, g))
     gs, vs = g[order], v[order]
-    lo = np.searchsorted(gs, np.arange(n), side="left")
-    hi = np.searchsorted(gs, np.arange(n), side="right")
+    lo = searchsorted(gs, np.arange(n), side="left")
+    hi = searchsorted(gs, np.arange(n), side="right")
     cnt = hi - lo
     a = vs[np.minimum(lo + (cnt - 1) // 2, max(vs.size - 1, 0))] if vs.size else np.zeros(n, np.int64)
     b = vs[np.minimum(lo + cnt // 2, max(vs.size - 1, 0))] if vs.size else np.zeros(n, np.int64)

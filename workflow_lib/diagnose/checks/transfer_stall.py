@@ -40,6 +40,7 @@ from .. import measures
 from ..batch import NOT_APPLICABLE, UNRESOLVED, StepFindings, StepsInput, answer, uniform
 from ..evidence import launch_rows_at
 from ..lanes import Lanes
+from ..search import searchsorted
 from ..types import Finding, Intervals
 from . import base_steps
 from .base import CheckInput, attributed, call_windows, not_applicable, unresolved
@@ -121,7 +122,7 @@ def _held_up_a_kernel(ci: CheckInput, rows: np.ndarray) -> np.ndarray:
     ev, c = ci.rank.ev, ci.rank.ev.copies
     out = np.zeros(rows.size, bool)
     for k, r in enumerate(rows.tolist()):  # copies of one step: a handful
-        j = int(np.searchsorted(ev.k_start, c.end[r], side="left"))
+        j = int(searchsorted(ev.k_start, c.end[r], side="left"))
         same = np.flatnonzero(ev.k_stream[j:j + _LOOKAHEAD] == c.stream[r])
         if same.size == 0:
             continue
@@ -334,9 +335,9 @@ def check_steps(si: StepsInput) -> StepFindings:
         rows = np.concatenate([crow[pc[blocking]], wrow])
         steps = np.concatenate([pk[blocking], pk[wpair]])
         lanes = Lanes.of_steps(fr, np.unique(steps))
-        _, windows = base_steps.lane_call_windows(si, lanes, rows, np.searchsorted(lanes.step, steps), refill=True)
+        _, windows = base_steps.lane_call_windows(si, lanes, rows, searchsorted(lanes.step, steps), refill=True)
         has = op[0]
-        ops = lanes.place(op[1][has], op[2][has], np.searchsorted(lanes.step, pk[rp[has]]))
+        ops = lanes.place(op[1][has], op[2][has], searchsorted(lanes.step, pk[rp[has]]))
         host_side = measures.intersect(no_compute, measures.union_many(windows, ops))
     claimed = measures.union_many(gpu_waited, host_side)
     att = base_steps.has_any(fr, pk) & (fr.per_step(claimed) >= opts.min_gap_ns)
@@ -368,7 +369,7 @@ def _held_up_steps(si: StepsInput, pc: np.ndarray, hi: np.ndarray) -> np.ndarray
     if ev.k_start.size == 0:
         return out
     end = c.end[pc]
-    j = np.searchsorted(ev.k_start, end, side="left")
+    j = searchsorted(ev.k_start, end, side="left")
     nk = np.full(pc.size, -1, np.int64)
     stream = c.stream[pc]
     for st in np.unique(stream).tolist():  # streams are few
@@ -376,7 +377,7 @@ def _held_up_steps(si: StepsInput, pc: np.ndarray, hi: np.ndarray) -> np.ndarray
         on = np.flatnonzero(ev.k_stream == st)  # that stream's kernels in start order
         if on.size == 0:
             continue
-        p = np.searchsorted(on, j[m], side="left")
+        p = searchsorted(on, j[m], side="left")
         cand = on[np.minimum(p, on.size - 1)]
         nk[m] = np.where((p < on.size) & (cand - j[m] < _LOOKAHEAD), cand, -1)
     k = np.maximum(nk, 0)
@@ -413,22 +414,22 @@ def _waiting_syncs_steps(si: StepsInput, pc: np.ndarray, pk: np.ndarray, crow: n
         mine = np.flatnonzero(ev.rt_thread == t)  # the thread's calls in start order
         st, en = ev.rt_start[mine], ev.rt_end[mine]
         a, h = after[m], hi[m]
-        p0 = np.searchsorted(st, a, side="left")
-        pe = np.searchsorted(st, a, side="right")  # calls in [p0, pe) start at `a`: after it only with a length
+        p0 = searchsorted(st, a, side="left")
+        pe = searchsorted(st, a, side="right")  # calls in [p0, pe) start at `a`: after it only with a length
         positive = en > st
         launch = ev.rt_launch[mine]
         lp = np.concatenate([[0], np.cumsum(launch & positive)])
         until = h.copy()
         lpos = np.flatnonzero(launch)
         if lpos.size:
-            q = np.searchsorted(lpos, pe, side="left")
+            q = searchsorted(lpos, pe, side="left")
             nxt = np.where(q < lpos.size, st[lpos[np.minimum(q, lpos.size - 1)]], h)
             until = np.minimum(nxt, h)
         until = np.where(lp[pe] - lp[p0] > 0, a, until)  # a launch at that very instant
-        upos = np.searchsorted(st, until, side="left")
+        upos = searchsorted(st, until, side="left")
         spos = np.flatnonzero(ev.rt_sync[mine])
-        s0 = np.searchsorted(spos, p0, side="left")
-        cnt = np.where(h > a, np.maximum(np.searchsorted(spos, upos, side="left") - s0, 0), 0)
+        s0 = searchsorted(spos, p0, side="left")
+        cnt = np.where(h > a, np.maximum(searchsorted(spos, upos, side="left") - s0, 0), 0)
         which = np.repeat(np.arange(cnt.size), cnt)
         pos = spos[np.repeat(s0, cnt) + (np.arange(which.size) - np.repeat(np.cumsum(cnt) - cnt, cnt))]
         ok = (pos >= pe[which]) | positive[pos]
@@ -464,8 +465,8 @@ def _read_ops(ev, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
         sp = np.flatnonzero(ev.span_thread == t)
         sa, sb = ev.span_start[sp], ev.span_end[sp]
         # (span, read) for every span of the thread holding the read's call: start <= call start < end, end >= call end
-        i0 = np.searchsorted(rs, sa, side="left")
-        cnt = np.maximum(np.searchsorted(rs, sb, side="left") - i0, 0)
+        i0 = searchsorted(rs, sa, side="left")
+        cnt = np.maximum(searchsorted(rs, sb, side="left") - i0, 0)
         j = np.repeat(np.arange(sp.size), cnt)
         i = np.repeat(i0, cnt) + (np.arange(j.size) - np.repeat(np.cumsum(cnt) - cnt, cnt))
         keep = sb[j] >= re[i]
@@ -485,10 +486,10 @@ def _read_ops(ev, calls: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
         rank[order] = np.arange(o.size)
         pr = np.full(ri.size, -1, np.int64)  # the read's own call among them, -1 where not one
         if o.size:
-            x = np.minimum(np.searchsorted(o, uniq[ri]), o.size - 1)
+            x = np.minimum(searchsorted(o, uniq[ri]), o.size - 1)
             pr = np.where(o[x] == uniq[ri], rank[x], -1)
         a, b, p = sa[j], sb[j], pr[i]
-        start = np.searchsorted(sm, a, side="left")
+        start = searchsorted(sm, a, side="left")
         suf = np.append(np.minimum.accumulate(em[::-1])[::-1], _FAR)
         inside = p >= start  # the read's own call is among them: leave it out
         upto = np.where(inside, p, start)
