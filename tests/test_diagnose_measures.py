@@ -119,3 +119,19 @@ def test_set_operations_on_unions_in_order_match_the_python_sweep():
             got, ref = _sweep(a, b, keep), _sweep_py(a, b, keep)
             assert got.start_ns.tolist() == ref.start_ns.tolist() and got.end_ns.tolist() == ref.end_ns.tolist()
     assert large > 1000
+
+
+def test_round6_is_pythons_round_to_six_places():
+    """measures.round6 (the columns' shares and overlap factors) gives round(v, 6)'s floats,
+    including values at a decimal half, where rint(v * 1e6) alone could land on the other side."""
+    rng = np.random.default_rng(11)
+    xs = np.concatenate([rng.random(20_000), rng.random(20_000) * 1e4, (rng.integers(0, 10**7, 20_000) + 0.5) / 1e6,
+                         np.array([0.0, -1.5e-7, 2.5e-6, 0.0000125, 1e300, np.inf, -np.inf, np.nan])])
+    got = measures.round6(xs).tolist()
+    want = [round(v, 6) if np.isfinite(v) else v for v in xs.tolist()]
+    assert all(a == b or (a != a and b != b) for a, b in zip(got, want))
+    k, b = rng.integers(0, 10**9, 20_000), rng.integers(-3, 10**9, 20_000)
+    values, null = measures.overlap_factors(k, b)
+    for v, n, x, y in zip(values.tolist(), null.tolist(), k.tolist(), b.tolist()):
+        ref = measures.overlap_factor(x, y)
+        assert (ref is None) == n and (n or ref == v)

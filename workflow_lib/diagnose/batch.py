@@ -71,12 +71,18 @@ class StepFrame:
         k0 = searchsorted(self.ends, iv.start_ns, side="right")  # first step ending after the start
         k1 = searchsorted(self.starts, iv.end_ns, side="left")  # steps starting before the end
         cnt = np.maximum(k1 - k0, 0)
-        total = int(cnt.sum())
-        if total == 0:
-            return measures.empty(), np.zeros(0, _I64)
-        which = np.repeat(np.arange(cnt.size), cnt)
-        first = np.cumsum(cnt) - cnt
-        k = np.repeat(k0, cnt) + (np.arange(total) - np.repeat(first, cnt))
+        if cnt.size and int(cnt.max()) <= 1:
+            # Each interval inside one step at most (the usual case: pieces of a step's own
+            # time): no repeats to spread it over several steps.
+            which = np.flatnonzero(cnt)
+            k = k0[which]
+        else:
+            total = int(cnt.sum())
+            if total == 0:
+                return measures.empty(), np.zeros(0, _I64)
+            which = np.repeat(np.arange(cnt.size), cnt)
+            first = np.cumsum(cnt) - cnt
+            k = np.repeat(k0, cnt) + (np.arange(total) - np.repeat(first, cnt))
         s = np.maximum(iv.start_ns[which], self.starts[k])
         e = np.minimum(iv.end_ns[which], self.ends[k])
         keep = e > s

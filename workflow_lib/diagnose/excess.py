@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import measures
 from .checks import NAMES
 from .search import searchsorted
 
@@ -116,7 +117,7 @@ def attach_columns(wall: np.ndarray, explains: np.ndarray, opts) -> dict:
         busy = np.array([cause_of(c) == "gpu_work_growth" for c in NAMES], bool)
         s[:, busy] = np.where(explains[pos][:, busy] == 0, 0.0, s[:, busy])
         nz = s != 0
-        s[nz] = [round(float(v), 6) for v in s[nz].tolist()]  # Python's round (to 6 places)
+        s[nz] = measures.round6(s[nz])  # Python's round (to 6 places)
         share[pos] = s
     return {"typical_ns": typical, "comparable": comp, "in_comp": in_comp, "causes": causes, "excess_ns": ex,
             "by_cause": by, "unexplained_ns": unexplained, "share": share,

@@ -168,8 +168,12 @@ def _meet(a: Intervals, b: Intervals) -> Intervals:
         return empty()
     i0 = searchsorted(a.end_ns, b.start_ns, side="right")  # the first of a ending after b's start
     cnt = np.maximum(searchsorted(a.start_ns, b.end_ns, side="left") - i0, 0)
-    which = np.repeat(np.arange(cnt.size), cnt)
-    j = np.repeat(i0, cnt) + (np.arange(which.size) - np.repeat(np.cumsum(cnt) - cnt, cnt))
+    if int(cnt.max()) <= 1:  # each of b meets one of a at most: no repeats
+        which = np.flatnonzero(cnt)
+        j = i0[which]
+    else:
+        which = np.repeat(np.arange(cnt.size), cnt)
+        j = np.repeat(i0, cnt) + (np.arange(which.size) - np.repeat(np.cumsum(cnt) - cnt, cnt))
     s = np.maximum(a.start_ns[j], b.start_ns[which])
     e = np.minimum(a.end_ns[j], b.end_ns[which])
     return union(s, e)
@@ -246,18 +250,25 @@ def overlap_factor(kernel_sum_ns: int, busy_ns: int) -> float | None:
     return None if busy_ns <= 0 else round(kernel_sum_ns / busy_ns, 6)
 
 
+def round6(x: np.ndarray) -> np.ndarray:
+    """Python's round(v, 6) of every float, as an array, the same floats. rint(v * 1e6) / 1e6 is
+    round's answer wherever v * 1e6 is not within a hair of a half (k / 1e6 of two exact doubles
+    is the double nearest the decimal k e-6, which round returns); the few within it take round
+    itself. A million Python calls cost ~0.65 s of a 1M-step diagnosis."""
+    x = np.asarray(x, np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        scaled = x * 1e6
+        out = np.rint(scaled) / 1e6
+        near = np.flatnonzero(~(np.abs(scaled - np.floor(scaled) - 0.5) >= 1e-6))  # NaN and inf too
+    out[near] = [round(v, 6) if np.isfinite(v) else v for v in x[near].tolist()]
+    return out
+
+
 def overlap_factors(kernel_sum_ns: np.ndarray, busy_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """overlap_factor for many steps: (values, null mask), the same floats. rint(x * 1e6) / 1e6
-    is Python's round(x, 6) wherever x * 1e6 is not within a hair of a half (k / 1e6 of two
-    exact doubles is the double nearest the decimal k e-6, which round returns); the few within
-    it take round itself. A million Python calls were ~0.65 s of a 1M-step diagnosis."""
+    """overlap_factor for many steps: (values, null mask), the same floats."""
     k, b = np.asarray(kernel_sum_ns, _I64), np.asarray(busy_ns, _I64)
     null = b <= 0
-    x = k / np.where(null, 1, b)  # int64 / int64 as Python's int / int for values below 2**53
-    scaled = x * 1e6
-    out = np.rint(scaled) / 1e6
-    near = np.flatnonzero(np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6)
-    out[near] = [round(v, 6) for v in x[near].tolist()]
+    out = round6(k / np.where(null, 1, b))  # int64 / int64 as Python's int / int below 2**53
     out[null] = 0.0
     return out, null
 
