@@ -1,5 +1,5 @@
 """Optional C span and step paths (workflow_lib/capture/_spanext.c, _stepext.c), the diagnosis's
-sorted search (workflow_lib/diagnose/_searchext.c) and the package list; everything else is in pyproject.toml.
+C paths (workflow_lib/diagnose/_fastext.c) and the package list; everything else is in pyproject.toml.
 
 The packages: workflow_lib and its subpackages, and `stallcase`, the public API, from
 workflow_lib/public (pyproject.toml's package-dir maps it; a packages.find table cannot add a
@@ -38,8 +38,8 @@ if sys.version_info >= (3, 11) and sys.implementation.name == "cpython":
     for name in ("_spanext", "_stepext"):  # the span path; the step path (step_core.py)
         ext.append(Extension(f"workflow_lib.capture.{name}", [f"workflow_lib/capture/{name}.c"],
                              py_limited_api=True, optional=True, extra_compile_args=["-O2"]))
-    # The diagnosis's sorted search (diagnose/search.py falls back to numpy.searchsorted).
-    ext.append(Extension("workflow_lib.diagnose._searchext", ["workflow_lib/diagnose/_searchext.c"],
+    # The diagnosis's sorted search and gap texts (search.py and columns.py have their own paths).
+    ext.append(Extension("workflow_lib.diagnose._fastext", ["workflow_lib/diagnose/_fastext.c"],
                          py_limited_api=True, optional=True, extra_compile_args=["-O2"]))
 
 setup(packages=[*find_packages(include=["workflow_lib", "workflow_lib.*"]), "stallcase"],

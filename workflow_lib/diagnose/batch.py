@@ -26,7 +26,7 @@ import numpy as np
 
 from . import measures
 from .evidence import RankEvidence, RankInput
-from .search import searchsorted
+from .fast import searchsorted
 from .types import FINDING_VERDICTS, Intervals
 
 _I64 = np.int64

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import batch, describe, excess as excess_mod, lead, measures, places
+from . import batch, describe, excess as excess_mod, fast, lead, measures, places
 from . import step_tables as st
 from .credit import Resolver
 from .evidence import RankInput
@@ -27,7 +27,6 @@ from .next_experiments import CANDIDATES
 from .record import empty_totals
 from .checks import CHECKS, FIRST_AFTER, NAMES, collective_wait
 from .checks import warm_up as warmup
-from .search import searchsorted
 from .types import FINDING_VERDICTS, Intervals
 
 _I64 = np.int64
@@ -98,7 +97,7 @@ def _gaps(n: int, g, k: np.ndarray, observed: bool, origin: int, limit: int):
     # The `limit` longest per step, longest first, ties in time order (measures.gap_records).
     order = np.lexsort((np.arange(k.size), -length, k))
     ks = k[order]
-    first = searchsorted(ks, np.arange(n), side="left")
+    first = fast.searchsorted(ks, np.arange(n), side="left")
     top = order[(np.arange(ks.size) - first[ks]) < limit]  # grouped by step, longest first within
     offsets = np.concatenate([[0], np.cumsum(np.minimum(count, limit))]).astype(_I64)
     return count, total, Longest(offsets, g.start_ns[top] + origin, g.end_ns[top] + origin, length[top])
@@ -343,12 +342,9 @@ def rank_digest(cols: RankColumns) -> dict | None:
 # (the longest gaps, the excess) are canonical JSON as step_tables.canonical writes them; the
 # evidence is kept for the steps in `detail` only (null elsewhere).
 
-def _longest_json(lg: Longest, lo: int, hi: int) -> list[str]:
+def _longest_json(lg: Longest, lo: int, hi: int) -> pa.Array:
     a, b = int(lg.offsets[lo]), int(lg.offsets[hi])
-    one = [f'{{"end_ns":{e},"length_ns":{g},"start_ns":{s}}}'
-           for s, e, g in zip(lg.start_ns[a:b].tolist(), lg.end_ns[a:b].tolist(), lg.length_ns[a:b].tolist())]
-    off = (lg.offsets[lo:hi + 1] - a).tolist()
-    return ["[" + ",".join(one[off[k]:off[k + 1]]) + "]" for k in range(hi - lo)]
+    return fast.gaps_json(lg.start_ns[a:b], lg.end_ns[a:b], lg.length_ns[a:b], lg.offsets[lo:hi + 1] - a)
 
 
 def _excess_json(ex: dict, lo: int, hi: int) -> list:
@@ -473,7 +469,7 @@ def _chunk(cols: RankColumns, lo: int, hi: int, code_of: list, texts):
         "thread_id": ints(fr.tids), "start_ns": ints(fr.starts + cols.origin_ns), "end_ns": ints(fr.ends + cols.origin_ns),
         "wall_ns": ints(fr.wall), **{k: ints(m[k], off) for k in ("kernel_sum_ns", "busy_ns", "idle_ns", "host_api_ns", "host_sync_api_ns")},
         "overlap_factor": of, "gaps_count": ints(cols.gaps_count), "gaps_total_ns": ints(cols.gaps_total_ns),
-        "gaps_longest_json": pa.array(_longest_json(cols.gaps_longest, lo, hi), pa.string()),
+        "gaps_longest_json": _longest_json(cols.gaps_longest, lo, hi),
         "explained_ns": ints(cols.explained_ns), "unexplained_ns": ints(cols.unexplained_ns),
         "excess_json": pa.array(_excess_json(cols.excess, lo, hi), pa.string()),
     }

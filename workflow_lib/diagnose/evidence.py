@@ -19,7 +19,7 @@ from ..core import vocabulary
 from ..core.incident import Incident
 from . import measures, save_shape
 from .index import IntervalIndex
-from .search import searchsorted
+from .fast import searchsorted
 from .types import DiagnoseOptions, Intervals
 
 # Names (launch calls, NCCL/RCCL kernels, sync and allocator calls) come from one vocabulary.

@@ -22,7 +22,7 @@ import numpy as np
 
 from . import measures
 from .checks import NAMES
-from .search import searchsorted
+from .fast import searchsorted
 
 BUSY_CHECKS = ("gpu_work", "gpu_bound")
 MAX_SLOW_LISTED = 20

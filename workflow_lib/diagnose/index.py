@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .search import searchsorted
+from .fast import searchsorted
 
 
 class IntervalIndex:

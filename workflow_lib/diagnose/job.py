@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from ..core.arrow import values
 from ..core.incident import Incident
-from .search import searchsorted
+from .fast import searchsorted
 
 # Host span names of a collective (segments, case-insensitive): torch.distributed op names,
 # the spellings people give their own spans, and gloo/NCCL prefixes.

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import measures
 from .batch import StepFrame
-from .search import searchsorted
+from .fast import searchsorted
 from .types import Intervals
 
 _I64 = np.int64

@@ -24,7 +24,7 @@ import numpy as np
 
 from . import measures
 from .evidence import RankEvidence, launch_rows_at
-from .search import searchsorted
+from .fast import searchsorted
 
 def _queued_ends(ev: RankEvidence) -> tuple[np.ndarray, np.ndarray]:
     """(launch returns ascending, the latest end of any activity launched by then): the rank's

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .search import searchsorted
+from .fast import searchsorted
 from .types import Intervals
 
 _I64 = np.int64

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .search import searchsorted
+from .fast import searchsorted
 
 SET_BEFORE_COPY_NS = 100_000
 MERGE_NS = 1_000_000

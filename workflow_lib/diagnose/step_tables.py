@@ -45,7 +45,7 @@ import pyarrow.compute as pc
 
 from ..core.errors import InputError
 from .checks import NAMES
-from .search import searchsorted
+from .fast import searchsorted
 from .types import FINDING_VERDICTS
 
 STEP_TABLES_VERSION = 2

@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import measures
 from ..evidence import RankEvidence, RankInput
-from ..search import searchsorted
+from ..fast import searchsorted
 from ..types import Finding, Intervals, StepWindow
 
 

@@ -11,7 +11,7 @@ import numpy as np
 from .. import measures
 from ..batch import UNRESOLVED, StepFrame, StepsInput, answer, uniform
 from ..lanes import Lanes
-from ..search import searchsorted
+from ..fast import searchsorted
 from ..types import Intervals
 from .base import next_gpu_start, next_host_start, refill_end, set_lead
 

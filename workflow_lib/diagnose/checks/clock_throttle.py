@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..batch import ATTRIBUTED, NOT_APPLICABLE, UNRESOLVED, StepFindings, StepsInput, uniform
-from ..search import searchsorted
+from ..fast import searchsorted
 from ..types import Finding, Intervals
 from .base import CheckInput, attributed, not_applicable, unresolved
 

@@ -30,7 +30,7 @@ import numpy as np
 from .. import measures
 from ..batch import UNRESOLVED, StepsInput, StepFindings, answer, uniform
 from ..evidence import launching_threads, step_sched
-from ..search import searchsorted
+from ..fast import searchsorted
 from ..types import Finding, Intervals
 from . import base_steps
 from .base import CheckInput, attributed, not_applicable, unresolved

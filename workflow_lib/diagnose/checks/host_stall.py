@@ -16,7 +16,7 @@ import numpy as np
 from .. import measures
 from ..batch import StepFindings, StepsInput, UNRESOLVED, answer, uniform
 from ..evidence import launch_rows_at
-from ..search import searchsorted
+from ..fast import searchsorted
 from ..types import Intervals
 from . import base_steps
 from .base import CheckInput, attributed, not_applicable

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..batch import ATTRIBUTED, NOT_APPLICABLE, UNRESOLVED, StepsInput, StepFindings, uniform
 from ..evidence import RankEvidence, launch_rows_at, step_sched
-from ..search import searchsorted
+from ..fast import searchsorted
 from ..types import Finding, Intervals
 from . import base_steps
 from .base import CheckInput, attributed, host_gaps, not_applicable, unresolved

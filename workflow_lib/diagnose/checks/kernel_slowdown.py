@@ -37,7 +37,7 @@ import numpy as np
 from .. import held as held_mod
 from .. import measures
 from ..batch import UNRESOLVED, StepFindings, StepsInput, answer, uniform
-from ..search import searchsorted
+from ..fast import searchsorted
 from ..types import Finding, Intervals
 from .base import CheckInput, not_applicable, top_names, unresolved
 

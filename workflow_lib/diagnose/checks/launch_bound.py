@@ -22,7 +22,7 @@ import numpy as np
 from .. import measures
 from ..batch import ATTRIBUTED, NOT_APPLICABLE, UNRESOLVED, StepFindings, StepsInput, uniform
 from ..evidence import launch_rows_at
-from ..search import searchsorted
+from ..fast import searchsorted
 from ..types import Finding
 from .base import CheckInput, attributed, not_applicable, unresolved
 

@@ -40,7 +40,7 @@ from .. import measures
 from ..batch import NOT_APPLICABLE, UNRESOLVED, StepFindings, StepsInput, answer, uniform
 from ..evidence import launch_rows_at
 from ..lanes import Lanes
-from ..search import searchsorted
+from ..fast import searchsorted
 from ..types import Finding, Intervals
 from . import base_steps
 from .base import CheckInput, attributed, call_windows, not_applicable, unresolved

@@ -1,16 +1,21 @@
-/* numpy.searchsorted for int64 keys that mostly come in order, by galloping from the last answer.
+/* The diagnosis's optional C paths: numpy.searchsorted by galloping, and the steps' longest-gap
+ * JSON texts. Each has a pure Python/numpy path that gives the same answers (diagnose/search.py,
+ * columns._longest_json; tests/test_diagnose_search.py and test_diagnose_fastext.py compare).
  *
- * The diagnosis joins time-ordered columns of a rank (steps, kernels, calls, their unions) by
- * binary search: a 1M-step incident makes ~200 searches of up to 2M sorted keys into 1M-2M
- * sorted values. numpy's binary search starts every key's search from the whole upper part of
- * the array, so each key costs ~log2(n) probes at cache-missing distances (~35 ms for 2M keys
- * into 2M values, ~25% of that diagnosis's CPU). Keys in order are a merge: starting from the
- * previous key's answer and galloping (1, 2, 4, ... places, then a binary search inside the
- * last stride) costs O(log d) for a key d places on, O(n + m) in all, and stays correct (only
- * slower) for keys out of order, which gallop backwards the same way.
+ * search: the diagnosis joins time-ordered columns of a rank (steps, kernels, calls, their
+ * unions) by binary search: a 1M-step incident makes ~200 searches of up to 2M sorted keys into
+ * 1M-2M sorted values. numpy's binary search starts every key's search from the whole upper
+ * part of the array, so each key costs ~log2(n) probes at cache-missing distances (~50-70 ms
+ * for 2M keys into 2M values, ~25% of that diagnosis's CPU). Keys in order are a merge:
+ * starting from the previous key's answer and galloping (1, 2, 4, ... places, then a binary
+ * search inside the last stride) costs O(log d) for a key d places on, O(n + m) in all, and
+ * stays correct (only slower) for keys out of order, which gallop backwards the same way.
  *
- * Optional, like capture/_spanext.c and _stepext.c: without it diagnose/search.py calls
- * numpy.searchsorted, whose answers these equal (tests/test_diagnose_search.py).
+ * gaps_json: each step's `[{"end_ns":E,"length_ns":L,"start_ns":S},...]` (the steps table's
+ * gaps_longest_json, keys sorted as step_tables.canonical writes them): a 1M-step diagnosis
+ * formats ~2.6M gaps, ~1.6 s as Python f-strings.
+ *
+ * Optional, like capture/_spanext.c and _stepext.c (setup.py builds it when it can).
  * Stable ABI (Py_LIMITED_API 3.11), buffers only: no numpy headers.
  */
 #define Py_LIMITED_API 0x030B0000
@@ -123,11 +128,121 @@ static PyObject *search(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* Decimal text of v at p; returns the bytes written (at most 20). */
+static Py_ssize_t put_int(char *p, int64_t v) {
+    char tmp[24];
+    Py_ssize_t n = 0, w = 0;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[n++] = (char)('0' + (u % 10));
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        p[w++] = '-';
+    while (n)
+        p[w++] = tmp[--n];
+    return w;
+}
+
+static Py_ssize_t put_lit(char *p, const char *s) {
+    Py_ssize_t n = (Py_ssize_t)strlen(s);
+    memcpy(p, s, (size_t)n);
+    return n;
+}
+
+#define GAP_MAX_BYTES 96 /* {"end_ns":,"length_ns":,"start_ns":} is 36, three ints 60, a comma */
+
+/* gaps_json(start, end, length, offsets, out_offsets, out_data) -> bytes used. Step k's gaps
+ * are rows offsets[k]..offsets[k+1] (int64, from 0); out_offsets (int32, steps + 1) and
+ * out_data (bytes, at least 2 a step + GAP_MAX_BYTES a gap) are the Arrow string column's. */
+static PyObject *gaps_json(PyObject *self, PyObject *args) {
+    PyObject *vs, *ve, *vl, *vo, *voo, *vd;
+    if (!PyArg_ParseTuple(args, "OOOOOO", &vs, &ve, &vl, &vo, &voo, &vd))
+        return NULL;
+    Py_buffer bs, be, bl, bo, boo, bd;
+    int got = 0;
+    Py_ssize_t w = 0;
+    if (int64_buffer(vs, &bs, 0, "start") < 0)
+        goto done;
+    got = 1;
+    if (int64_buffer(ve, &be, 0, "end") < 0)
+        goto done;
+    got = 2;
+    if (int64_buffer(vl, &bl, 0, "length") < 0)
+        goto done;
+    got = 3;
+    if (int64_buffer(vo, &bo, 0, "offsets") < 0)
+        goto done;
+    got = 4;
+    if (PyObject_GetBuffer(voo, &boo, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0)
+        goto done;
+    got = 5;
+    if (PyObject_GetBuffer(vd, &bd, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0)
+        goto done;
+    got = 6;
+    Py_ssize_t gaps = bs.len / 8, steps = bo.len / 8 - 1;
+    const int64_t *s = (const int64_t *)bs.buf, *e = (const int64_t *)be.buf, *l = (const int64_t *)bl.buf,
+                  *off = (const int64_t *)bo.buf;
+    if (be.len / 8 != gaps || bl.len / 8 != gaps || steps < 0 || boo.len != (steps + 1) * 4 || off[0] != 0 || off[steps] != gaps) {
+        PyErr_SetString(PyExc_ValueError, "gaps_json: columns of unequal length, or offsets that do not cover them");
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < steps; k++)
+        if (off[k + 1] < off[k]) {
+            PyErr_SetString(PyExc_ValueError, "gaps_json: offsets out of order");
+            goto done;
+        }
+    if (bd.len < 2 * steps + GAP_MAX_BYTES * gaps) {
+        PyErr_SetString(PyExc_ValueError, "gaps_json: out_data too small");
+        goto done;
+    }
+    int32_t *oo = (int32_t *)boo.buf;
+    char *d = (char *)bd.buf;
+    oo[0] = 0;
+    for (Py_ssize_t k = 0; k < steps; k++) {
+        d[w++] = '[';
+        for (int64_t i = off[k]; i < off[k + 1]; i++) {
+            if (i > off[k])
+                d[w++] = ',';
+            w += put_lit(d + w, "{\"end_ns\":");
+            w += put_int(d + w, e[i]);
+            w += put_lit(d + w, ",\"length_ns\":");
+            w += put_int(d + w, l[i]);
+            w += put_lit(d + w, ",\"start_ns\":");
+            w += put_int(d + w, s[i]);
+            d[w++] = '}';
+        }
+        d[w++] = ']';
+        if (w > INT32_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "gaps_json: over 2 GiB of text in one column");
+            goto done;
+        }
+        oo[k + 1] = (int32_t)w;
+    }
+done:
+    if (got >= 6)
+        PyBuffer_Release(&bd);
+    if (got >= 5)
+        PyBuffer_Release(&boo);
+    if (got >= 4)
+        PyBuffer_Release(&bo);
+    if (got >= 3)
+        PyBuffer_Release(&bl);
+    if (got >= 2)
+        PyBuffer_Release(&be);
+    if (got >= 1)
+        PyBuffer_Release(&bs);
+    if (PyErr_Occurred())
+        return NULL;
+    return PyLong_FromSsize_t(w);
+}
+
 static PyMethodDef methods[] = {
     {"search", search, METH_VARARGS, "search(values, keys, out, right): numpy.searchsorted by galloping (int64)"},
+    {"gaps_json", gaps_json, METH_VARARGS, "gaps_json(start, end, length, offsets, out_offsets, out_data) -> bytes used"},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_searchext", "sorted search for the diagnosis (optional; see search.py)",
+static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_fastext", "the diagnosis's optional C paths (search.py, columns.py)",
                                        0, methods, NULL};
 
-PyMODINIT_FUNC PyInit__searchext(void) { return PyModuleDef_Init(&moduledef); }
+PyMODINIT_FUNC PyInit__fastext(void) { return PyModuleDef_Init(&moduledef); }
