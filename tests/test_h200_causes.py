@@ -150,7 +150,8 @@ def case(name: str, tmp_path_factory) -> dict:
 def _explains(s: dict, check: str, with_: dict | None = None) -> int:
     """The cause's credited ns, plus, for each (check, kind) in `with_` (truth.json: a part of the
     injection another check names by its documented rule), that check's credit up to its kind's
-    critical time."""
+    critical time (a kind: transfer_stall's copy kind in its evidence's by_kind, first_call's
+    op name in its by_name)."""
     out = 0
     for f in s["findings"]:
         if f["verdict"] != "attributed":
@@ -158,7 +159,8 @@ def _explains(s: dict, check: str, with_: dict | None = None) -> int:
         if f["check"] == check:
             out += int(f["explains_ns"] or 0)
         elif f["check"] in (with_ or {}):
-            kind = ((f["evidence"] or {}).get("by_kind") or {}).get(with_[f["check"]]) or {}
+            ev = f["evidence"] or {}
+            kind = (ev.get("by_kind") or ev.get("by_name") or {}).get(with_[f["check"]]) or {}
             out += min(int(f["explains_ns"] or 0), int(kind.get("critical_ns") or 0))
     return out
 
