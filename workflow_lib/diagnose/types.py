@@ -137,6 +137,11 @@ def segment_regex(patterns: tuple[str, ...]):
     return compile_pattern(r"(?:^|[^A-Za-z0-9])(?:" + body + r")(?:$|[^A-Za-z0-9])", "--wait-span", ignorecase=True)
 
 
+# The numeric keys of the workflow's `diagnose:` section besides warmup_steps (schemas/config.schema.json,
+# core/config/numbers.py's CONFIG_NUMBERS checks each).
+NUMERIC_KEYS = ("first_call_factor", "first_call_over_longest", "first_call_min_later", "first_call_min_ns")
+
+
 @dataclass(frozen=True)
 class DiagnoseOptions:
     """Knobs of the diagnosis; every default is justified beside it."""
@@ -198,9 +203,10 @@ class DiagnoseOptions:
 
     @classmethod
     def from_settings(cls, step_pattern: str | None = None, wait_patterns=None, warmup_steps: int | None = None,
-                      where: str = "diagnose") -> "DiagnoseOptions":
+                      where: str = "diagnose", **numbers) -> "DiagnoseOptions":
         """Options from the CLI flags or the workflow's `diagnose:` config key, regexes checked
-        (one-line error naming the field)."""
+        (one-line error naming the field); `numbers`: the other numeric keys of `diagnose:`
+        (NUMERIC_KEYS), each checked as warmup_steps is."""
         from ..core.errors import InputError
 
         kw: dict = {"step_pattern": step_pattern}
@@ -222,13 +228,20 @@ class DiagnoseOptions:
             from ..core.config.numbers import CONFIG_NUMBERS, number
 
             kw["warmup_steps"] = number(warmup_steps, f"{where}.warmup_steps", CONFIG_NUMBERS[("diagnose", "warmup_steps")])
+        for key, v in numbers.items():
+            if key not in NUMERIC_KEYS:
+                raise TypeError(f"unknown diagnose option {key!r}")
+            if v is not None:
+                from ..core.config.numbers import CONFIG_NUMBERS, number
+
+                kw[key] = number(v, f"{where}.{key}", CONFIG_NUMBERS[("diagnose", key)])
         return cls(**kw)
 
     @classmethod
     def from_config(cls, section: dict | None) -> "DiagnoseOptions":
         section = section or {}
         return cls.from_settings(section.get("step_pattern"), section.get("wait_patterns"), section.get("warmup_steps"),
-                                 where="config diagnose")
+                                 where="config diagnose", **{k: section.get(k) for k in NUMERIC_KEYS})
 
     def wait_regex(self) -> re.Pattern:
         return segment_regex(tuple(self.wait_patterns))
