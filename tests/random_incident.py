@@ -2,7 +2,7 @@
 two diagnosis paths (tests/test_diagnose_batch.py): steps that touch and steps with gaps,
 kernels on two streams correlated to launch calls of two threads, synchronizing, allocator
 and copy calls, copies of every kind, spans (declared waits, compilation, work, a span around
-the whole step), scheduler samples that do and do not bracket the gaps, NVML clocks, reasons
+the whole step, an op whose first call is one-time), scheduler samples that do and do not bracket the gaps, NVML clocks, reasons
 and violation counters. Deterministic per seed."""
 
 from __future__ import annotations
@@ -19,6 +19,10 @@ def random_incident(seed: int, steps: int = 24):
     rows = {k: [] for k in ("kernels", "memcpy", "runtime_api", "spans", "sched", "nvml", "clock_sync")}
     st, t, corr = [], 0, 0
     launch_heavy = rng.random() < 0.5
+    # A logging op whose first call in the recording pays a one-time cost (first_call), on its own
+    # generator so that the rest of each seed's incident stays as it was.
+    once = random.Random(seed * 7919 + 1)
+    first_at = once.randint(2, max(2, steps - 2)) if once.random() < 0.6 else None
     for i in range(steps):
         t += rng.choice([0, 0, 5 * US, 50 * US])  # touching steps and gaps between them
         wall = rng.choice([400, 800, 1200, 3000]) * US * (6 if i in (0, 7) and rng.random() < 0.7 else 1)
@@ -71,6 +75,10 @@ def random_incident(seed: int, steps: int = 24):
             w0 = a + rng.randint(0, 100) * US
             rows["spans"].append(span(rng.choice(["forward", "augment", "optimizer.step"]), w0, w0 + rng.randint(20, 300) * US, depth=1,
                                       thread_id=rng.choice([1, 2])))
+        if first_at is not None and i >= first_at and (i == first_at or once.random() < 0.7):
+            w0 = a + once.randint(0, 100) * US
+            dur = (once.randint(1000, 4000) if i == first_at else once.randint(5, 40)) * US
+            rows["spans"].append(span("metrics.norm", w0, min(w0 + dur, b), depth=1))
         t = b
     end = t
     cpu = {1: 0, 2: 0}

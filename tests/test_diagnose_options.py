@@ -36,6 +36,20 @@ def test_config_key_is_in_schema_and_builds_options():
         DiagnoseOptions.from_config({"step_pattern": "no_group"})
 
 
+def test_first_call_thresholds_are_config_keys_checked_like_warmup_steps():
+    cfg = yaml.safe_load(open("config/config.yaml"))
+    cfg["diagnose"] = {"first_call_factor": 20, "first_call_over_longest": 3.5, "first_call_min_later": 5,
+                       "first_call_min_ns": 250_000}
+    Draft202012Validator(records.load_schema("config")).validate(cfg)
+    opts = DiagnoseOptions.from_config(cfg["diagnose"])
+    assert (opts.first_call_factor, opts.first_call_over_longest, opts.first_call_min_later, opts.first_call_min_ns) == (20, 3.5, 5, 250_000)
+    assert opts.as_record()["first_call_min_ns"] == 250_000 and DiagnoseOptions.from_config({}).first_call_factor == 10.0
+    for key, value in (("first_call_factor", 1), ("first_call_factor", float("nan")), ("first_call_over_longest", 0.5),
+                       ("first_call_min_later", 0), ("first_call_min_later", 2.5), ("first_call_min_ns", -1)):
+        with pytest.raises(Exception, match=f"config diagnose.{key}"):
+            DiagnoseOptions.from_config({key: value})
+
+
 def test_rule_passes_the_config_section():
     text = open("rules/diagnose.smk").read()
     assert 'settings=config.get("diagnose")' in text

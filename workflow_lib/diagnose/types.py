@@ -137,6 +137,11 @@ def segment_regex(patterns: tuple[str, ...]):
     return compile_pattern(r"(?:^|[^A-Za-z0-9])(?:" + body + r")(?:$|[^A-Za-z0-9])", "--wait-span", ignorecase=True)
 
 
+# The numeric keys of the workflow's `diagnose:` section besides warmup_steps (schemas/config.schema.json,
+# core/config/numbers.py's CONFIG_NUMBERS checks each).
+NUMERIC_KEYS = ("first_call_factor", "first_call_over_longest", "first_call_min_later", "first_call_min_ns")
+
+
 @dataclass(frozen=True)
 class DiagnoseOptions:
     """Knobs of the diagnosis; every default is justified beside it."""
@@ -176,15 +181,32 @@ class DiagnoseOptions:
     two steps is that step itself."""
     slow_step_factor: float = 1.5
     """A step at least this many times its typical wall is a slow step (summary.slow_steps)."""
+    first_call_factor: float = 10.0
+    """A first call of a name is one-time when it took at least this many times the median of the
+    name's later calls (checks/first_call.py). An op's calls vary 2-4x with its inputs and the
+    caches (the H200 per-layer-sync trace's steady `aten::linear` first call 3.2x, `aten::mm`
+    3.8x its later median); a lazy init is 100-1000x (that trace's first `linalg_vector_norm`,
+    loading its reduce kernel: 1,120x)."""
+    first_call_over_longest: float = 2.0
+    """...and at least this many times the longest of them: a later call half as long as the first
+    or longer means the first's length recurs (the same op on an input that size again: a sampled
+    H200 trace's first `AccumulateGrad` 1.35 ms, a later one 1.24 ms), not a cost paid once."""
+    first_call_min_later: int = 3
+    """Fewer later calls of a name give no typical call: a median of one or two calls is that call."""
+    first_call_min_ns: int = 1_000_000
+    """A first call is one-time only when it ran at least this much longer than its typical call:
+    a millisecond is a module load or a handle's creation, not the microseconds an op's first
+    call spends in cold caches (a 10x of a 20 us op is jitter of a step's wall)."""
     max_gaps_listed: int = 5
     """Longest gaps listed per step (all gaps are counted and summed); the record is validated
     node by node, so each listed gap costs write time on runs of thousands of steps."""
 
     @classmethod
     def from_settings(cls, step_pattern: str | None = None, wait_patterns=None, warmup_steps: int | None = None,
-                      where: str = "diagnose") -> "DiagnoseOptions":
+                      where: str = "diagnose", **numbers) -> "DiagnoseOptions":
         """Options from the CLI flags or the workflow's `diagnose:` config key, regexes checked
-        (one-line error naming the field)."""
+        (one-line error naming the field); `numbers`: the other numeric keys of `diagnose:`
+        (NUMERIC_KEYS), each checked as warmup_steps is."""
         from ..core.errors import InputError
 
         kw: dict = {"step_pattern": step_pattern}
@@ -206,13 +228,20 @@ class DiagnoseOptions:
             from ..core.config.numbers import CONFIG_NUMBERS, number
 
             kw["warmup_steps"] = number(warmup_steps, f"{where}.warmup_steps", CONFIG_NUMBERS[("diagnose", "warmup_steps")])
+        for key, v in numbers.items():
+            if key not in NUMERIC_KEYS:
+                raise TypeError(f"unknown diagnose option {key!r}")
+            if v is not None:
+                from ..core.config.numbers import CONFIG_NUMBERS, number
+
+                kw[key] = number(v, f"{where}.{key}", CONFIG_NUMBERS[("diagnose", key)])
         return cls(**kw)
 
     @classmethod
     def from_config(cls, section: dict | None) -> "DiagnoseOptions":
         section = section or {}
         return cls.from_settings(section.get("step_pattern"), section.get("wait_patterns"), section.get("warmup_steps"),
-                                 where="config diagnose")
+                                 where="config diagnose", **{k: section.get(k) for k in NUMERIC_KEYS})
 
     def wait_regex(self) -> re.Pattern:
         return segment_regex(tuple(self.wait_patterns))
@@ -232,6 +261,10 @@ class DiagnoseOptions:
             "warmup_steps": self.warmup_steps,
             "min_comparable_steps": self.min_comparable_steps,
             "slow_step_factor": self.slow_step_factor,
+            "first_call_factor": self.first_call_factor,
+            "first_call_over_longest": self.first_call_over_longest,
+            "first_call_min_later": self.first_call_min_later,
+            "first_call_min_ns": self.first_call_min_ns,
         }
 
 

@@ -14,6 +14,7 @@ FINDING_COLORS = {
     "collective_wait": "#1d4ed8", "gpu_work_growth": "#166534", "host_work": "#4d7c0f",
     "transfer_stall": "#a16207", "compilation": "#86198f", "warm_up": "#475569",
     "gc_pause": "#9f1239", "checkpoint_stall": "#3f6212", "kernel_slowdown": "#115e59",
+    "first_call": "#57534e",
 }
 FINDING_OTHER = "#334155"
 UNEXPLAINED = "#cbd5e1"

@@ -136,6 +136,11 @@ CONFIG_NUMBERS: dict[tuple[str, ...], Spec] = {
     ("trials", "run_timeout_s"): Spec(0, 7 * 24 * 3600, "seconds", lo_open=True),
     ("trials", "metric", "skip_steps"): Spec(0, MAX_STEP_COUNT, "steps", integer=True),
     ("diagnose", "warmup_steps"): Spec(0, MAX_STEP_COUNT, "steps", integer=True),
+    # checks/first_call.py: a factor of 1 or less would call any first call one-time.
+    ("diagnose", "first_call_factor"): Spec(1, 1e9, "x the median of the later calls", lo_open=True),
+    ("diagnose", "first_call_over_longest"): Spec(1, 1e9, "x the longest later call"),
+    ("diagnose", "first_call_min_later"): Spec(1, MAX_STEP_COUNT, "calls", integer=True),
+    ("diagnose", "first_call_min_ns"): Spec(0, 3_600_000_000_000, "ns", integer=True),
 }
 
 
