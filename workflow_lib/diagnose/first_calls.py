@@ -36,6 +36,7 @@ import numpy as np
 
 from . import measures
 from .evidence import launch_rows_at
+from .fast import searchsorted
 from .types import Intervals
 
 COPY_CALL = re.compile(r"mem(cpy|set)", re.IGNORECASE)  # cudaMemcpyAsync, cuMemsetD32, hipMemcpy...
@@ -75,8 +76,8 @@ def _first_and_later(key: np.ndarray, start: np.ndarray, end: np.ndarray):
     o2 = np.lexsort((dur[later], g[later]))
     lg, ld = g[later][o2], dur[later][o2]
     groups = np.arange(first.size)
-    lo = np.searchsorted(lg, groups, side="left")
-    cnt = np.searchsorted(lg, groups, side="right") - lo
+    lo = searchsorted(lg, groups, side="left")
+    cnt = searchsorted(lg, groups, side="right") - lo
     if ld.size == 0:
         z = np.zeros(first.size, np.int64)
         return first, z, z, cnt
