@@ -169,7 +169,12 @@ def check_steps(si: StepsInput) -> StepFindings:
     short_frac = np.bincount(mstep, weights=(kdur < to_next_launch(ev, rt)), minlength=n)[:n] / np.maximum(nmatched, 1)
     # The submitting thread: most launches in the step, the lowest thread id on a tie (np.unique's order).
     thr = ev.rt_thread[rt]
-    pairs, pc = np.unique(np.stack([mstep, thr]), axis=1, return_counts=True)
+    # (step, thread) pairs as one int64 key (step major, then the thread's rank among the
+    # threads): np.unique over a 2-row stack with axis=1 sorts structured rows, ~0.2 s of a
+    # 1M-event trace's 0.65 s diagnosis; the same pairs in the same order.
+    tu, tcode = np.unique(thr, return_inverse=True)
+    ukey, pc = np.unique(mstep.astype(np.int64) * np.int64(tu.size) + tcode.reshape(-1), return_counts=True)
+    pairs = np.stack([ukey // tu.size, tu[ukey % tu.size]])
     best = np.lexsort((pairs[1], -pc, pairs[0]))
     first = np.ones(best.size, bool)
     first[1:] = pairs[0][best][1:] != pairs[0][best][:-1]
