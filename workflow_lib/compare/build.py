@@ -348,7 +348,7 @@ def _no_components_reason(plan: Plan, used: list[Execution]) -> str:
         return "trials.record_runs is off"
     ok = [r for ex in used for r in ex.runs if r["status"] == "ok" and r["arm"] != "warmup"]
     if ok and all(not r.get("capture") for r in ok):
-        if plan.design["metric"].get("step_pattern") or plan.design["metric"].get("source") in ("stdout_steps", "process_wall"):
+        if plan.design["metric"].get("step_pattern") or plan.design["metric"]["source"] in ("stdout_steps", "process_wall"):
             return ("the program was recorded from outside (stallcase record): its runs hold no recorder, so no run "
                     "has a diagnosis to take components from")
         return "no run took a snapshot: the program's own loop does not use the FlightRecorder"

@@ -114,7 +114,7 @@ KEEP_UP = 0.75
 def _role_rates(run: dict) -> dict[str, float]:
     rates: dict[str, float] = {}
     for r in run.get("ranks") or []:
-        if r.get("role") and r.get("steps") and (r.get("total_ns") or 0) > 0:
+        if r["role"] and r["steps"] and (r.get("total_ns") or 0) > 0:  # role, steps: required; total_ns: not in older records
             rates[r["role"]] = rates.get(r["role"], 0.0) + r["steps"] / r["total_ns"]
     return rates
 
