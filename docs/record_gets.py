@@ -3,8 +3,8 @@
     python docs/record_gets.py               # the counts by stage, and every .get( on a record
     python docs/record_gets.py --rev REV     # the same for the tree of a git revision (before/after)
     python docs/record_gets.py --list        # every call with its class
-    python docs/record_gets.py --check       # exit 1 on a fallback, an unclassified call, or an
-                                             # allowed field the schema requires
+    python docs/record_gets.py --check       # exit 1 on a fallback, an unclassified call, a record
+                                             # .get( with no reason, or a reason no call uses
 
 Issue 37 asks that readers of records hold no `.get()` fallbacks: a field every version of a
 record requires is read directly (`rec["field"]`, or `rec.field` on a typed record), and a field
@@ -92,7 +92,7 @@ RULES = [
     ("compare/by_component.py", "runs_by_arm", r"run", "execution.runs[]"),
     ("compare/by_component.py", "runs_by_arm", r"cap", "execution.runs[].capture"),
     ("compare/by_component.py", None, r"rows|by|row|wall", "built: the component estimates made here"),
-    (r"compare/(job_metrics|recompare)\.py", None, r"run\.get\('alternates'\)", "execution.runs[].alternates"),
+    (r"compare/(job_metrics|recompare)\.py", None, r"run(\.get\('alternates'\)|\['alternates'\])", "execution.runs[].alternates"),
     (r"compare/(job_metrics|recompare)\.py", None, r"run", "execution.runs[]"),
     ("compare/job_metrics.py", "_role_rates", r"r", "execution.runs[].ranks[]"),
     ("compare/job_metrics.py", None, r"rates", "built: steps per second by role, made here"),
@@ -154,10 +154,8 @@ ALLOWED = {
     ("plan.arms.candidate", "same_as_baseline"): "optional: absent for every candidate but an A/A one",
     ("plan.arms.*.changes", "*"): "free-form: the config's candidate changes (set_args, env, ...), each optional",
     ("plan.environment", "*"): "free-form: the environment fingerprint; _not_observed only where something was not",
-    ("execution.runs[]", "capture"): "optional: a run of a plan without record_runs, or a version 1 record",
-    ("execution.runs[]", "work"): "optional: a version 1 record's runs",
-    ("execution.runs[]", "ranks"): "optional (and nullable): a single-process run",
-    ("execution.runs[]", "alternates"): "optional (and nullable): a single-process run",
+    # execution.runs[]'s capture, work, ranks and alternates: indexed since execution version 3
+    # (records.upgrade fills them null in older records)
     ("execution.runs[].alternates", "*"): "a map keyed by job-metric name; a run may lack one",
     ("execution.runs[].capture", "components"): "optional: a capture whose diagnosis failed, or a version 1 record",
     ("execution.runs[].ranks[]", "total_ns"): "optional: absent in records before it was written",
@@ -183,8 +181,10 @@ ALLOWED = {
     ("diagnosis.steps[] (versions 1-2)", "share_of_excess"): "absent in version 1",
     ("diagnosis.steps[] (versions 1-2)", "at"): "absent before version 4",
 }
-# The schema check skips these: _hang_lines reads a diagnosis' collectives block with the same code.
-SCHEMA_EXEMPT = {("collectives.culprits[]", "ops_affected")}
+# Allowed though the newest version requires them: report/text.py's _hang_lines reads a
+# diagnosis' collectives block and version 1 collectives records with the same code.
+SCHEMA_EXEMPT = {("collectives.culprits[]", "ops_affected"), ("collectives", "hung_on"), ("collectives", "culprit_order"),
+                 ("collectives", "culprits")}
 
 _UPPER = re.compile(r"_?[A-Z][A-Z0-9_]*$")
 
@@ -263,51 +263,83 @@ def files_at(rev: str | None):
         yield n[len("workflow_lib/"):], src
 
 
-def rows_of(rel: str, source: str) -> list[dict]:
+def _schema(kind: str, rev: str | None) -> dict:
+    if rev is None:
+        return json.loads((ROOT / "schemas" / f"{kind}.schema.json").read_text(encoding="utf-8"))
+    return json.loads(subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:schemas/{kind}.schema.json"],
+                                     check=True, capture_output=True, text=True).stdout)
+
+
+def _object(node):
+    if isinstance(node, dict) and "oneOf" in node:  # a nullable object: its object branch
+        return next((b for b in node["oneOf"] if b.get("type") == "object"), node)
+    return node
+
+
+def required(part: str, rev: str | None = None, _cache: dict = {}) -> set[str] | None:
+    """The fields the schema (at `rev`) requires of a record part in its newest version: the
+    part's own `required` and, where the root's `allOf` requires more of the newest version
+    (`if: schema_version const N, then: ...`), those too. None: the part has no schema place."""
+    if PARTS.get(part) is None:
+        return None
+    kind, path = PARTS[part]
+    key = (kind, rev)
+    if key not in _cache:
+        _cache[key] = _schema(kind, rev)
+    root = _cache[key]
+    versions = root["properties"]["schema_version"].get("enum") or [root["properties"]["schema_version"].get("const")]
+    branches = [root] + [a["then"] for a in root.get("allOf", [])
+                         if a.get("if", {}).get("properties", {}).get("schema_version", {}).get("const") == max(versions)]
+    out: set[str] | None = None
+    for node in branches:
+        for k in path:
+            node = _object(node)
+            node = node.get("items") if k == "[]" else node.get("additionalProperties") if k == "*" \
+                else node.get("properties", {}).get(k)
+            if not isinstance(node, dict):
+                break
+        else:
+            out = (out or set()) | set(_object(node).get("required", []))
+    return out
+
+
+def rows_of(rel: str, source: str, rev: str | None = None) -> list[dict]:
     """Every `.get(` call of one module (`rel`: its path under workflow_lib/) with its class:
-    code, built, optional, fallback or unclassified."""
+    code, built, optional, unlisted, fallback or unclassified (schemas read at `rev`, None: the
+    tree). A record .get( is a fallback when the schema requires the field in the newest version
+    (what a reader sees after records.upgrade), whatever ALLOWED says, unless SCHEMA_EXEMPT names
+    it; optional when ALLOWED says why; unlisted when only the schema leaves it optional (no
+    reason written); a fallback where the part has no schema place to ask and no reason."""
     rows = []
     for line, func, text, field, acc, recv in calls(rel, source):
         cls, what = classify(rel, func, text, acc, recv)
+        key = None
         if cls == "record":
-            why = ALLOWED.get((what, field)) or ALLOWED.get((what, "*"))
-            cls = "optional" if why else "fallback"
+            req = required(what, rev)
+            key = (what, field) if (what, field) in ALLOWED else (what, "*")
+            why = ALLOWED.get(key)
+            if field != "*" and req is not None and field in req and (what, field) not in SCHEMA_EXEMPT:
+                cls, why = "fallback", "the schema requires it"
+            elif why:
+                cls = "optional"
+            elif req is not None and field != "*":
+                cls, why = "unlisted", "optional by the schema; say why in ALLOWED"
+            else:
+                cls = "fallback"
             what = f"{what} {field}" + (f": {why}" if why else "")
         rows.append({"stage": rel.split("/")[0], "where": f"{rel}:{line}", "func": func, "receiver": text,
-                     "field": field, "class": cls, "what": what})
+                     "field": field, "class": cls, "what": what, "allowed": key if cls == "optional" else None})
     return rows
 
 
 def survey(rev: str | None = None) -> list[dict]:
-    return [row for rel, src in files_at(rev) for row in rows_of(rel, src)]
+    return [row for rel, src in files_at(rev) for row in rows_of(rel, src, rev)]
 
 
-def _schema_node(kind: str, path: list[str]) -> dict | None:
-    node = json.loads((ROOT / "schemas" / f"{kind}.schema.json").read_text(encoding="utf-8"))
-    for key in path:
-        if "oneOf" in node:  # nullable object: the object branch
-            node = next((b for b in node["oneOf"] if b.get("type") == "object"), node)
-        node = node.get("items") if key == "[]" else node.get("additionalProperties") if key == "*" \
-            else node.get("properties", {}).get(key)
-        if not isinstance(node, dict):
-            return None
-    if "oneOf" in node:
-        node = next((b for b in node["oneOf"] if b.get("type") == "object"), node)
-    return node
-
-
-def schema_conflicts() -> list[str]:
-    """ALLOWED entries whose field the part's schema requires: those are fallbacks, not optional."""
-    bad = []
-    for (part, field), why in ALLOWED.items():
-        if field == "*" or (part, field) in SCHEMA_EXEMPT or PARTS.get(part) is None:
-            continue
-        node = _schema_node(*PARTS[part])
-        if node is None:
-            bad.append(f"{part}: no such place in its schema")
-        elif field in node.get("required", []):
-            bad.append(f"{part} {field}: the schema requires it; read it directly")
-    return bad
+def stale(rows: list[dict]) -> list[tuple[str, str]]:
+    """ALLOWED entries no call uses any more (a reader that now indexes the field)."""
+    used = {r["allowed"] for r in rows}
+    return sorted(k for k in ALLOWED if k not in used)
 
 
 def table(rows: list[dict]) -> str:
@@ -316,8 +348,10 @@ def table(rows: list[dict]) -> str:
            "|---|---|---|---|---|---|"]
     for s in (*STAGES, "all"):
         pick = (lambda c: sum(n[(x, c)] for x in STAGES)) if s == "all" else (lambda c, s=s: n[(s, c)])
-        total = sum(pick(c) for c in ("fallback", "optional", "built", "code", "unclassified"))
-        out.append(f"| {s} | {total} | {pick('fallback')} | {pick('optional')} | {pick('built') + pick('code')} | {pick('unclassified')} |")
+        total = sum(pick(c) for c in ("fallback", "optional", "unlisted", "built", "code", "unclassified"))
+        unl = f" ({pick('unlisted')} without a reason)" if pick("unlisted") else ""
+        out.append(f"| {s} | {total} | {pick('fallback')} | {pick('optional') + pick('unlisted')}{unl} | "
+                   f"{pick('built') + pick('code')} | {pick('unclassified')} |")
     return "\n".join(out)
 
 
@@ -329,14 +363,14 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     rows = survey(args.rev)
     print(table(rows))
-    shown = rows if args.list else [r for r in rows if r["class"] in ("fallback", "unclassified", "optional")]
+    shown = rows if args.list else [r for r in rows if r["class"] in ("fallback", "unclassified", "unlisted", "optional")]
     for r in shown:
         print(f"- {r['class']}: {r['where']} ({r['func']}) {r['receiver']}.get({r['field']!r}) {r['what']}")
-    bad = schema_conflicts()
-    for b in bad:
-        print(f"- allow-list wrong: {b}")
-    fails = [r for r in rows if r["class"] in ("fallback", "unclassified")]
-    return 1 if args.check and (fails or bad) else 0
+    if args.rev is None:
+        for part, field in stale(rows):
+            print(f"- ALLOWED entry no call uses: {part} {field}")
+    fails = [r for r in rows if r["class"] in ("fallback", "unclassified", "unlisted")]
+    return 1 if args.check and (fails or (args.rev is None and stale(rows))) else 0
 
 
 if __name__ == "__main__":

@@ -39,7 +39,26 @@ def test_constants_and_accumulators_are_not_records(rg):
     assert [r["class"] for r in rg.rows_of("report/plots.py", src)] == ["built", "code"]
 
 
-def test_an_allowed_field_the_schema_requires_fails_the_check(rg, monkeypatch):
-    assert rg.schema_conflicts() == []
+def test_a_field_the_schema_requires_is_a_fallback_whatever_the_allow_list_says(rg, monkeypatch):
+    src = 'def _metric_label(metric):\n    return metric.get("source")\n'
     monkeypatch.setitem(rg.ALLOWED, ("plan.design.metric", "source"), "wrongly allowed")
-    assert rg.schema_conflicts() == ["plan.design.metric source: the schema requires it; read it directly"]
+    assert [r["class"] for r in rg.rows_of("compare/build.py", src)] == ["fallback"]
+
+
+def test_the_newest_version_s_requirements_count(rg, monkeypatch):
+    """execution version 3 requires a run's work (the schema's allOf); without that, as in
+    version 2's schema, a .get( of it is optional by the schema (and wants a reason)."""
+    real = rg._schema
+    monkeypatch.setattr(rg, "_schema", lambda kind, rev: real(kind, None) if rev is None
+                        else {k: v for k, v in real(kind, None).items() if k != "allOf"})
+    assert "work" in rg.required("execution.runs[]") and "work" not in rg.required("execution.runs[]", "without-allOf")
+    src = 'def work_difference(design, run):\n    return run.get("work")\n'
+    assert [r["class"] for r in rg.rows_of("compare/build.py", src)] == ["fallback"]
+    assert [r["class"] for r in rg.rows_of("compare/build.py", src, "without-allOf")] == ["unlisted"]
+
+
+def test_an_optional_field_needs_a_reason(rg, monkeypatch):
+    monkeypatch.delitem(rg.ALLOWED, ("plan.design", "stop"))
+    src = 'def _look(design):\n    return design.get("stop")\n'
+    assert [r["class"] for r in rg.rows_of("compare/build.py", src)] == ["unlisted"]
+    assert rg.main(["--check"]) == 1
