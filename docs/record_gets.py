@@ -117,6 +117,7 @@ RULES = [
     ("report/timeline.py", None, r"extra_col", "built: the track's extra columns, made here"),
     # diagnose: the rank's evidence (evidence.RankInput, in memory from the snapshot's tables),
     # caches, and what the checks and the summary make in this run
+    ("diagnose/measures.py", "_sweep_py", r"ev", "built: the sweep's boundary events, a dict made here"),
     ("diagnose/", None, r"(ci\.rank\.)?ev(\.\w+)?", "built: the rank's evidence in memory (evidence.RankInput), from the snapshot's tables"),
     ("diagnose/", None, r"f\['evidence'\]", "built: a finding's evidence, made by a check in this run"),
     ("diagnose/checks/collective_wait.py", "claim", r"f", "built: the collectives analysis' finding for one step (claims.py, in memory)"),
