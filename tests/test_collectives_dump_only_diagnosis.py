@@ -58,3 +58,29 @@ def test_collectives_rule_record_is_what_the_diagnosis_reads(tmp_path, monkeypat
     monkeypatch.setattr(analyze_mod, "analyze_collectives", refuse)
     d = diagnose_snapshot_file(res / "snapshot.json", res, res / "diagnosis.json", collectives_path=res / "collectives.json")
     assert d["collectives"]["hung_on"] == coll["hung_on"]
+
+
+def test_a_version_1_collectives_record_is_refused_not_diagnosed_without_its_verdict(tmp_path):
+    """Version 1 has no hung_on or culprits (records.NOT_UPGRADABLE): the diagnosis reads the
+    record through records.upgrade, which names what to do, and writes nothing."""
+    import pytest
+
+    from workflow_lib.core import records
+    from workflow_lib.core.errors import RecordError
+    from workflow_lib.collectives import rule
+    from workflow_lib.diagnose import diagnose_snapshot_file
+    from workflow_lib.snapshot.build import ingest
+
+    inc = make_incident(tmp_path, "old", hang_job(16, "gil", 6).dumps)
+    res = tmp_path / "results"
+    ingest(inc.path, res, res / "snapshot.json")
+    rec = rule.run(res / "snapshot.json", res, res / "collectives.json")
+    old = {k: v for k, v in rec.items() if k not in ("culprits", "hung_on", "culprit_order")}
+    old["schema_version"] = 1
+    for op in old["ops"]:
+        for k in ("progress", "states", "counter_ranks"):
+            op.pop(k, None)
+    records.write_record(res / "collectives.json", old, "collectives")  # a valid version 1 record
+    with pytest.raises(RecordError, match="re-run the collectives rule"):
+        diagnose_snapshot_file(res / "snapshot.json", res, res / "diagnosis.json", collectives_path=res / "collectives.json")
+    assert not (res / "diagnosis.json").exists()

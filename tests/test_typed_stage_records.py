@@ -21,26 +21,31 @@ H200 = Path(__file__).resolve().parent / "fixtures" / "h200"
 CLASSES = {"plan": Plan, "execution": Execution}
 
 
-def _stage_records(version: int) -> list[Path]:
-    """The fixture plan and execution records (written on the H200 by the dict writers) of `version`."""
+def _stage_records(newest: bool) -> list[Path]:
+    """The fixture plan and execution records (written on the H200 by the dict writers) of their
+    class's newest version (`newest`), or of an older one."""
     out = []
     for p in sorted(H200.glob("*/**/*.json")):
         try:
             rec = json.loads(p.read_text(encoding="utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError):
             continue
-        if isinstance(rec, dict) and rec.get("kind") in CLASSES and rec.get("schema_version") == version:
+        if isinstance(rec, dict) and rec.get("kind") in CLASSES \
+                and (rec.get("schema_version") == CLASSES[rec["kind"]].SCHEMA_VERSION) == newest:
             out.append(p)
     return out
 
 
-NEWEST = _stage_records(2)
-OLDEST = _stage_records(1)
+NEWEST = _stage_records(True)
+OLDER = _stage_records(False)
 
 
-def test_there_are_fixture_records_of_both_versions():
-    assert {json.loads(p.read_text())["kind"] for p in NEWEST} == {"plan", "execution"}
-    assert {json.loads(p.read_text())["kind"] for p in OLDEST} == {"plan", "execution"}
+def test_there_are_fixture_records_of_the_newest_and_older_versions():
+    # no fixture execution is of version 3 (the H200 wrote them before it): an execution written
+    # through its class is held to the dict path in test_an_older_execution_reads_as_version_3...
+    assert {json.loads(p.read_text())["kind"] for p in NEWEST} == {"plan"}
+    assert {json.loads(p.read_text())["kind"] for p in OLDER} == {"plan", "execution"}
+    assert {json.loads(p.read_text())["schema_version"] for p in OLDER if "/execution/" in str(p)} == {1, 2}
 
 
 @pytest.mark.parametrize("path", NEWEST, ids=lambda p: str(p.relative_to(H200)))
@@ -69,7 +74,7 @@ def test_a_version_1_plan_and_its_executions_read_as_the_newest_shape_and_keep_t
     assert comparison["plan_digest"] == plan.digest()
     for p in sorted((d / "execution").glob("*.json")):
         ex = typed.read(p, Execution)
-        assert ex.plan_digest == plan.digest() and ex.to_json()["schema_version"] == 2
+        assert ex.plan_digest == plan.digest() and ex.to_json()["schema_version"] == Execution.SCHEMA_VERSION == 3
         assert comparison["execution_digests"][ex.block] == ex.digest()
 
 
@@ -86,6 +91,32 @@ def test_upgrade_is_the_one_place_a_version_1_plan_changes():
     assert v1["schema_version"] == 1 and "python_distributions" not in v1  # the input is left as it was
     observed = dict(v1, python_distributions={"torch": "2.11.0"})
     assert records.upgrade("plan", observed)["python_distributions"] == {"torch": "2.11.0"}
+
+
+@pytest.mark.parametrize("path", [p for p in OLDER if "/execution/" in str(p)], ids=lambda p: str(p.relative_to(H200)))
+def test_an_older_execution_reads_as_version_3_with_nulls_and_keeps_its_digest(path, tmp_path):
+    """records.upgrade, the one place: every run says null for what it did not measure (what
+    leaving it out meant), so readers index runs[].work, ranks, alternates, capture."""
+    raw = records.read_record(path, "execution")
+    ex = typed.read(path, Execution)
+    assert ex.digest() == records.digest_of(raw)
+    for old, new in zip(raw["runs"], ex.runs, strict=True):
+        assert {k: v for k, v in new.items() if k in old} == old
+        assert {k: new[k] for k in set(new) - set(old)} == dict.fromkeys(set(new) - set(old))
+        assert {"metric_source", "work", "ranks", "alternates", "capture"} <= set(new)
+    # written through the class, the upgraded record is the bytes the dict path gives it
+    by_class, by_dict = tmp_path / "class.json", tmp_path / "dict.json"
+    assert records.write_record(by_class, ex.to_json(), "execution") == \
+        records.write_record(by_dict, records.upgrade("execution", raw), "execution")
+    assert by_class.read_bytes() == by_dict.read_bytes()
+
+
+def test_a_version_3_execution_lacking_a_run_field_is_refused():
+    raw = records.upgrade("execution", records.read_record(H200 / "demo-ab" / "execution" / "b000.json", "execution"))
+    records.validate(raw, "execution")
+    run = {k: v for k, v in raw["runs"][0].items() if k != "work"}
+    with pytest.raises(RecordError, match=r"runs/0: 'work' is a required property"):
+        records.validate(dict(raw, runs=[run, *raw["runs"][1:]]), "execution")
 
 
 def test_of_json_refuses_a_bad_record_naming_where():

@@ -347,12 +347,12 @@ def _no_components_reason(plan: Plan, used: list[Execution]) -> str:
     if not plan.design.get("record_runs"):
         return "trials.record_runs is off"
     ok = [r for ex in used for r in ex.runs if r["status"] == "ok" and r["arm"] != "warmup"]
-    if ok and all(not r.get("capture") for r in ok):
-        if plan.design["metric"].get("step_pattern") or plan.design["metric"].get("source") in ("stdout_steps", "process_wall"):
+    if ok and all(not r["capture"] for r in ok):  # execution version 3: null when not recorded
+        if plan.design["metric"].get("step_pattern") or plan.design["metric"]["source"] in ("stdout_steps", "process_wall"):
             return ("the program was recorded from outside (stallcase record): its runs hold no recorder, so no run "
                     "has a diagnosis to take components from")
         return "no run took a snapshot: the program's own loop does not use the FlightRecorder"
-    errors = [r["capture"]["error"] for r in ok if r.get("capture") and r["capture"]["error"]]  # error: required in a capture
+    errors = [r["capture"]["error"] for r in ok if r["capture"] and r["capture"]["error"]]  # error: required in a capture
     if errors:
         return f"no run's diagnosis gave components ({errors[0]})"
     return "no run was diagnosed"
@@ -429,7 +429,7 @@ def work_difference(design: dict, executions: dict[str, Execution]) -> str | Non
     work: dict[str, dict[str, list[float]]] = {"A": {}, "B": {}}
     for execution in executions.values():
         for run in execution.runs:
-            if run["status"] != "ok" or run["arm"] == "warmup" or not run.get("work"):
+            if run["status"] != "ok" or run["arm"] == "warmup" or not run["work"]:
                 continue
             side = work["B" if run["arm"] == "B" else "A"]
             for key, value in run["work"].items():

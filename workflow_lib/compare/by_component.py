@@ -69,7 +69,7 @@ def runs_by_arm(execution: Execution) -> dict[str, list[dict | None]]:
     out: dict[str, list[dict | None]] = {arm: [] for arm in MEASURED_ARMS}
     for run in execution.runs:
         if run["arm"] in out and run["status"] == "ok":
-            cap = run.get("capture")
+            cap = run["capture"]  # execution version 3: null when not recorded
             out[run["arm"]].append(cap.get("components") if cap else None)
     return out
 

@@ -28,7 +28,7 @@ def _medians(execution: Execution, key: str) -> dict[str, float | None]:
     vals: dict[str, list[float]] = {"A": [], "B": [], "A'": []}
     for run in execution.runs:
         if run["status"] == "ok" and run["arm"] in vals:
-            v = (run.get("alternates") or {}).get(key)
+            v = (run["alternates"] or {}).get(key)  # alternates: null for a single process
             if v is None or not (math.isfinite(v) and v > 0):
                 return {}
             vals[run["arm"]].append(float(v))
@@ -40,7 +40,7 @@ def _keys(executions: list[Execution]) -> list[str]:
     for ex in executions:
         for run in ex.runs:
             if run["status"] == "ok":
-                seen.update(dict.fromkeys(run.get("alternates") or {}))
+                seen.update(dict.fromkeys(run["alternates"] or {}))
     return sorted(seen)
 
 
@@ -113,8 +113,8 @@ KEEP_UP = 0.75
 
 def _role_rates(run: dict) -> dict[str, float]:
     rates: dict[str, float] = {}
-    for r in run.get("ranks") or []:
-        if r.get("role") and r.get("steps") and (r.get("total_ns") or 0) > 0:
+    for r in run["ranks"] or []:  # ranks: null for a single process
+        if r["role"] and r["steps"] and (r.get("total_ns") or 0) > 0:  # role, steps: required; total_ns: not in older records
             rates[r["role"]] = rates.get(r["role"], 0.0) + r["steps"] / r["total_ns"]
     return rates
 

@@ -30,7 +30,7 @@ class NotRecorded(RecordError):
 
 def _held(run: dict) -> str:
     """What a run without the alternate does hold, for the one line that says why not."""
-    ranks = run.get("ranks") or []
+    ranks = run["ranks"] or []  # null for a single process
     if ranks and all("total_ns" not in r for r in ranks):
         return ("it holds each counted rank's median step and step count (ranks[]) and the plan's own per-step values "
                 "(values_ns), not each rank's step times, which that metric is read from")
@@ -50,7 +50,7 @@ def with_job_metric(plan: Plan, executions: dict[str, Execution], job: str, role
         metric["shape"] = dict(shape)
     ranks = metric.get("ranks")
     if role is not None:  # the role's ranks, as the original runs labelled them
-        ranks = sorted({int(r["rank"]) for ex in executions.values() for run in ex.runs for r in run.get("ranks") or []
+        ranks = sorted({int(r["rank"]) for ex in executions.values() for run in ex.runs for r in run["ranks"] or []
                         if r["role"] == role} | set(ranks or []))
     metric["ranks"] = ranks
     new_plan = dataclasses.replace(plan, design=dict(plan.design, metric=metric))
@@ -61,7 +61,7 @@ def with_job_metric(plan: Plan, executions: dict[str, Execution], job: str, role
         for run in ex.runs:
             run = dict(run)
             if run["status"] == "ok" and run["arm"] != "warmup":
-                value = (run.get("alternates") or {}).get(key)
+                value = (run["alternates"] or {}).get(key)
                 if value is None:
                     raise NotRecorded(f"execution/{block}.json",
                                       f"run {run['index']} ({run['arm']}) records no value under {key} "

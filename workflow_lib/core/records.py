@@ -245,6 +245,16 @@ def _comparison_1_to_2(rec: dict) -> dict:
                          "components existed; rerun the compare stage to split the change by cause")}
 
 
+# A version 1 or 2 execution's runs left out what they did not measure (version 1 knew none
+# of these; version 2 wrote capture only for a recorded run, ranks and alternates only after
+# they existed); version 3 says null for it, which is what the absence meant.
+_EXECUTION_RUN_NULLS = ("metric_source", "work", "ranks", "alternates", "capture")
+
+
+def _execution_2_to_3(rec: dict) -> dict:
+    return dict(rec, runs=[{**dict.fromkeys(_EXECUTION_RUN_NULLS), **run} for run in rec["runs"]])
+
+
 def _diagnosis_3_to_4(rec: dict) -> dict:
     # Version 3 did not record where a finding sits on its step's timeline (findings[].at):
     # null, "no place recorded", which the report draws as a share of its step. The findings
@@ -262,6 +272,7 @@ UPGRADES: dict[str, dict[int, Any]] = {
     "steps_out": {1: _steps_out_1_to_2},
     "plan": {1: _plan_1_to_2},
     "comparison": {1: _comparison_1_to_2},
+    "execution": {2: _execution_2_to_3},
     "diagnosis": {3: _diagnosis_3_to_4},
 }
 # kind -> {version: what to do instead}: the next version requires what the older record never

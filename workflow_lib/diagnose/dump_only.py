@@ -21,13 +21,15 @@ def is_dump_only(incident: Incident, step_pattern: str | None) -> bool:
 
 
 def verdict(analysis: dict) -> dict:
-    """The part of a collectives record a diagnosis carries (schema: diagnosis.collectives)."""
+    """The part of a collectives record a diagnosis carries (schema: diagnosis.collectives).
+    `analysis`: version 2 (made here, or read by the rule through records.upgrade, which refuses
+    version 1), which requires hung_on and culprits."""
     s = analysis["summary"]
     return {
-        "hung_on": analysis.get("hung_on"),
+        "hung_on": analysis["hung_on"],
         "culprits": [{k: c[k] for k in ("rank", "kind", "comm", "seq", "op", "evidence", "missing")}
-                     for c in analysis.get("culprits", [])[:CULPRITS_LISTED]],
-        "culprits_total": len(analysis.get("culprits", [])),
+                     for c in analysis["culprits"][:CULPRITS_LISTED]],
+        "culprits_total": len(analysis["culprits"]),
         "ops": s["ops"], "attributed": s["attributed"], "pending": s.get("pending", 0),
         "ranks": sorted(int(r) for r in analysis["ranks"]),
     }

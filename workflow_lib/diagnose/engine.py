@@ -35,7 +35,7 @@ def gpu_covered(manifest: dict, src, start_ns: np.ndarray, end_ns: np.ndarray) -
     step shares the rank's sources (no kernels at all, CUPTI always on, or all covered)."""
     if not src.kernels:
         return None
-    detail = ((manifest.get("sources") or {}).get("cupti") or {}).get("detail") or {}
+    detail = (manifest["sources"].get("cupti") or {}).get("detail") or {}  # sources: required; cupti, detail: optional
     if detail.get("windows") is None:
         return None
     cov = covered_steps(manifest, start_ns, end_ns)

@@ -298,7 +298,7 @@ def sources_of(inc: Incident) -> Sources:
 def capture_losses(manifest: dict) -> tuple[str, ...]:
     """The capture's own count of GPU and runtime records it lost (the recorder's CUPTI source:
     capture/sources/cupti.py manifest_entry), one line per loss."""
-    d = (((manifest.get("sources") or {}).get("cupti") or {}).get("detail") or {})
+    d = (manifest["sources"].get("cupti") or {}).get("detail") or {}  # sources: required; cupti, detail: optional
     out = [f"{n}: {int(d[f'{n}_overwritten'])} records overwritten in the capture's ring"
            for n in ("kernels", "memcpy", "runtime_api") if int(d.get(f"{n}_overwritten") or 0) > 0]
     if int(d.get("raw_buffers_unread") or 0) > 0:

@@ -22,6 +22,9 @@ def run(snapshot_path: str | os.PathLike, store_root: str | os.PathLike, out_pat
         options = DiagnoseOptions.from_config(settings)
     snap = records.read_record(snapshot_path, "snapshot")
     inc = load_tables(snap, store_root)
-    coll = records.read_record(collectives_path, "collectives") if collectives_path is not None else None
+    # upgraded (records.upgrade refuses a version 1 record: re-run the collectives rule), so the
+    # diagnosis reads the fields version 2 requires (hung_on, culprits) directly
+    coll = (records.upgrade("collectives", records.read_record(collectives_path, "collectives"), where=collectives_path)
+            if collectives_path is not None else None)
     return written(inc, out_path, incident_id=snap["incident_id"], snapshot_digest=records.digest_of(snap), options=options,
                     collectives=coll)

@@ -116,10 +116,9 @@ class RunResult:
     """a multi-process run: its value under the other job metrics (plan/job_metric.alternates); null otherwise"""
 
     def record(self) -> dict:
-        rec = dataclasses.asdict(self)
-        if rec["capture"] is None:  # only runs with `record_runs` carry their own capture
-            del rec["capture"]
-        return rec
+        # every field, null ones too (execution version 3): only runs with `record_runs` carry
+        # their own capture, the others say null
+        return dataclasses.asdict(self)
 
     def failed(self, error: str) -> "RunResult":
         return dataclasses.replace(self, status="failed", metric_ns=None, values_ns=[], error=error)

@@ -4,6 +4,10 @@ Version history (bump SCHEMA_VERSION, and the schema's schema_version, when a fi
   1: first version.
   2: runs carry metric_source, work (items/tokens per step) and capture.components (all
      optional: a version 1 record reads as version 2 unchanged, its runs without them).
+  3: every run carries metric_source, work, ranks, alternates and capture, null where not
+     measured (a single-process run has no ranks or alternates, a plan without record_runs no
+     capture), so readers index them; records.UPGRADES fills them null in a version 1 or 2
+     record's runs (what those records meant by leaving them out).
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 from ..core import typed
 from ..core.typed import doc
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 @typed.record("execution", version=SCHEMA_VERSION)
