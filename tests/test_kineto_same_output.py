@@ -102,38 +102,40 @@ def _digests(files: list[Path], tmp: Path) -> dict:
 
 
 # Recorded from main at 5819bb6 (pyarrow 26.0.1): `python -m tests.test_kineto_same_output`. The diagnosis
-# digests re-recorded after issue 34 (a sync credited with the lead it took away, copies never GPU work):
-# the import (tables, manifest) is unchanged; the diagnosis changed on purpose (tests/test_kineto_import.py).
+# digests re-recorded after issue 34 (a sync credited with the lead it took away, copies never GPU work),
+# and again for first_call (a new check: its row in every step's findings, its four options; it
+# attributes nothing in these traces): the import (tables, manifest) is unchanged; the diagnosis
+# changed on purpose (tests/test_kineto_import.py, tests/test_diagnose_first_call.py).
 EXPECTED: dict = {
     "compact": {
         "tables": {"kernels": "025515f53627718500ba8cc653fcb04c", "memcpy": "97d572844bad885d467df024859ce2e7", "runtime_api": "02bace1c449b463e8333c2720520870c", "spans": "fa4dea9be57920f95efb17d7690e82ee", "steps": "7d12c6680be4609924fd98ad146d83a6"},
         "parquet_bytes": {"kernels": "8cc7a6395d886121872878259803912e", "memcpy": "acd918fcf7db2a018041ea2e141c93ac", "runtime_api": "744f4484d18d5591d4e80364d325d88a", "spans": "2350475c969a2a104308175f6d516a91", "steps": "1b6d7028559f3aacb751f1b03bd8a631"},
-        "manifest": "2efacb0f91cf2d15ac3db278666b1a36", "diagnosis": "949007ab2a2c0978b3b58b27c74f838d",
+        "manifest": "2efacb0f91cf2d15ac3db278666b1a36", "diagnosis": "8a1e683c57027675190164e979299091",
     },
     "fixture_old_spellings": {
         "tables": {"kernels": "025515f53627718500ba8cc653fcb04c", "memcpy": "97d572844bad885d467df024859ce2e7", "runtime_api": "02bace1c449b463e8333c2720520870c", "spans": "fa4dea9be57920f95efb17d7690e82ee", "steps": "7d12c6680be4609924fd98ad146d83a6"},
         "parquet_bytes": {"kernels": "8cc7a6395d886121872878259803912e", "memcpy": "acd918fcf7db2a018041ea2e141c93ac", "runtime_api": "744f4484d18d5591d4e80364d325d88a", "spans": "2350475c969a2a104308175f6d516a91", "steps": "1b6d7028559f3aacb751f1b03bd8a631"},
-        "manifest": "38441e7f0937283627b43693fb167bbb", "diagnosis": "949007ab2a2c0978b3b58b27c74f838d",
+        "manifest": "38441e7f0937283627b43693fb167bbb", "diagnosis": "8a1e683c57027675190164e979299091",
     },
     "fixtures_two_ranks": {
         "tables": {"kernels": "1f7814d86b79a1fbdb443cefb2d2d754", "memcpy": "50fa5bca7e560606352242cd386aa704", "runtime_api": "83a9d5f2dc70cc8d0ce9db854c426f35", "spans": "26eba71cb879a4663e5518861c729c10", "steps": "139ab5a48c21383ad776b710601be689"},
         "parquet_bytes": {"kernels": "029d50d5b442cd11bb8a169c17a764ef", "memcpy": "8fd29607475f7266f3755bd03c171bbe", "runtime_api": "41199b9955f5f1151a2f26745c843747", "spans": "c6424ef283526d05ec2a242352597a06", "steps": "61e1e12bb68911a59940a9d8df0fb3e0"},
-        "manifest": "0d72e9eeb2efa1da949dafd3e3591d43", "diagnosis": "df27d5e7ef2a545ec0701b95190d4df6",
+        "manifest": "0d72e9eeb2efa1da949dafd3e3591d43", "diagnosis": "003c111b5b53eae33e40c64b5c7a5c36",
     },
     "kineto_lines": {
         "tables": {"kernels": "1f7814d86b79a1fbdb443cefb2d2d754", "memcpy": "50fa5bca7e560606352242cd386aa704", "runtime_api": "83a9d5f2dc70cc8d0ce9db854c426f35", "spans": "26eba71cb879a4663e5518861c729c10", "steps": "139ab5a48c21383ad776b710601be689"},
         "parquet_bytes": {"kernels": "029d50d5b442cd11bb8a169c17a764ef", "memcpy": "8fd29607475f7266f3755bd03c171bbe", "runtime_api": "41199b9955f5f1151a2f26745c843747", "spans": "c6424ef283526d05ec2a242352597a06", "steps": "61e1e12bb68911a59940a9d8df0fb3e0"},
-        "manifest": "182f1e5e900d549129d73caf8e42d40a", "diagnosis": "df27d5e7ef2a545ec0701b95190d4df6",
+        "manifest": "182f1e5e900d549129d73caf8e42d40a", "diagnosis": "003c111b5b53eae33e40c64b5c7a5c36",
     },
     "long_1100_steps": {
         "tables": {"kernels": "731ec3c899a5f9c87fe5bab6d3048d1f", "memcpy": "97d572844bad885d467df024859ce2e7", "runtime_api": "135af87cdb0d3e0116e828b8a55921e7", "spans": "438e168f9f1d639e5e49d4190811e719", "steps": "6c5450147ee9770713c3b12749e29298"},
         "parquet_bytes": {"kernels": "b50d7b37686ba91aee19959f3e745f11", "memcpy": "acd918fcf7db2a018041ea2e141c93ac", "runtime_api": "bf65d7809cb985d5ca57eed69b942590", "spans": "6a28e9c46ee14a347e473151c50e4714", "steps": "e9cecb3edfb2dda82f1f4617f3349add"},
-        "manifest": "4ef14b5e5459703a8f919dfc924d8d19", "diagnosis": "075af2049e9141e1e7556e5cc7f4e786",
+        "manifest": "4ef14b5e5459703a8f919dfc924d8d19", "diagnosis": "2d0c387daffc3075ae1717305e05f5a5",
     },
     "odd_values": {
         "tables": {"kernels": "025515f53627718500ba8cc653fcb04c", "memcpy": "e85d2d2fc1f0a7061768929d91018594", "runtime_api": "02bace1c449b463e8333c2720520870c", "spans": "fa4dea9be57920f95efb17d7690e82ee", "steps": "7d12c6680be4609924fd98ad146d83a6"},
         "parquet_bytes": {"kernels": "8cc7a6395d886121872878259803912e", "memcpy": "6217ea07ce3e6a467612c5adfbf92a4d", "runtime_api": "744f4484d18d5591d4e80364d325d88a", "spans": "2350475c969a2a104308175f6d516a91", "steps": "1b6d7028559f3aacb751f1b03bd8a631"},
-        "manifest": "402e348ffca6695196b393d79c8cfbd5", "diagnosis": "949007ab2a2c0978b3b58b27c74f838d",
+        "manifest": "402e348ffca6695196b393d79c8cfbd5", "diagnosis": "8a1e683c57027675190164e979299091",
     },
 }
 PARQUET_RECORDED_WITH = "26.0.1"
