@@ -74,6 +74,7 @@ PARTS = {
     "collectives.culprits[]": ("collectives", ["culprits", "[]"]),
     "collectives.clock_domains[]": ("collectives", ["clock_domains", "[]"]),
     "diagnosis.summary (versions 1-2)": ("diagnosis", ["summary"]),
+    "diagnosis.summary.by_check": ("diagnosis", ["summary", "by_check"]),
     "diagnosis.steps[] (versions 1-2)": None,  # steps left the record in version 3 (the tables)
 }
 
@@ -109,6 +110,8 @@ RULES = [
     (r"report/(html_glance|text)\.py", None, r"x|g", "built: the first screen's view (glance.build)"),
     ("report/model.py", "trial_runs", r"executions", "built: the reader's map block id -> Execution (a block may have none)"),
     ("report/model.py", "environment_rows", r"env", "plan.environment"),
+    ("report/glance.py", "first_calls", r"diag\.summary\.by_check", "diagnosis.summary.by_check"),
+    ("report/text.py", "diagnosis_lines", r"s\.by_check", "diagnosis.summary.by_check"),
     ("report/plots.py", None, r"block_medians", "built: medians per block, made from the comparison here"),
     ("report/text.py", "_plan", r"counts", "built: a count this function makes"),
     ("report/text.py", "_hang_lines", r"record", "collectives"),
@@ -176,6 +179,8 @@ ALLOWED = {
                                                 "block, which _hang_lines also reads (text.py says so)",
     ("collectives.clock_domains[]", "rank"): "optional in the schema",
     ("collectives.clock_domains[]", "hostname"): "not in the schema's properties: written when known",
+    ("diagnosis.summary.by_check", "*"): "a map keyed by check name: a diagnosis made before a check existed "
+                                         "has no entry for it (first_call's, 2026-12-04)",
     ("diagnosis.summary (versions 1-2)", "slow_steps"): "absent in version 1: load_diagnosis, the one place versions 1-3 are read",
     ("diagnosis.steps[] (versions 1-2)", "step_id"): "an error message for a step that failed the key check",
     ("diagnosis.steps[] (versions 1-2)", "excess"): "absent in version 1 (read only by load_diagnosis's conversion)",

@@ -220,12 +220,27 @@ def warm_up(diag: Diagnosis | None) -> dict | None:
             "step_ids": list(w.step_ids)}
 
 
+def first_calls(diag: Diagnosis | None) -> dict | None:
+    """The one-time first calls after warm-up (checks/first_call.py), said once beside the
+    warm-up and apart from the ranked experiments, as it is never ranked ("one-time first calls:
+    41.6 s in 1 step"); None where the check attributed nothing (or an older record)."""
+    b = diag.summary.by_check.get("first_call") if diag is not None else None  # absent before the check existed
+    if not b or not b["attributed_steps"]:
+        return None
+    return {"explains": Num(b["explains_ns"], "ns", "diagnosis:/summary/by_check/first_call/explains_ns"),
+            "steps": Num(b["attributed_steps"], "count", "diagnosis:/summary/by_check/first_call/attributed_steps")}
+
+
+FIRST_CALLS_WHY = ("an op's first call in the recording far over its later calls, lazy init such as a kernel module "
+                   "loaded or a handle built: warm it up before the timed region; not a per-step fix, not ranked")
+
+
 def build(m: dict) -> dict:
     """The first screen from the view model (model.build)."""
     return {"verdict": verdict(m["comparison"]), "components": components(m["comparison"]),
             "excess": excess(m["diagnosis_tables"], m["slow_steps"]),
             "next": next_experiment(m["diagnosis_tables"], m["plan"]),
-            "warm_up": warm_up(m["diagnosis_tables"])}
+            "warm_up": warm_up(m["diagnosis_tables"]), "first_calls": first_calls(m["diagnosis_tables"])}
 
 
 def verdict_text(v: dict) -> str:

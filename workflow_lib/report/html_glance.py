@@ -6,7 +6,7 @@ Laid out to fit 1400x900 with the header (tests/test_report_browser.py measures 
 from __future__ import annotations
 
 from .fmt import esc, num, reason
-from .glance import Num
+from .glance import FIRST_CALLS_WHY, Num
 from .palette import UNEXPLAINED, finding_color
 
 
@@ -135,6 +135,14 @@ def _warm_up(w: dict | None) -> str:
             f'lazy init, handles, compilation and worker start are paid once: not a per-step fix, not ranked.</span></p>')
 
 
+def _first_calls(f: dict | None) -> str:
+    if f is None:
+        return ""
+    return (f'<p id="glance-first-calls"><b>One-time first calls: {n(f["explains"])} in {n(f["steps"])} step(s)</b> '
+            f'<span class="muted">({esc(FIRST_CALLS_WHY)}).</span></p>')
+
+
 def section(g: dict) -> str:
     return (f'<section id="glance">{_verdict(g["verdict"])}<div class="cards">{_excess(g["excess"])}'
-            f'{_components(g["components"], g["verdict"])}</div>{_next(g["next"])}{_warm_up(g.get("warm_up"))}</section>')
+            f'{_components(g["components"], g["verdict"])}</div>{_next(g["next"])}{_warm_up(g.get("warm_up"))}'
+            f'{_first_calls(g["first_calls"])}</section>')

@@ -146,6 +146,9 @@ def _glance(m: dict) -> list[str]:
     if w is not None:
         out.append(f"warm-up: {w['wall'].text()}, once per process ({w['steps'].text()} cold first step(s), "
                    f"{w['over'].text()} over the typical step; not ranked)")
+    f = g["first_calls"]
+    if f is not None:
+        out.append(f"one-time first calls: {f['explains'].text()} in {f['steps'].text()} step(s) ({glance.FIRST_CALLS_WHY})")
     return out
 
 
@@ -320,6 +323,10 @@ def diagnosis_lines(rec: dict, out) -> list[str]:
     w = s.warm_up
     if w is not ABSENT:
         lines.append(f"warm-up: {w.wall_ns / 1e9:.3f} s, once per process ({w.steps} cold first step(s); not ranked)")
+    f = s.by_check.get("first_call")  # absent in a record from before the check
+    if f and f["attributed_steps"]:
+        lines.append(f"one-time first calls: {f['explains_ns'] / 1e6:.3f} ms in {f['attributed_steps']} step(s) "
+                     f"({glance.FIRST_CALLS_WHY})")
     return lines
 
 
