@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from workflow_lib.diagnose.evidence import _row_codes, cupti_sessions
@@ -66,3 +68,36 @@ def test_row_codes_are_np_unique_inverse_over_rows():
         ref = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)[1].reshape(-1)
         assert np.array_equal(_row_codes(cols), ref)
     assert _row_codes([np.zeros(0, np.int64)]).size == 0
+
+
+def _launch_then_low_id_sync(producer: str, detached=None):
+    """Call 1: a launch (id 900) whose kernel runs after call 2 started; call 2: a synchronize
+    carrying a low id of its own (5), as the synthetic 1M-event trace's syncs do: far below the
+    ids before it, so a restart by cupti_sessions' rule."""
+    from tests.builders import api, kernel, make_incident, step
+    from workflow_lib.diagnose.evidence import build
+
+    inc = make_incident(steps=[step(0, 0, 100_000)], producer=producer,
+                        runtime_api=[api(1_000, 2_000, name="cudaLaunchKernel", corr=900),
+                                     api(3_000, 60_000, name="cudaDeviceSynchronize", corr=5)],
+                        kernels=[kernel(10_000, 50_000, corr=900)])
+    if detached is not None:
+        inc.manifest["sources"]["cupti"] = {"status": "observed", "detail": {"detached_between_windows": detached}}
+    return build(inc, -1, 0, re.compile(r"$^"))
+
+
+def test_an_imported_trace_is_one_cupti_session():
+    """A Kineto or Nsight import is one profiler session: its kernel joins the launch before the
+    low-id sync. A recorder capture that detached CUPTI between windows (or says nothing, as
+    older ones) keeps the sessions: there the same low id after high ones is a re-attach, and a
+    call of the earlier session is not the kernel's launch; one that never detached is one session."""
+    from workflow_lib.diagnose.evidence import launch_rows_at
+
+    for producer, detached, joined in (("kineto-import", None, True), ("nsys-import", None, True),
+                                       ("stallcase-recorder", 0, True), ("stallcase-recorder", 2, False),
+                                       ("stallcase-recorder", None, False)):
+        ev = _launch_then_low_id_sync(producer, detached)
+        rows, ok = launch_rows_at(ev, ev.k_corr, ev.k_start)
+        assert bool(ok[0]) is joined, (producer, detached)
+        if joined:
+            assert rows[0] == 0

@@ -118,6 +118,7 @@ class RankEvidence:
     details: "SpanDetails" = None  # attributes of GC and checkpoint spans (the span_details table)
     saves_inferred: object = None  # save_shape.InferredSaves: torch.save's shape where no save span names it
     k_ident: np.ndarray = None  # per kernel: its identity (name and launch shape) as a small code
+    cupti_reattached: bool = True  # correlation ids may start again (cupti_reattached(); launch_rows_at)
 
 
 @dataclass(frozen=True)
@@ -308,6 +309,19 @@ def capture_losses(manifest: dict) -> tuple[str, ...]:
     return tuple(out)
 
 
+def cupti_reattached(manifest: dict) -> bool:
+    """Whether the capture may hold several CUPTI sessions, whose correlation ids each start
+    again (launch_rows_at): a recorder capture that detached CUPTI between its GPU windows, or one
+    too old to say (capture/sources/cupti.py counts `detached_between_windows`). An imported
+    trace is one profiler session: its ids never start again, and an id far below the ones before
+    it (a synthetic trace's syncs carry ids of their own) is not a new session."""
+    if str(manifest.get("producer", "")) in vocabulary.SHARED_TIMEBASE_PRODUCERS:  # kineto-import, nsys-import
+        return False
+    d = (manifest["sources"].get("cupti") or {}).get("detail") or {}  # sources: required; cupti, detail: optional
+    n = d.get("detached_between_windows")
+    return n is None or int(n) > 0
+
+
 def origin_of(inc: Incident) -> int:
     """Earliest step start: the relative timeline's zero."""
     steps = inc.table("steps")
@@ -377,7 +391,7 @@ def build(inc: Incident, rk: int, origin_ns: int, wait_re: re.Pattern) -> RankEv
         sched=_sched(_table_for_rank(inc.table("sched"), rk), origin_ns),
         nvml=_nvml(_table_for_rank(inc.table("nvml"), rk), origin_ns),
         clock_uncertainty_ns=_clock(_table_for_rank(inc.table("clock_sync"), rk)),
-        k_ident=_kernel_identity(k, k_name),
+        k_ident=_kernel_identity(k, k_name), cupti_reattached=cupti_reattached(inc.manifest),
         span_is_gc=span_name.where(lambda x: x == vocabulary.GC_SPAN),
         span_is_checkpoint=span_name.where(lambda x: x in vocabulary.CHECKPOINT_SPANS),
         details=_details(_table_for_rank(inc.table("span_details"), rk), origin_ns),
@@ -492,7 +506,7 @@ def _launch_join(ev: RankEvidence) -> tuple[np.ndarray, np.ndarray]:
     order = ev.rt_corr_order
     # Calls of one id are in start order within rt_corr_order (a stable sort of start-sorted rows).
     key = ev.rt_corr_sorted * (ev.rt_start.size + 1) + searchsorted(ev.rt_start, ev.rt_start[order], side="right")
-    out = (key, cupti_sessions(ev.rt_corr))
+    out = (key, cupti_sessions(ev.rt_corr) if ev.cupti_reattached else np.zeros(ev.rt_corr.size, np.int64))
     _JOIN.clear()  # one rank's evidence at a time
     try:
         _JOIN[id(ev)] = (weakref.ref(ev), out)
