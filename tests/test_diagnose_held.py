@@ -152,7 +152,7 @@ def test_a_repeated_correlation_id_does_not_join_an_earlier_session():
 
     rt_corr = np.array([5, 6, 7, 1, 2, 3], np.int64)  # a restart after 7
     order = np.argsort(rt_corr, kind="stable")
-    ev = SimpleNamespace(rt_corr=rt_corr, rt_corr_order=order, rt_corr_sorted=rt_corr[order],
+    ev = SimpleNamespace(rt_corr=rt_corr, cupti_reattached=True, rt_corr_order=order, rt_corr_sorted=rt_corr[order],
                          rt_start=np.array([0, 10, 20, 100, 110, 120], np.int64))
     rows, ok = evidence.launch_rows_at(ev, np.array([6, 2, 5], np.int64), np.array([15, 115, 130], np.int64))
     assert ok.tolist() == [True, True, False]  # id 5 after the restart: its call is the first session's
