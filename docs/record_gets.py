@@ -59,8 +59,6 @@ PARTS = {
     "plan.arms.*.changes": ("plan", ["arms", "candidate", "changes"]),
     "plan.environment": ("plan", ["environment"]),
     "execution.runs[]": ("execution", ["runs", "[]"]),
-    "execution.runs[].capture": ("execution", ["runs", "[]", "capture"]),
-    "execution.runs[].ranks[]": ("execution", ["runs", "[]", "ranks", "[]"]),
     "execution.runs[].alternates": ("execution", ["runs", "[]", "alternates"]),
     "preflight.missing[]": ("preflight", ["missing", "[]"]),
     "snapshot": ("snapshot", []),
@@ -90,11 +88,9 @@ RULES = [
     (r"compare/(build|looks)\.py", None, r"executions", "built: the reader's map block id -> Execution (a block may have none)"),
     ("compare/build.py", None, r"excluded|reasons", "built: a count this function makes"),
     ("compare/by_component.py", "runs_by_arm", r"run", "execution.runs[]"),
-    ("compare/by_component.py", "runs_by_arm", r"cap", "execution.runs[].capture"),
     ("compare/by_component.py", None, r"rows|by|row|wall", "built: the component estimates made here"),
-    (r"compare/(job_metrics|recompare)\.py", None, r"run(\.get\('alternates'\)|\['alternates'\])", "execution.runs[].alternates"),
+    (r"compare/(job_metrics|recompare)\.py", None, r"run\.alternates", "execution.runs[].alternates"),
     (r"compare/(job_metrics|recompare)\.py", None, r"run", "execution.runs[]"),
-    ("compare/job_metrics.py", "_role_rates", r"r", "execution.runs[].ranks[]"),
     ("compare/job_metrics.py", None, r"rates", "built: steps per second by role, made here"),
     (r"compare/(job_metrics|recompare)\.py", None, r"metric", "plan.design.metric"),
     ("compare/job_metrics.py", "bound_warning", r"shape", "plan.design.metric.shape"),
@@ -155,11 +151,9 @@ ALLOWED = {
     ("plan.arms.candidate", "same_as_baseline"): "optional: absent for every candidate but an A/A one",
     ("plan.arms.*.changes", "*"): "free-form: the config's candidate changes (set_args, env, ...), each optional",
     ("plan.environment", "*"): "free-form: the environment fingerprint; _not_observed only where something was not",
-    # execution.runs[]'s capture, work, ranks and alternates: indexed since execution version 3
-    # (records.upgrade fills them null in older records)
+    # execution.runs[] is a typed Run since issue 37 (its capture, components and ranks read as
+    # attributes, ABSENT where optional); its alternates stay a map keyed by data
     ("execution.runs[].alternates", "*"): "a map keyed by job-metric name; a run may lack one",
-    ("execution.runs[].capture", "components"): "optional: a capture whose diagnosis failed, or a version 1 record",
-    ("execution.runs[].ranks[]", "total_ns"): "optional: absent in records before it was written",
     ("preflight.missing[]", "problem"): "optional: a missing artifact with no further problem",
     ("snapshot", "producer"): "optional in the snapshot schema (an incident that does not say what wrote it)",
     ("snapshot.sources", "*"): "a map keyed by source name; a source may be absent",

@@ -51,7 +51,7 @@ def test_a_trial_run_gets_the_nodes_own_values_even_from_a_hand_edited_plan(tmp_
             "json.dump({'schema_version': 1, 'steps_ns': [1, 2], 'unusual': []}, open(os.environ['STALLCASE_STEPS_OUT'], 'w'))\n")
     spec = {"argv": [sys.executable, "-c", code], "cwd": str(tmp_path), "env": dict(HOSTILE)}
     run = trials.one_run(spec, DESIGN, {"index": 0, "arm": "A"}, 0, None)
-    assert run["status"] == "ok", run["error"]
+    assert run.status == "ok", run.error
     seen = json.loads(out.read_text())
     assert seen == {**NODE_OWNED, "OMP_NUM_THREADS": "2"}
 

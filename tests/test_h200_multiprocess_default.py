@@ -119,9 +119,9 @@ def test_a_candidate_whose_consumers_fall_behind_is_warned_about():
     for block, e in ex.items():
         runs = []
         for run in e.runs:
-            run = dict(run)
-            if run["arm"] == "B":
-                run["ranks"] = [dict(r, total_ns=r["total_ns"] * 4) if r["role"] == "consumer" else r for r in run["ranks"]]
+            if run.arm == "B":
+                run = dataclasses.replace(run, ranks=[dataclasses.replace(r, total_ns=r.total_ns * 4) if r.role == "consumer"
+                                                      else r for r in run.ranks])
             runs.append(run)
         slow[block] = dataclasses.replace(e, runs=runs)
     new_plan, new_ex = recompare.with_job_metric(plan, slow, m["job"], m["role"], m["shape"])

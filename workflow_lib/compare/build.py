@@ -77,18 +77,18 @@ def _successful_values(block: str, planned: list[dict], execution: Execution) ->
     ok: dict[int, float | None] = {}
     failed_attempts = unusual = 0
     for run in execution.runs:
-        index = int(run["index"])
-        if arm_of.get(index) != run["arm"]:
+        index = int(run.index)
+        if arm_of.get(index) != run.arm:
             raise RecordError(
                 f"execution/{block}.json",
-                f"run {index} is arm {run['arm']!r} but the plan's schedule has {arm_of.get(index)!r}; "
+                f"run {index} is arm {run.arm!r} but the plan's schedule has {arm_of.get(index)!r}; "
                 "the execution does not follow this plan",
             )
-        if run["arm"] == "warmup":
+        if run.arm == "warmup":
             continue
-        unusual += bool(run["unusual"])
-        if run["status"] == "ok":
-            ok[index] = run["metric_ns"]
+        unusual += bool(run.unusual)
+        if run.status == "ok":
+            ok[index] = run.metric_ns
         else:
             failed_attempts += 1
     return ok, failed_attempts, unusual
@@ -346,13 +346,13 @@ def _no_components_reason(plan: Plan, used: list[Execution]) -> str:
     """Why no run has components, said as it is (not a guess between two causes)."""
     if not plan.design.get("record_runs"):
         return "trials.record_runs is off"
-    ok = [r for ex in used for r in ex.runs if r["status"] == "ok" and r["arm"] != "warmup"]
-    if ok and all(not r["capture"] for r in ok):  # execution version 3: null when not recorded
+    ok = [r for ex in used for r in ex.runs if r.status == "ok" and r.arm != "warmup"]
+    if ok and all(not r.capture for r in ok):  # execution version 3: null when not recorded
         if plan.design["metric"].get("step_pattern") or plan.design["metric"]["source"] in ("stdout_steps", "process_wall"):
             return ("the program was recorded from outside (stallcase record): its runs hold no recorder, so no run "
                     "has a diagnosis to take components from")
         return "no run took a snapshot: the program's own loop does not use the FlightRecorder"
-    errors = [r["capture"]["error"] for r in ok if r["capture"] and r["capture"]["error"]]  # error: required in a capture
+    errors = [r.capture.error for r in ok if r.capture and r.capture.error]
     if errors:
         return f"no run's diagnosis gave components ({errors[0]})"
     return "no run was diagnosed"
@@ -365,8 +365,8 @@ def failure_summary(executions: dict[str, Execution], planned: int) -> str | Non
     for execution in executions.values():
         final = {}
         for run in execution.runs:
-            final[run["index"]] = run
-        errors = [r["error"] or "failed" for r in final.values() if r["status"] == "failed"]
+            final[run.index] = run
+        errors = [r.error or "failed" for r in final.values() if r.status == "failed"]
         if errors:
             failed_blocks += 1
             for e in errors:
@@ -408,8 +408,8 @@ def work_warnings(plan: Plan, executions: dict[str, Execution]) -> list[str]:
 def busy_machine_warnings(executions: dict[str, Execution]) -> list[str]:
     """What the comparison must say when other processes loaded the machine during its runs
     (trials/host_load.py notes each such run): the floor then holds their noise too."""
-    timed = [run for ex in executions.values() for run in ex.runs if run["arm"] != "warmup" and run["status"] == "ok"]
-    busy = [u for run in timed for u in run["unusual"] if u.startswith(BUSY_NOTE)]
+    timed = [run for ex in executions.values() for run in ex.runs if run.arm != "warmup" and run.status == "ok"]
+    busy = [u for run in timed for u in run.unusual if u.startswith(BUSY_NOTE)]
     if not busy:
         return []
     shares = [int(m.group(1)) for m in map(_BUSY_SHARE.search, busy) if m]
@@ -429,10 +429,10 @@ def work_difference(design: dict, executions: dict[str, Execution]) -> str | Non
     work: dict[str, dict[str, list[float]]] = {"A": {}, "B": {}}
     for execution in executions.values():
         for run in execution.runs:
-            if run["status"] != "ok" or run["arm"] == "warmup" or not run["work"]:
+            if run.status != "ok" or run.arm == "warmup" or not run.work:
                 continue
-            side = work["B" if run["arm"] == "B" else "A"]
-            for key, value in run["work"].items():
+            side = work["B" if run.arm == "B" else "A"]
+            for key, value in (("items_per_step", run.work.items_per_step), ("tokens_per_step", run.work.tokens_per_step)):
                 if value is not None:
                     side.setdefault(key, []).append(float(value))
     for key in ("items_per_step", "tokens_per_step"):

@@ -104,8 +104,8 @@ def trial_runs(plan: Plan | None, executions: dict[str, Execution]) -> list[dict
         if ex is None:
             out.append({"block": b, "status": "missing", "runs": []})
             continue
-        runs = [{"pos": i, "index": r["index"], "arm": r["arm"], "attempt": r["attempt"], "status": r["status"],
-                 "metric_ns": r["metric_ns"], "src": f"execution/{b}:/runs/{i}/metric_ns"}
+        runs = [{"pos": i, "index": r.index, "arm": r.arm, "attempt": r.attempt, "status": r.status,
+                 "metric_ns": r.metric_ns, "src": f"execution/{b}:/runs/{i}/metric_ns"}
                 for i, r in enumerate(ex.runs)]
         out.append({"block": b, "status": ex.status, "node": ex.node, "runs": runs})
     return out
