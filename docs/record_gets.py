@@ -55,7 +55,6 @@ PARTS = {
     "plan.design": ("plan", ["design"]),
     "plan.design.metric": ("plan", ["design", "metric"]),
     "plan.design.metric.shape": ("plan", ["design", "metric", "shape"]),
-    "plan.arms.candidate": ("plan", ["arms", "candidate"]),
     "plan.arms.*.changes": ("plan", ["arms", "candidate", "changes"]),
     "plan.environment": ("plan", ["environment"]),
     "execution.runs[]": ("execution", ["runs", "[]"]),
@@ -82,7 +81,6 @@ RULES = [
     ("compare/build.py", "_excluded", r"kw", "built: the function's keyword arguments"),
     ("compare/build.py", None, r"design|plan\.design", "plan.design"),
     ("compare/build.py", None, r"metric|plan\.design\['metric'\]|design\['metric'\]", "plan.design.metric"),
-    ("compare/build.py", None, r"plan\.arms\['candidate'\]", "plan.arms.candidate"),
     ("compare/build.py", None, r"r|run", "execution.runs[]"),
     ("compare/build.py", "work_difference", r"work\['[AB]'\]", "built: each arm's work per step, made here from the runs"),
     (r"compare/(build|looks)\.py", None, r"executions", "built: the reader's map block id -> Execution (a block may have none)"),
@@ -148,9 +146,9 @@ ALLOWED = {
     ("plan.design.metric", "ranks"): "optional: the job metric counts every rank",
     ("plan.design.metric.shape", "bound_role"): "optional: only a pipeline with a bound role",
     ("plan.design.metric.shape", "wait_share"): "optional: only a pipeline with declared roles",
-    ("plan.arms.candidate", "same_as_baseline"): "optional: absent for every candidate but an A/A one",
     ("plan.arms.*.changes", "*"): "free-form: the config's candidate changes (set_args, env, ...), each optional",
     ("plan.environment", "*"): "free-form: the environment fingerprint; _not_observed only where something was not",
+    # plan.arms is a typed Arms since issue 37 (same_as_baseline and sources read as attributes)
     # execution.runs[] is a typed Run since issue 37 (its capture, components and ranks read as
     # attributes, ABSENT where optional); its alternates stay a map keyed by data
     ("execution.runs[].alternates", "*"): "a map keyed by job-metric name; a run may lack one",

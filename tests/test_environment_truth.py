@@ -36,7 +36,7 @@ def test_a_hostile_manifests_preload_never_reaches_the_plan(tmp_path):
     snap = _hostile_snapshot(tmp_path)
     plan = P.build_plan(snap, records.digest_of(snap), tmp_path / "results", design=DESIGN, candidate="baseline")
     assert plan.workload["env"] == {"OMP_NUM_THREADS": "2"}
-    assert plan.arms["baseline"]["env"] == plan.arms["candidate"]["env"] == {"OMP_NUM_THREADS": "2"}
+    assert plan.arms.baseline.env == plan.arms.candidate.env == {"OMP_NUM_THREADS": "2"}
     with pytest.raises(Exception, match="CUDA_VISIBLE_DEVICES: the node's own"):
         P.build_plan(snap, records.digest_of(snap), tmp_path / "results", design=DESIGN,
                      candidate={"env": {"CUDA_VISIBLE_DEVICES": "1"}})

@@ -54,8 +54,8 @@ def test_unreadable_metric_stops_the_block_at_once(tmp_path):
     # a program that exits 0 without reporting steps: no retries, no further runs
     plan, pd, pre = _setup(tmp_path, candidate="baseline",
                            design=dict(DESIGN, metric=dict(DESIGN["metric"], source="recorder_steps")))
-    for arm in ("baseline", "candidate"):
-        plan.arms[arm]["env"]["STALLCASE_TEST_NO_STEPS"] = "1"
+    for arm in (plan.arms.baseline, plan.arms.candidate):
+        arm.env["STALLCASE_TEST_NO_STEPS"] = "1"
     rec = trials.run_block(plan, records.digest_of(plan), pre, records.digest_of(pre), "b000",
                            tmp_path / "results", tmp_path / "work")
     records.validate(rec.to_json(), "execution")
@@ -65,8 +65,8 @@ def test_unreadable_metric_stops_the_block_at_once(tmp_path):
 
 def test_auto_metric_falls_back_to_process_wall_and_says_so(tmp_path):
     plan, pd, pre = _setup(tmp_path, candidate="baseline", design=dict(DESIGN, metric=dict(DESIGN["metric"], source="auto")))
-    for arm in ("baseline", "candidate"):
-        plan.arms[arm]["env"]["STALLCASE_TEST_NO_STEPS"] = "1"
+    for arm in (plan.arms.baseline, plan.arms.candidate):
+        arm.env["STALLCASE_TEST_NO_STEPS"] = "1"
     rec = trials.run_block(plan, records.digest_of(plan), pre, records.digest_of(pre), "b000",
                            tmp_path / "results", tmp_path / "work")
     assert rec.status == "complete"

@@ -230,6 +230,23 @@ def test_the_execution_is_typed_all_the_way_down():
     assert plain(Execution) == ["notes"]
 
 
+def test_the_plan_s_arms_are_typed_and_the_rest_stays_json():
+    """plan.arms is Arms of two Arm with their Source files; design, schedule, workload and
+    environment are still dicts (docs/architecture.md: design is next, schedule is a map keyed by
+    block id, environment a free-form fingerprint), and an arm's env and changes are maps."""
+    from workflow_lib.plan import types as T
+
+    assert {c.__name__ for c in nested_classes(Plan)} == {"Arms", "Arm", "Source"}
+    assert sorted(n for n, tp in typing.get_type_hints(Plan).items() if nested_in(tp) is None
+                  and (typing.get_origin(tp) or tp) in (dict, list)) == ["artifacts", "design", "environment",
+                                                                         "schedule", "workload"]
+    arm = {"argv": ["python", "train.py"], "env": {}, "changes": {"set_args": {"--bs": "4"}},
+           "sources": [{"relpath": "train.py", "digest": "0" * 64}]}
+    got = T.Arm.from_json(arm)
+    assert got.sources[0].digest == "0" * 64 and got.same_as_baseline is ABSENT
+    assert json.dumps(got.to_json()) == json.dumps(arm)  # absent stays absent
+
+
 def test_a_run_with_every_nested_part_round_trips():
     """A run with ranks, work, alternates and a capture with components reads as nested instances
     and writes the same JSON back, optional fields left out where they were (total_ns, counted)."""

@@ -296,7 +296,7 @@ def compare(plan: Plan, executions: dict[str, Execution], execution_digests: dic
     busy = busy_machine_warnings(executions)  # about the floor: after the verdict's own reasons
     reasons += busy
     warnings = warnings + busy
-    if plan.arms["candidate"].get("same_as_baseline", False):
+    if plan.arms.candidate.same_as_baseline:  # ABSENT (falsy): not an A/A plan
         reasons.append(_aa_note(V.VERDICTS[code]))
     summary = failure_summary(executions, len(blocks))
     if summary:
@@ -393,7 +393,7 @@ def work_warnings(plan: Plan, executions: dict[str, Execution]) -> list[str]:
     recorded = work_difference(plan.design, executions)
     if recorded:
         out.append(recorded)
-    flags = work_mod.changed_flags(list(plan.arms["baseline"]["argv"]), list(plan.arms["candidate"]["argv"]))
+    flags = work_mod.changed_flags(list(plan.arms.baseline.argv), list(plan.arms.candidate.argv))
     if flags:
         what = f"the arms' argv differ in a flag that sets the work per step ({'; '.join(flags)})"
         if per == "step":
@@ -470,7 +470,7 @@ def _fields(plan, plan_digest, execution_digests, blocks, dec, code, reasons, us
         experiment=plan.experiment,
         plan_digest=plan_digest,
         execution_digests=dict(sorted(execution_digests.items())),
-        aa_experiment=bool(plan.arms["candidate"].get("same_as_baseline", False)),
+        aa_experiment=bool(plan.arms.candidate.same_as_baseline),
         metric=Metric(**{k: design["metric"][k] for k in ("name", "source", "statistic", "unit")},
                       per=design["metric"].get("per", "step"), label=_metric_label(design["metric"])),
         design=DesignSummary(**{k: design[k] for k in _DESIGN_KEYS}),

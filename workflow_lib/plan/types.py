@@ -9,6 +9,8 @@ Version history (bump SCHEMA_VERSION, and the schema's schema_version, when a fi
      metric, and why; a pipeline's wait_share per role and bound_role), design.metric.declared_work / items_per_step / tokens_per_step (work per
      step declared from each arm's argv) and design.stop (the sequential design). All optional:
      a plan without them is a fixed design with no shape recorded.
+  2 (same version, same JSON): arms are frozen classes, Arms of two Arm with their Source files
+     (issue 37); design, schedule, workload and environment stay dicts (docs/architecture.md says why).
 """
 
 from __future__ import annotations
@@ -17,6 +19,34 @@ from ..core import typed
 from ..core.typed import doc
 
 SCHEMA_VERSION = 2
+
+
+@typed.nested
+class Source:
+    """One of an arm's source files, by digest, materialized into its work directory."""
+
+    relpath: str = doc("where the file goes, relative to the source root")
+    digest: str = doc("blake3 digest of its bytes in the store")
+
+
+@typed.nested
+class Arm:
+    """One arm of the experiment: what its runs start (plan/rebuild.py materialize_arm)."""
+
+    argv: list = doc("argv list; never run through a shell")
+    env: dict = doc("allow-listed environment only: name -> value (a map keyed by data)")
+    changes: dict = doc("what differs from the incident's workload (empty for the baseline): the config's "
+                        "set_args, remove_args, append_args, env and the sources' changes, each optional")
+    same_as_baseline: bool = doc("true for a deliberate A/A experiment", optional=True)
+    sources: list[Source] = doc("the arm's source files by digest", optional=True)
+
+
+@typed.nested
+class Arms:
+    """Baseline (A, A' and the warm-ups that warm it) and candidate (B)."""
+
+    baseline: Arm = doc("the incident's own workload")
+    candidate: Arm = doc("the workload with the config's changes (or the baseline again: an A/A experiment)")
 
 
 @typed.record("plan", version=SCHEMA_VERSION)
@@ -28,7 +58,7 @@ class Plan:
     snapshot_digest: str = doc("blake3 digest of the snapshot record planned from")
     artifacts: list = doc("the incident's artifacts (role, path, relpath, digest, size) the trials must find")
     workload: dict = doc("the recorded command: argv (never a shell), cwd and the allow-listed env")
-    arms: dict = doc("baseline and candidate: argv, env, changes, sources by digest, same_as_baseline")
+    arms: Arms = doc("baseline and candidate: argv, env, changes, sources by digest, same_as_baseline")
     design: dict = doc("blocks, runs per arm, warm-up and control runs, seed, retries, confidence and the resolved metric")
     schedule: dict = doc("block id -> its runs in order (index, arm; warms for a warm-up run)")
     environment: dict = doc("the environment fingerprint the trial node must match (preflight)")

@@ -248,8 +248,8 @@ def plan_section(m: dict) -> str:
                       ("plan digest", short(m["plan_digest"])), ("snapshot digest", short(p.snapshot_digest)),
                       ("workload", f"<code>{esc(' '.join(p.workload['argv']))}</code>"),
                       ("working directory", f"<code>{esc(p.workload['cwd'])}</code>"),
-                      ("baseline changes", esc(changes(p.arms['baseline']['changes']))),
-                      ("candidate changes", esc(changes(p.arms['candidate']['changes']))),
+                      ("baseline changes", esc(changes(p.arms.baseline.changes))),
+                      ("candidate changes", esc(changes(p.arms.candidate.changes))),
                       ("design", _design(p.design))])]
     arts = "".join(f"<tr><td>{esc(a['role'])}</td><td class='mono'>{esc(a['path'])}</td><td>{short(a['digest'])}</td>"
                    f"<td class='num'>{num(a['size'], 'count', f'plan:/artifacts/{i}/size')}</td></tr>" for i, a in enumerate(p.artifacts))

@@ -137,7 +137,7 @@ def build(recs: Records, timeline: dict | None, *, perfetto_href: str | None = N
         "trials": trial_runs(recs.plan, recs.executions),
         "comparison": recs.comparison,
         "verdict_words": verdict_words(recs.comparison) if recs.comparison else None,
-        "tried": fmt.changes(recs.plan.arms["candidate"]["changes"]) if recs.plan else None,
+        "tried": fmt.changes(recs.plan.arms.candidate.changes) if recs.plan else None,
         "timeline": timeline,
         "perfetto_href": perfetto_href,
     }
