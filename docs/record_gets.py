@@ -80,7 +80,7 @@ RULES = [
     ("compare/build.py", "_successful_values", r"arm_of", "built: index -> arm of the plan's schedule, made here"),
     ("compare/build.py", "_excluded", r"kw", "built: the function's keyword arguments"),
     ("compare/build.py", None, r"design|plan\.design", "plan.design"),
-    ("compare/build.py", None, r"metric|plan\.design\['metric'\]|design\['metric'\]", "plan.design.metric"),
+    ("compare/build.py", None, r"metric|(plan\.)?design\.metric", "plan.design.metric"),
     ("compare/build.py", None, r"r|run", "execution.runs[]"),
     ("compare/build.py", "work_difference", r"work\['[AB]'\]", "built: each arm's work per step, made here from the runs"),
     (r"compare/(build|looks)\.py", None, r"executions", "built: the reader's map block id -> Execution (a block may have none)"),
@@ -135,8 +135,6 @@ RULES = [
 
 # (part, field) -> why the field may be absent. "*": the part is a map keyed by data.
 ALLOWED = {
-    ("plan.design", "stop"): "optional: a plan without it is a fixed design",
-    ("plan.design", "record_runs"): "optional: absent means the runs were not recorded",
     ("plan.design.metric", "per"): "optional, schema default step",
     ("plan.design.metric", "cpu_wait"): "optional, schema default counted",
     ("plan.design.metric", "shape"): "optional: a plan made before the job's shape was read, or a single process",
@@ -148,6 +146,8 @@ ALLOWED = {
     ("plan.design.metric.shape", "wait_share"): "optional: only a pipeline with declared roles",
     ("plan.arms.*.changes", "*"): "free-form: the config's candidate changes (set_args, env, ...), each optional",
     ("plan.environment", "*"): "free-form: the environment fingerprint; _not_observed only where something was not",
+    # plan.design is a typed Design since issue 37 (stop, record_runs, run_timeout_s: attributes, ABSENT
+    # when left out); its metric stays a dict, read below
     # plan.arms is a typed Arms since issue 37 (same_as_baseline and sources read as attributes)
     # execution.runs[] is a typed Run since issue 37 (its capture, components and ranks read as
     # attributes, ABSENT where optional); its alternates stay a map keyed by data

@@ -59,7 +59,7 @@ def test_the_newest_version_s_requirements_count(rg, monkeypatch):
 
 
 def test_an_optional_field_needs_a_reason(rg, monkeypatch):
-    monkeypatch.delitem(rg.ALLOWED, ("plan.design", "stop"))
-    src = 'def _look(design):\n    return design.get("stop")\n'
+    monkeypatch.delitem(rg.ALLOWED, ("plan.design.metric", "per"))
+    src = 'def work_warnings(metric):\n    return metric.get("per")\n'
     assert [r["class"] for r in rg.rows_of("compare/build.py", src)] == ["unlisted"]
     assert rg.main(["--check"]) == 1

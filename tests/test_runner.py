@@ -12,6 +12,7 @@ import pytest
 
 from workflow_lib.capture.types import StepsOut
 from workflow_lib.trials.types import Execution
+from benchmarks.compare_builders import typed_design
 from workflow_lib.plan import job_metric, metric
 from workflow_lib.core import records
 from workflow_lib.trials.runner import FakeRunner, LocalRunner, RetryPolicy, RunRequest, failure_reason
@@ -35,7 +36,7 @@ RANKS = textwrap.dedent("""
 
 def _req(tmp_path, argv, design=DESIGN, **env):
     spec = {"argv": argv, "cwd": str(tmp_path), "env": dict(env)}
-    return RunRequest(spec, design, {"index": 0, "arm": "A"}, 0, {})
+    return RunRequest(spec, typed_design(design), {"index": 0, "arm": "A"}, 0, {})
 
 
 def _job_design(**kw):
@@ -75,7 +76,7 @@ def test_a_rank_that_writes_nothing_fails_the_run_naming_it(tmp_path):
     (tmp_path / "ranks.py").write_text(RANKS)
     got = LocalRunner().run(_req(tmp_path, [sys.executable, "ranks.py"], _job_design(), FAIL_RANK="2"))
     assert got.status == "failed" and "rank 2 wrote no steps" in got.error
-    assert not RetryPolicy.of(DESIGN).retry(got)  # the same program reads the same nothing
+    assert not RetryPolicy.of(typed_design(DESIGN)).retry(got)  # the same program reads the same nothing
 
 
 def test_a_failed_run_keeps_its_stderr_and_says_why(tmp_path):
@@ -83,7 +84,7 @@ def test_a_failed_run_keeps_its_stderr_and_says_why(tmp_path):
     got = LocalRunner().run(_req(tmp_path, [sys.executable, "-c", prog]))
     assert got.error == "exit status 1: rank 0 exited: ValueError: MASTER_ADDR expected"
     assert got.stderr_tail[-1] == "[rank0]: ValueError: MASTER_ADDR expected"
-    assert RetryPolicy.of(DESIGN).retry(got)
+    assert RetryPolicy.of(typed_design(DESIGN)).retry(got)
 
 
 @pytest.mark.parametrize("stderr, want", [
@@ -135,7 +136,7 @@ def test_the_end_of_run_line_says_why_runs_failed():
 
     why = "exit status 1: rank 0 exited: ValueError: MASTER_ADDR expected"
     def run(index, error):
-        req = RunRequest({"argv": ["x"], "cwd": ".", "env": {}}, DESIGN, {"index": index, "arm": "A"}, 0, {})
+        req = RunRequest({"argv": ["x"], "cwd": ".", "env": {}}, typed_design(DESIGN), {"index": index, "arm": "A"}, 0, {})
         return FakeRunner(lambda req: ([1.0], error)).run(req)  # a typed Run, as the block writes it
 
     runs = [run(0, why), run(0, why), run(1, None)]

@@ -45,7 +45,7 @@ def with_job_metric(plan: Plan, executions: dict[str, Execution], job: str, role
     this metric, as a plan built today would record it; without it the old shape goes, since it chose
     the old metric. Raises NotRecorded naming the first run that lacks the value."""
     key = selector(job, role)
-    metric = dict(plan.design["metric"], job=job, role=role)
+    metric = dict(plan.design.metric, job=job, role=role)
     metric.pop("shape", None)
     if shape is not None:
         metric["shape"] = dict(shape)
@@ -54,7 +54,7 @@ def with_job_metric(plan: Plan, executions: dict[str, Execution], job: str, role
         ranks = sorted({int(r.rank) for ex in executions.values() for run in ex.runs for r in run.ranks or []
                         if r.role == role} | set(ranks or []))
     metric["ranks"] = ranks
-    new_plan = dataclasses.replace(plan, design=dict(plan.design, metric=metric))
+    new_plan = dataclasses.replace(plan, design=dataclasses.replace(plan.design, metric=metric))
     digest = new_plan.digest()
     out = {}
     for block, ex in sorted(executions.items()):

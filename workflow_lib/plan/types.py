@@ -10,7 +10,8 @@ Version history (bump SCHEMA_VERSION, and the schema's schema_version, when a fi
      step declared from each arm's argv) and design.stop (the sequential design). All optional:
      a plan without them is a fixed design with no shape recorded.
   2 (same version, same JSON): arms are frozen classes, Arms of two Arm with their Source files
-     (issue 37); design, schedule, workload and environment stay dicts (docs/architecture.md says why).
+     (issue 37); the design a frozen Design, its metric and stop still dicts; schedule, workload and
+     environment stay dicts (docs/architecture.md says why).
 """
 
 from __future__ import annotations
@@ -49,6 +50,28 @@ class Arms:
     candidate: Arm = doc("the workload with the config's changes (or the baseline again: an A/A experiment)")
 
 
+@typed.nested
+class Design:
+    """The trial design (plan/build.py): how many blocks and runs, retries, confidence, and the
+    resolved metric. `metric` and `stop` stay dicts: plan/metric.py, job_metric.py, stopping.py
+    and compare/sequential.py read the config's metric and stop with the same code before any
+    plan exists, so typing them is one class both sides read (left for a later step)."""
+
+    blocks: int = doc("blocks planned")
+    runs_per_arm: int = doc("measured runs of A and of B per block")
+    control_runs: int = doc("A' (baseline re-run) runs per block, for the noise floor")
+    warmup_runs: int = doc("unmeasured warm-up runs per arm per block")
+    seed: int = doc("the schedule's seed")
+    max_retries: int = doc("attempts after the first for a failed run")
+    max_failed_fraction: float = doc("a block with more failed runs is excluded")
+    confidence: float = doc("the interval's confidence level")
+    metric: dict = doc("the resolved metric (plan/metric.py resolve): name, source, statistic, unit and the rest")
+    run_timeout_s: float = doc("a run still going after this is killed (absent: the runner's default)", optional=True)
+    record_runs: bool = doc("run the recorder in every trial run (absent: off)", optional=True)
+    repeat: int = doc("the config's trials.repeat: a repeat of the same design is a new plan", optional=True)
+    stop: dict = doc("trials: {stop: early}: the sequential design's looks (absent: a fixed design)", optional=True)
+
+
 @typed.record("plan", version=SCHEMA_VERSION)
 class Plan:
     """plan.json: everything a trial needs, pinned by digest (plan/build.py); its digest is the plan's identity."""
@@ -59,7 +82,7 @@ class Plan:
     artifacts: list = doc("the incident's artifacts (role, path, relpath, digest, size) the trials must find")
     workload: dict = doc("the recorded command: argv (never a shell), cwd and the allow-listed env")
     arms: Arms = doc("baseline and candidate: argv, env, changes, sources by digest, same_as_baseline")
-    design: dict = doc("blocks, runs per arm, warm-up and control runs, seed, retries, confidence and the resolved metric")
+    design: Design = doc("blocks, runs per arm, warm-up and control runs, seed, retries, confidence and the resolved metric")
     schedule: dict = doc("block id -> its runs in order (index, arm; warms for a warm-up run)")
     environment: dict = doc("the environment fingerprint the trial node must match (preflight)")
     python_distributions: dict | None = doc("name -> version of the distributions the workload imported; "

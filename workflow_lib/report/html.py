@@ -15,6 +15,7 @@ from .fmt import name as fmt_name
 from .model import MEASURES, SLOW_FACTOR, environment_rows
 from .timeline import SOURCE_ALIASES
 from ..diagnose.step_tables import NOT_KEPT
+from ..plan.types import Design
 
 LIST_SHOWN = 6
 """Items of an evidence list (or of what is missing) shown per finding; the record keeps all."""
@@ -229,11 +230,11 @@ def _env_table(env: dict) -> str:
     return f"<table><tr><th>field</th><th>value</th></tr>{rows}</table>"
 
 
-def _design(d: dict) -> str:
+def _design(d: Design) -> str:
     keys = ("blocks", "runs_per_arm", "control_runs", "warmup_runs", "max_retries", "seed", "confidence", "max_failed_fraction")
     unit = {"seed": "id", "confidence": "share", "max_failed_fraction": "share"}
-    shown = ", ".join(f"{esc(fmt_name(k))} {num(d[k], unit.get(k, 'count'), f'plan:/design/{k}')}" for k in keys if k in d)
-    metric = d["metric"]  # required in the plan's design
+    shown = ", ".join(f"{esc(fmt_name(k))} {num(getattr(d, k), unit.get(k, 'count'), f'plan:/design/{k}')}" for k in keys)
+    metric = d.metric
     said = ", ".join(f"{fmt_name(k)} {v}" for k, v in sorted(metric.items()))
     return f"{shown}; metric: {esc(said)}"
 

@@ -28,12 +28,12 @@ from pathlib import Path
 from ..core import atomic, environment, records, typed
 from ..plan import metric as metric_mod
 from ..plan.rebuild import NODE_ENV, materialize_arm, trial_env  # noqa: F401  (NODE_ENV: read by callers)
-from ..plan.types import Plan
+from ..plan.types import Design, Plan
 from .runner import METRIC_UNREADABLE, STATISTICS, LocalRunner, RetryPolicy, Runner, RunRequest  # noqa: F401
 from .types import Execution, Run
 
 
-def one_run(spec: dict, design: dict, entry: dict, attempt: int, log, capture_dir: Path | None = None,
+def one_run(spec: dict, design: Design, entry: dict, attempt: int, log, capture_dir: Path | None = None,
             fingerprint: dict | None = None) -> Run:
     """One fresh process of one arm (LocalRunner), as the execution record's run. With
     `capture_dir` the workload's recorder is on and its snapshots land there (never in the
@@ -96,7 +96,7 @@ def run_block(plan: Plan, plan_digest: str, preflight_record: dict, preflight_di
             spec = specs[family]
             attempts = []
             for attempt in policy.attempts():
-                cap = work_root / "captures" / f"{entry['index']:03d}-{attempt}" if design.get("record_runs") else None
+                cap = work_root / "captures" / f"{entry['index']:03d}-{attempt}" if design.record_runs else None
                 run = runner.run(RunRequest(spec, design, entry, attempt, env_before, cap), log)
                 if run.status == "ok" and block_source not in (None, run.metric_source):
                     run = run.failed(f"metric source {run.metric_source} differs from this block's "
@@ -133,10 +133,10 @@ def run_block(plan: Plan, plan_digest: str, preflight_record: dict, preflight_di
     if stopped and status == "complete":
         status = "too_many_failures"
         notes.append(stopped)
-    elif counted and failed / len(counted) > design["max_failed_fraction"] and status == "complete":
+    elif counted and failed / len(counted) > design.max_failed_fraction and status == "complete":
         status = "too_many_failures"
-        notes.append(f"{failed} of {len(counted)} runs failed after retries (limit {design['max_failed_fraction']:.0%})")
+        notes.append(f"{failed} of {len(counted)} runs failed after retries (limit {design.max_failed_fraction:.0%})")
     if block_source is not None:
-        notes.append(f"metric: {metric_mod.describe(dict(design['metric'], source=block_source))}")
+        notes.append(f"metric: {metric_mod.describe(dict(design.metric, source=block_source))}")
     return Execution(block=block, plan_digest=plan_digest, preflight_digest=preflight_digest, node=socket.gethostname(),
                      started_unix_ns=started, ended_unix_ns=time.time_ns(), status=status, runs=runs, notes=notes)

@@ -32,6 +32,7 @@ from statistics import mean, median
 from typing import Callable, Protocol
 
 from ..plan import metric as metric_mod
+from ..plan.types import Design
 from . import host_load, line_clock, observe
 from .types import Rank, Run, Work
 from ..core.errors import StallcaseError
@@ -52,8 +53,8 @@ class RetryPolicy:
     """a run still going after this is killed and counts as failed"""
 
     @classmethod
-    def of(cls, design: dict) -> "RetryPolicy":
-        return cls(int(design["max_retries"]), float(design.get("run_timeout_s", DEFAULT_TIMEOUT_S)))
+    def of(cls, design: Design) -> "RetryPolicy":
+        return cls(int(design.max_retries), float(design.run_timeout_s or DEFAULT_TIMEOUT_S))  # ABSENT: the default
 
     def attempts(self) -> range:
         return range(self.max_retries + 1)
@@ -76,7 +77,7 @@ class RetryPolicy:
 class RunRequest:
     spec: dict
     """the arm's rebuilt {argv, cwd, env} (plan/rebuild.py materialize_arm)"""
-    design: dict
+    design: Design
     """the plan's design (metric, timeouts)"""
     entry: dict
     """the schedule entry: index, arm (and `warms`)"""
@@ -205,7 +206,7 @@ class LocalRunner:
 
     def run(self, req: RunRequest, log=None) -> Run:
         design, entry, policy = req.design, req.entry, RetryPolicy.of(req.design)
-        metric = design["metric"]
+        metric = design.metric
         with tempfile.TemporaryDirectory(prefix="stallcase-run-") as tmp:
             steps_file, steps_dir = Path(tmp) / "steps.json", Path(tmp) / "steps"
             steps_dir.mkdir()
@@ -281,7 +282,7 @@ class FakeRunner:
         return Run(
             index=req.entry["index"], arm=req.entry["arm"], attempt=req.attempt, status="ok" if ok else "failed",
             exit_code=0 if ok else 1, start_unix_ns=start, end_unix_ns=start + 1,
-            metric_ns=STATISTICS[req.design["metric"]["statistic"]](values) if ok else None,
+            metric_ns=STATISTICS[req.design.metric["statistic"]](values) if ok else None,
             values_ns=list(values) if ok else [], gpu={"status": "not_observed", "reason": "fake runner"},
             unusual=[], error=error, metric_source=self.source if ok else None, work=None,
             stderr_tail=[] if ok else [error], ranks=None, capture=None, alternates=None)
