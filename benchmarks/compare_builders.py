@@ -6,7 +6,7 @@ import numpy as np
 
 from workflow_lib.core import records, typed
 from workflow_lib.plan.schedule import make_schedule
-from workflow_lib.plan.types import Plan
+from workflow_lib.plan.types import Design, Plan
 from workflow_lib.trials.types import Execution
 
 DIGEST0 = "0" * 64
@@ -20,6 +20,12 @@ def design(blocks: int = 8, runs_per_arm: int = 3, control_runs: int = 3, warmup
         "confidence": confidence,
         "metric": {"name": "step_time", "source": "recorder_steps", "statistic": "median", "unit": "ns"},
     }
+
+
+def typed_design(fields: dict) -> Design:
+    """A runner test's partial design (retries, timeout, metric) as the plan's Design: the
+    fields the runner does not read are those of design()."""
+    return Design.from_json({**design(), **fields})
 
 
 def plan(des: dict | None = None, *, same_as_baseline: bool = False) -> dict:

@@ -55,12 +55,9 @@ PARTS = {
     "plan.design": ("plan", ["design"]),
     "plan.design.metric": ("plan", ["design", "metric"]),
     "plan.design.metric.shape": ("plan", ["design", "metric", "shape"]),
-    "plan.arms.candidate": ("plan", ["arms", "candidate"]),
     "plan.arms.*.changes": ("plan", ["arms", "candidate", "changes"]),
     "plan.environment": ("plan", ["environment"]),
     "execution.runs[]": ("execution", ["runs", "[]"]),
-    "execution.runs[].capture": ("execution", ["runs", "[]", "capture"]),
-    "execution.runs[].ranks[]": ("execution", ["runs", "[]", "ranks", "[]"]),
     "execution.runs[].alternates": ("execution", ["runs", "[]", "alternates"]),
     "preflight.missing[]": ("preflight", ["missing", "[]"]),
     "snapshot": ("snapshot", []),
@@ -84,18 +81,15 @@ RULES = [
     ("compare/build.py", "_successful_values", r"arm_of", "built: index -> arm of the plan's schedule, made here"),
     ("compare/build.py", "_excluded", r"kw", "built: the function's keyword arguments"),
     ("compare/build.py", None, r"design|plan\.design", "plan.design"),
-    ("compare/build.py", None, r"metric|plan\.design\['metric'\]|design\['metric'\]", "plan.design.metric"),
-    ("compare/build.py", None, r"plan\.arms\['candidate'\]", "plan.arms.candidate"),
+    ("compare/build.py", None, r"metric|(plan\.)?design\.metric", "plan.design.metric"),
     ("compare/build.py", None, r"r|run", "execution.runs[]"),
     ("compare/build.py", "work_difference", r"work\['[AB]'\]", "built: each arm's work per step, made here from the runs"),
     (r"compare/(build|looks)\.py", None, r"executions", "built: the reader's map block id -> Execution (a block may have none)"),
     ("compare/build.py", None, r"excluded|reasons", "built: a count this function makes"),
     ("compare/by_component.py", "runs_by_arm", r"run", "execution.runs[]"),
-    ("compare/by_component.py", "runs_by_arm", r"cap", "execution.runs[].capture"),
     ("compare/by_component.py", None, r"rows|by|row|wall", "built: the component estimates made here"),
-    (r"compare/(job_metrics|recompare)\.py", None, r"run(\.get\('alternates'\)|\['alternates'\])", "execution.runs[].alternates"),
+    (r"compare/(job_metrics|recompare)\.py", None, r"run\.alternates", "execution.runs[].alternates"),
     (r"compare/(job_metrics|recompare)\.py", None, r"run", "execution.runs[]"),
-    ("compare/job_metrics.py", "_role_rates", r"r", "execution.runs[].ranks[]"),
     ("compare/job_metrics.py", None, r"rates", "built: steps per second by role, made here"),
     (r"compare/(job_metrics|recompare)\.py", None, r"metric", "plan.design.metric"),
     ("compare/job_metrics.py", "bound_warning", r"shape", "plan.design.metric.shape"),
@@ -144,8 +138,6 @@ RULES = [
 
 # (part, field) -> why the field may be absent. "*": the part is a map keyed by data.
 ALLOWED = {
-    ("plan.design", "stop"): "optional: a plan without it is a fixed design",
-    ("plan.design", "record_runs"): "optional: absent means the runs were not recorded",
     ("plan.design.metric", "per"): "optional, schema default step",
     ("plan.design.metric", "cpu_wait"): "optional, schema default counted",
     ("plan.design.metric", "shape"): "optional: a plan made before the job's shape was read, or a single process",
@@ -155,14 +147,14 @@ ALLOWED = {
     ("plan.design.metric", "ranks"): "optional: the job metric counts every rank",
     ("plan.design.metric.shape", "bound_role"): "optional: only a pipeline with a bound role",
     ("plan.design.metric.shape", "wait_share"): "optional: only a pipeline with declared roles",
-    ("plan.arms.candidate", "same_as_baseline"): "optional: absent for every candidate but an A/A one",
     ("plan.arms.*.changes", "*"): "free-form: the config's candidate changes (set_args, env, ...), each optional",
     ("plan.environment", "*"): "free-form: the environment fingerprint; _not_observed only where something was not",
-    # execution.runs[]'s capture, work, ranks and alternates: indexed since execution version 3
-    # (records.upgrade fills them null in older records)
+    # plan.design is a typed Design since issue 37 (stop, record_runs, run_timeout_s: attributes, ABSENT
+    # when left out); its metric stays a dict, read below
+    # plan.arms is a typed Arms since issue 37 (same_as_baseline and sources read as attributes)
+    # execution.runs[] is a typed Run since issue 37 (its capture, components and ranks read as
+    # attributes, ABSENT where optional); its alternates stay a map keyed by data
     ("execution.runs[].alternates", "*"): "a map keyed by job-metric name; a run may lack one",
-    ("execution.runs[].capture", "components"): "optional: a capture whose diagnosis failed, or a version 1 record",
-    ("execution.runs[].ranks[]", "total_ns"): "optional: absent in records before it was written",
     ("preflight.missing[]", "problem"): "optional: a missing artifact with no further problem",
     ("snapshot", "producer"): "optional in the snapshot schema (an incident that does not say what wrote it)",
     ("snapshot.sources", "*"): "a map keyed by source name; a source may be absent",

@@ -69,7 +69,7 @@ def test_patch_that_applies_nothing_inside_a_work_tree_is_refused(tmp_path, monk
     good = tmp_path / "good.patch"
     good.write_text("--- a/work.py\n+++ b/work.py\n@@ -1,2 +1,3 @@\n \n+# candidate change\n import json, os, sys, time\n")
     p = P.build_plan(snap, d, tmp_path / "results", design=DESIGN, candidate={"patch": str(good)})
-    assert p.arms["candidate"]["sources"] != p.arms["baseline"]["sources"]
+    assert p.arms.candidate.sources != p.arms.baseline.sources
     # a patch of a file the tree does not hold: git would skip it and exit 0 in a work tree
     other = tmp_path / "other.patch"
     other.write_text("--- a/elsewhere.py\n+++ b/elsewhere.py\n@@ -1 +1 @@\n-x\n+y\n")
@@ -198,8 +198,8 @@ def test_git_ref_changes_the_whole_tree_not_only_the_script(tmp_path):
     git(repo, "commit", "-qam", "faster model")
     p = P.build_plan(snap, records.digest_of(snap), tmp_path / "results", design=DESIGN,
                      candidate={"git_ref": "fix", "repo": str(repo)})
-    a = {s["relpath"]: s["digest"] for s in p.arms["baseline"]["sources"]}
-    b = {s["relpath"]: s["digest"] for s in p.arms["candidate"]["sources"]}
+    a = {s.relpath: s.digest for s in p.arms.baseline.sources}
+    b = {s.relpath: s.digest for s in p.arms.candidate.sources}
     assert [r for r in a if a[r] != b.get(r)] == ["pkg/model_def.py"]
     assert set(a) == set(b)  # the untracked helper stays, as pinned
     with pytest.raises(StallcaseError, match="same files"):

@@ -339,6 +339,7 @@ def _step(i, wall, wait, *, excess, sync_verdict="attributed"):
 
 def test_run_components_read_the_contract():
     from workflow_lib.trials import components as K
+    from workflow_lib.trials.types import StepBound
 
     ex = {"typical_ns": 900, "excess_ns": 300, "by_cause": {"input_starvation": 250}, "unexplained_ns": 50}
     steps = [_step(0, 5000, 4000, excess=None), _step(1, 900, 0, excess=None),  # warm-up, then no reference
@@ -346,20 +347,20 @@ def test_run_components_read_the_contract():
     diag = {"checks": ["input_starvation", "sync_stall"], "steps": steps, "summary": {"steps": 4},
             "next_experiments": [{"rank": 1, "check": "input_starvation", "recoverable_upper_bound_ns": 4300, "steps": 2}]}
     comp = K.run_components(diag, skip_steps=1)
-    v = comp["values_ns"]
-    assert comp["steps"] == 3 and v["wall"] == 1000 and v["check:input_starvation"] == 100
+    v = comp.values_ns
+    assert comp.steps == 3 and v["wall"] == 1000 and v["check:input_starvation"] == 100
     assert v["check:sync_stall"] == 100 and v["unexplained"] == 800 and v["gpu_busy"] == 900 and v["host_api"] == 50
     assert v["excess:input_starvation"] == 125 and v["excess:unexplained"] == 25  # over the 2 steps with a reference
-    assert comp["excess_available"] and K.value_of(comp, "excess:gpu_work_growth") == (0.0, None)
+    assert comp.excess_available and K.value_of(comp, "excess:gpu_work_growth") == (0.0, None)
     # The bound per step over the same 3 measured steps (warm-up step 0's 4000 ns left out, as
     # the components leave it out): 300 / 3, not the all-steps 4300 / 4 (issue 25).
-    assert comp["next_experiments"] == [{"check": "input_starvation", "bound_ns_per_step": 100.0}]
+    assert comp.next_experiments == [StepBound(check="input_starvation", bound_ns_per_step=100.0)]
     # Before delay attribution lands (no steps[].excess): excess is not available, never 0.
     for st in steps:
         st.pop("excess")
     comp = K.run_components(diag, skip_steps=1)
-    assert not comp["excess_available"] and K.value_of(comp, "excess:input_starvation")[0] is None
+    assert not comp.excess_available and K.value_of(comp, "excess:input_starvation")[0] is None
     # A check unresolved in one measured step is unknown for the run.
     steps[2] = _step(2, 1200, 300, excess=False, sync_verdict="unresolved")
     comp = K.run_components(diag, skip_steps=1)
-    assert comp["values_ns"]["check:sync_stall"] is None and "host CUDA API calls" in comp["unobserved"]["check:sync_stall"]
+    assert comp.values_ns["check:sync_stall"] is None and "host CUDA API calls" in comp.unobserved["check:sync_stall"]

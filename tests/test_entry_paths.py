@@ -52,8 +52,8 @@ def test_kineto_import_takes_the_workload_command(tmp_path):
     assert any(a["role"] == "source" and a["path"] == str(tmp_path / "prog.py") for a in inc.manifest["artifacts"])
     plan, ex = _block(tmp_path, tmp_path / "inc" / "kx")
     assert ex.status == "complete", ex.notes
-    assert {r["metric_source"] for r in ex.runs} == {"process_wall"}
-    assert all(r["metric_ns"] >= 50e6 for r in ex.runs)
+    assert {r.metric_source for r in ex.runs} == {"process_wall"}
+    assert all(r.metric_ns >= 50e6 for r in ex.runs)
 
 
 def test_kineto_import_without_a_program_is_one_line_error(tmp_path):
@@ -76,7 +76,7 @@ def test_record_without_step_pattern_gets_a_per_run_metric(tmp_path):
     assert diagnose_dir(tmp_path / "inc" / "rx")["steps"][0]["wall_ns"] >= 100e6  # the diagnose rule has a step
     plan, ex = _block(tmp_path, tmp_path / "inc" / "rx")
     assert ex.status == "complete", ex.notes
-    assert {r["metric_source"] for r in ex.runs} == {"process_wall"} and all(r["metric_ns"] >= 100e6 for r in ex.runs)
+    assert {r.metric_source for r in ex.runs} == {"process_wall"} and all(r.metric_ns >= 100e6 for r in ex.runs)
 
 
 def test_record_with_step_pattern_times_the_printed_steps(tmp_path):
@@ -91,7 +91,7 @@ def test_record_with_step_pattern_times_the_printed_steps(tmp_path):
             sys.executable, "steps.py", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     plan, ex = _block(tmp_path, tmp_path / "inc" / "sx")
-    assert plan.design["metric"]["step_pattern"] == pat
+    assert plan.design.metric["step_pattern"] == pat
     assert ex.status == "complete", ex.notes
-    assert {r["metric_source"] for r in ex.runs} == {"stdout_steps"}
-    assert all(len(r["values_ns"]) == 5 and 19e6 <= r["metric_ns"] < 200e6 for r in ex.runs)
+    assert {r.metric_source for r in ex.runs} == {"stdout_steps"}
+    assert all(len(r.values_ns) == 5 and 19e6 <= r.metric_ns < 200e6 for r in ex.runs)

@@ -19,6 +19,8 @@ from workflow_lib.trials import block as trials
 from incident_factory import make_incident
 from test_plan import DESIGN
 
+from workflow_lib.plan.types import Design
+
 NODE_OWNED = {"CUDA_VISIBLE_DEVICES": "3", "LD_PRELOAD": "", "LD_LIBRARY_PATH": "/node/lib", "PYTHONPATH": "/node/py"}
 HOSTILE = {"CUDA_VISIBLE_DEVICES": "0", "LD_PRELOAD": "/tmp/evil.so", "LD_LIBRARY_PATH": "/evil/lib",
            "PYTHONPATH": "/evil/py", "OMP_NUM_THREADS": "2"}
@@ -36,7 +38,7 @@ def test_a_hostile_manifests_preload_never_reaches_the_plan(tmp_path):
     snap = _hostile_snapshot(tmp_path)
     plan = P.build_plan(snap, records.digest_of(snap), tmp_path / "results", design=DESIGN, candidate="baseline")
     assert plan.workload["env"] == {"OMP_NUM_THREADS": "2"}
-    assert plan.arms["baseline"]["env"] == plan.arms["candidate"]["env"] == {"OMP_NUM_THREADS": "2"}
+    assert plan.arms.baseline.env == plan.arms.candidate.env == {"OMP_NUM_THREADS": "2"}
     with pytest.raises(Exception, match="CUDA_VISIBLE_DEVICES: the node's own"):
         P.build_plan(snap, records.digest_of(snap), tmp_path / "results", design=DESIGN,
                      candidate={"env": {"CUDA_VISIBLE_DEVICES": "1"}})
@@ -50,8 +52,8 @@ def test_a_trial_run_gets_the_nodes_own_values_even_from_a_hand_edited_plan(tmp_
             f"json.dump({{k: os.environ.get(k) for k in {sorted(HOSTILE)!r}}}, open({str(out)!r}, 'w'))\n"
             "json.dump({'schema_version': 1, 'steps_ns': [1, 2], 'unusual': []}, open(os.environ['STALLCASE_STEPS_OUT'], 'w'))\n")
     spec = {"argv": [sys.executable, "-c", code], "cwd": str(tmp_path), "env": dict(HOSTILE)}
-    run = trials.one_run(spec, DESIGN, {"index": 0, "arm": "A"}, 0, None)
-    assert run["status"] == "ok", run["error"]
+    run = trials.one_run(spec, Design.from_json(DESIGN), {"index": 0, "arm": "A"}, 0, None)
+    assert run.status == "ok", run.error
     seen = json.loads(out.read_text())
     assert seen == {**NODE_OWNED, "OMP_NUM_THREADS": "2"}
 

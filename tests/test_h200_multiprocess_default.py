@@ -54,7 +54,7 @@ def _todays_default(plan: Plan) -> dict:
     the shape read from the recording decides (plan/metric.resolve does the same from the store)."""
     inc = read_incident(RECORDING)
     roles = {int(r): v for r, v in inc.manifest["job"]["roles"].items()}
-    asked = {k: v for k, v in plan.design["metric"].items() if k not in ("job", "role", "shape", "ranks", "expect_ranks")}
+    asked = {k: v for k, v in plan.design.metric.items() if k not in ("job", "role", "shape", "ranks", "expect_ranks")}
     return job_metric.resolve(asked, inc.manifest, job_shape.classify(inc, roles, int(asked.get("skip_steps", 0))))
 
 
@@ -119,16 +119,16 @@ def test_a_candidate_whose_consumers_fall_behind_is_warned_about():
     for block, e in ex.items():
         runs = []
         for run in e.runs:
-            run = dict(run)
-            if run["arm"] == "B":
-                run["ranks"] = [dict(r, total_ns=r["total_ns"] * 4) if r["role"] == "consumer" else r for r in run["ranks"]]
+            if run.arm == "B":
+                run = dataclasses.replace(run, ranks=[dataclasses.replace(r, total_ns=r.total_ns * 4) if r.role == "consumer"
+                                                      else r for r in run.ranks])
             runs.append(run)
         slow[block] = dataclasses.replace(e, runs=runs)
     new_plan, new_ex = recompare.with_job_metric(plan, slow, m["job"], m["role"], m["shape"])
-    warning = job_metrics.bound_warning(new_plan.design["metric"], list(new_ex.values()))
+    warning = job_metrics.bound_warning(new_plan.design.metric, list(new_ex.values()))
     assert warning and "consumer ranks may no longer keep up" in warning, warning
     assert "trials: {metric: {job: throughput, role: consumer}}" in warning
     c = recompare.again(plan, slow, m["job"], m["role"], m["shape"]).to_json()
     assert warning in c["warnings"] and warning in c["reasons"]
     as_run, as_run_ex = recompare.with_job_metric(plan, ex, m["job"], m["role"], m["shape"])
-    assert job_metrics.bound_warning(as_run.design["metric"], list(as_run_ex.values())) is None
+    assert job_metrics.bound_warning(as_run.design.metric, list(as_run_ex.values())) is None

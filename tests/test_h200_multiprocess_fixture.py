@@ -72,7 +72,7 @@ def _todays_default(plan: Plan) -> dict:
     my.yaml gave it (role: consumer, no job), the job's shape read from the committed incident."""
     inc = read_incident(D / "incident")
     roles = {int(r): v for r, v in inc.manifest["job"]["roles"].items()}
-    asked = {k: v for k, v in plan.design["metric"].items() if k not in ("job", "shape", "ranks", "expect_ranks")}
+    asked = {k: v for k, v in plan.design.metric.items() if k not in ("job", "shape", "ranks", "expect_ranks")}
     return job_metric.resolve(asked, inc.manifest, job_shape.classify(inc, roles))
 
 
@@ -103,11 +103,10 @@ def _with_consumer_throughput(ex: dict[str, Execution], role: str) -> dict[str, 
     for block, e in ex.items():
         runs = []
         for r in e.runs:
-            r = dict(r)
-            if r["status"] == "ok" and r.get("ranks"):
-                cons = [x for x in r["ranks"] if x["role"] == role]
-                r["alternates"] = {job_metric.selector("throughput", role):
-                                   max(x["median_ns"] * x["steps"] for x in cons) / sum(x["steps"] for x in cons)}
+            if r.status == "ok" and r.ranks:
+                cons = [x for x in r.ranks if x.role == role]
+                r = dataclasses.replace(r, alternates={job_metric.selector("throughput", role):
+                                                       max(x.median_ns * x.steps for x in cons) / sum(x.steps for x in cons)})
             runs.append(r)
         out[block] = dataclasses.replace(e, runs=runs)
     return out

@@ -35,7 +35,7 @@ def _compared(name: str) -> dict:
 
 def test_the_plan_chose_the_producers_throughput_from_the_recording():
     plan, _ = _records("ab")
-    m = plan.design["metric"]
+    m = plan.design.metric
     assert (m["job"], m["role"], m["source"]) == ("throughput", "producer", "auto"), m
     shape = m["shape"]
     assert (shape["kind"], shape["chosen_by"], shape["bound_role"]) == ("pipeline", "recording", "producer")

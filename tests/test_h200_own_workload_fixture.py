@@ -26,8 +26,8 @@ def test_h200_own_workload_records_reproduce_their_verdict(D):
     assert again["verdict"] == stored["verdict"] == "faster"
     assert abs(again["estimate"]["ratio"] - stored["estimate"]["ratio"]) < 1e-12
     runs = [r for e in ex.values() for r in e.runs]
-    assert len(runs) == 18 and all(r["status"] == "ok" and r["metric_source"] == "recorder_steps" for r in runs)
-    assert {s["relpath"] for s in plan.arms["baseline"]["sources"]} == {"model.py", "train.py"}
-    assert plan.arms["candidate"]["argv"][-2:] == ["--workers", "4"]
+    assert len(runs) == 18 and all(r.status == "ok" and r.metric_source == "recorder_steps" for r in runs)
+    assert {s.relpath for s in plan.arms.baseline.sources} == {"model.py", "train.py"}
+    assert plan.arms.candidate.argv[-2:] == ["--workers", "4"]
     control = again["noise_floor"]["control"]  # A' vs A: the same pinned baseline, interleaved
     assert control["ratio_low"] < 1 < control["ratio_high"]

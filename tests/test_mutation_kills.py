@@ -50,7 +50,7 @@ def test_warmup_failures_are_not_counted(tmp_path, monkeypatch):
     assert warm
     plan = dataclasses.replace(plan, schedule={"b000": [e for e in sched if e["arm"] != "warmup"] + warm})
     fake = _fake_runs(lambda e, a: "failed" if e["arm"] == "warmup" else "ok")
-    plan = dataclasses.replace(plan, design=dict(plan.design, max_failed_fraction=0.0))
+    plan = dataclasses.replace(plan, design=dataclasses.replace(plan.design, max_failed_fraction=0.0))
     rec = trials.run_block(plan, pd, pre, records.digest_of(pre), "b000", tmp_path / "results", tmp_path / "work", runner=fake)
     assert rec.status == "complete"
 
@@ -61,10 +61,10 @@ def test_failed_fraction_at_the_limit_is_not_too_many(tmp_path, monkeypatch):
     counted = [e for e in plan.schedule["b000"] if e["arm"] != "warmup"]
     first = counted[0]["index"]
     fake = _fake_runs(lambda e, a: "failed" if e["index"] == first else "ok")
-    plan = dataclasses.replace(plan, design=dict(plan.design, max_failed_fraction=1 / len(counted)))
+    plan = dataclasses.replace(plan, design=dataclasses.replace(plan.design, max_failed_fraction=1 / len(counted)))
     rec = trials.run_block(plan, pd, pre, records.digest_of(pre), "b000", tmp_path / "results", tmp_path / "work", runner=fake)
     assert rec.status == "complete"
-    plan = dataclasses.replace(plan, design=dict(plan.design, max_failed_fraction=1 / len(counted) - 1e-9))
+    plan = dataclasses.replace(plan, design=dataclasses.replace(plan.design, max_failed_fraction=1 / len(counted) - 1e-9))
     rec = trials.run_block(plan, pd, pre, records.digest_of(pre), "b000", tmp_path / "results", tmp_path / "work2", runner=fake)
     assert rec.status == "too_many_failures"
 

@@ -38,14 +38,14 @@ def test_plan_is_valid_deterministic_and_stored(tmp_path):
     from workflow_lib.core.cas import CAS
 
     assert CAS(tmp_path / "results").get_bytes(digest) == records.canonical_bytes(p1.to_json())
-    assert p1.arms["candidate"]["argv"][-1] == "2" and not p1.arms["candidate"]["same_as_baseline"]
+    assert p1.arms.candidate.argv[-1] == "2" and not p1.arms.candidate.same_as_baseline
     assert sorted(p1.schedule) == ["b000", "b001"]
 
 
 def test_aa_plan_candidate_is_baseline(tmp_path):
     snap, d = _snap(tmp_path)
     p = P.build_plan(snap, d, tmp_path / "results", design=DESIGN, candidate="baseline")
-    assert p.arms["candidate"]["same_as_baseline"] and p.arms["candidate"]["argv"] == p.arms["baseline"]["argv"]
+    assert p.arms.candidate.same_as_baseline and p.arms.candidate.argv == p.arms.baseline.argv
 
 
 def test_patch_candidate_resolved_to_digests_and_materialized(tmp_path):
@@ -53,8 +53,8 @@ def test_patch_candidate_resolved_to_digests_and_materialized(tmp_path):
     patch = tmp_path / "c.patch"
     patch.write_text("--- a/work.py\n+++ b/work.py\n@@ -1,2 +1,3 @@\n \n+# candidate change\n import json, os, sys, time\n")
     p = P.build_plan(snap, d, tmp_path / "results", design=DESIGN, candidate={"patch": str(patch)})
-    a, b = p.arms["baseline"]["sources"], p.arms["candidate"]["sources"]
-    assert a[0]["relpath"] == b[0]["relpath"] == "work.py" and a[0]["digest"] != b[0]["digest"]
+    a, b = p.arms.baseline.sources, p.arms.candidate.sources
+    assert a[0].relpath == b[0].relpath == "work.py" and a[0].digest != b[0].digest
     spec = R.materialize_arm(p, "B", tmp_path / "results", tmp_path / "wB")
     assert "# candidate change" in (tmp_path / "wB" / "work.py").read_text()
     assert spec["argv"][1] == str(tmp_path / "wB" / "work.py")
@@ -71,7 +71,7 @@ def test_git_ref_candidate(tmp_path):
     (src / "work.py").write_text((src / "work.py").read_text() + "\n# on a branch\n")
     run("checkout", "-qb", "cand"); run("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "cand")
     p = P.build_plan(snap, d, tmp_path / "results", design=DESIGN, candidate={"git_ref": "cand", "repo": str(src)})
-    assert len(p.arms["candidate"]["changes"]["git_ref"]) == 40
+    assert len(p.arms.candidate.changes["git_ref"]) == 40
     R.materialize_arm(p, "B", tmp_path / "results", tmp_path / "wB")
     assert "# on a branch" in (tmp_path / "wB" / "work.py").read_text()
 
@@ -79,10 +79,10 @@ def test_git_ref_candidate(tmp_path):
 def test_reconstruction_blocks_when_source_is_gone_everywhere(tmp_path):
     snap, d = _snap(tmp_path)
     p = P.build_plan(snap, d, tmp_path / "results", design=DESIGN, candidate="baseline")
-    src = p.arms["baseline"]["sources"][0]
+    src = p.arms.baseline.sources[0]
     from workflow_lib.core.cas import CAS
 
-    CAS(tmp_path / "results").path_for(src["digest"]).unlink()
+    CAS(tmp_path / "results").path_for(src.digest).unlink()
     (tmp_path / "src" / "work.py").unlink()
     with pytest.raises(MissingArtifact, match="role=source path=work.py"):
         R.materialize_arm(p, "A", tmp_path / "results", tmp_path / "w")
@@ -92,7 +92,7 @@ def test_manifest_env_is_refiltered_and_candidate_env_must_be_allow_listed(tmp_p
     snap, d = _snap(tmp_path)
     snap = dict(snap, workload=dict(snap["workload"], env={"BASH_ENV": "/tmp/evil", "OMP_NUM_THREADS": "4"}))
     p = P.build_plan(snap, d, tmp_path / "results", design=DESIGN, candidate="baseline")
-    assert p.workload["env"] == {"OMP_NUM_THREADS": "4"} and p.arms["baseline"]["env"] == {"OMP_NUM_THREADS": "4"}
+    assert p.workload["env"] == {"OMP_NUM_THREADS": "4"} and p.arms.baseline.env == {"OMP_NUM_THREADS": "4"}
     from workflow_lib.core.errors import StallcaseError
 
     with pytest.raises(StallcaseError, match="LD_AUDIT"):

@@ -103,7 +103,7 @@ def test_a_candidate_that_changes_nothing_is_refused(recorded, candidate):
     with pytest.raises(StallcaseError, match="changes nothing.*candidate=baseline"):
         P.build_plan(snap, records.digest_of(snap), root / "results", design=DESIGN, candidate=candidate)
     assert P.build_plan(snap, records.digest_of(snap), root / "results", design=DESIGN,
-                        candidate="baseline").arms["candidate"]["same_as_baseline"]
+                        candidate="baseline").arms.candidate.same_as_baseline
 
 
 def test_a_declared_root_inside_a_monorepo_pins_that_project_and_git_ref_reads_its_subtree(tmp_path):
@@ -127,6 +127,6 @@ def test_a_declared_root_inside_a_monorepo_pins_that_project_and_git_ref_reads_i
     git(mono, "commit", "-qam", "fix loader")
     plan = P.build_plan(snap, records.digest_of(snap), tmp_path / "results", design=DESIGN,
                         candidate={"git_ref": "fix", "repo": str(mono)})
-    a = {s["relpath"]: s["digest"] for s in plan.arms["baseline"]["sources"]}
-    b = {s["relpath"]: s["digest"] for s in plan.arms["candidate"]["sources"]}
+    a = {s.relpath: s.digest for s in plan.arms.baseline.sources}
+    b = {s.relpath: s.digest for s in plan.arms.candidate.sources}
     assert set(a) == set(b) and [r for r in a if a[r] != b[r]] == ["loader.py"]

@@ -23,10 +23,11 @@ def test_the_tree_has_no_fallback_on_a_record_and_no_unclassified_get(rg, capsys
 
 
 def test_a_get_of_a_required_field_is_a_fallback(rg):
-    # a rank's role is required in execution.runs[].ranks[]: r.get("role") is a fallback
-    src = 'def _role_rates(run):\n    for r in run["ranks"]:\n        r.get("role")\n        r.get("total_ns")\n'
-    got = [(r["field"], r["class"]) for r in rg.rows_of("compare/job_metrics.py", src)]
-    assert got == [("role", "fallback"), ("total_ns", "optional")]
+    # a metric's source is required in plan.design.metric: metric.get("source") is a fallback
+    # (execution.runs[].ranks[], this test's earlier example, is a typed Run's Rank since issue 37)
+    src = 'def _metric_label(metric):\n    metric.get("source")\n    metric.get("per")\n'
+    got = [(r["field"], r["class"]) for r in rg.rows_of("compare/build.py", src)]
+    assert got == [("source", "fallback"), ("per", "optional")]
 
 
 def test_a_get_no_rule_names_is_unclassified(rg):
@@ -58,7 +59,7 @@ def test_the_newest_version_s_requirements_count(rg, monkeypatch):
 
 
 def test_an_optional_field_needs_a_reason(rg, monkeypatch):
-    monkeypatch.delitem(rg.ALLOWED, ("plan.design", "stop"))
-    src = 'def _look(design):\n    return design.get("stop")\n'
+    monkeypatch.delitem(rg.ALLOWED, ("plan.design.metric", "per"))
+    src = 'def work_warnings(metric):\n    return metric.get("per")\n'
     assert [r["class"] for r in rg.rows_of("compare/build.py", src)] == ["unlisted"]
     assert rg.main(["--check"]) == 1

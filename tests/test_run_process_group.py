@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from workflow_lib.trials.runner import LocalRunner, RetryPolicy, RunRequest, RunResult
+from workflow_lib.trials.runner import LocalRunner, RetryPolicy, RunRequest
+from workflow_lib.trials.types import Run
+from benchmarks.compare_builders import typed_design
 
 DESIGN = {"max_retries": 0, "run_timeout_s": 3,
           "metric": {"name": "t", "source": "process_wall", "statistic": "median", "unit": "ns", "skip_steps": 0}}
@@ -54,11 +56,11 @@ def _alive(pid: int) -> bool:
     return state != "Z"  # a zombie has exited (its parent, init, reaps it)
 
 
-def _run(tmp_path: Path, mode: str, design=DESIGN) -> tuple[RunResult, list[int]]:
+def _run(tmp_path: Path, mode: str, design=DESIGN) -> tuple[Run, list[int]]:
     (tmp_path / "forks.py").write_text(FORKS)
     pids = tmp_path / f"pids-{mode}"
     spec = {"argv": [sys.executable, "forks.py", mode, str(pids)], "cwd": str(tmp_path), "env": {}}
-    got = LocalRunner().run(RunRequest(spec, design, {"index": 0, "arm": "A"}, 0, {}))
+    got = LocalRunner().run(RunRequest(spec, typed_design(design), {"index": 0, "arm": "A"}, 0, {}))
     left = [int(x) for x in pids.read_text().split()]
     return got, left
 
@@ -89,9 +91,10 @@ def test_a_timed_out_run_returns_at_its_timeout_even_when_children_hold_its_outp
     assert time.monotonic() - t0 < 3 + 30  # the timeout, plus starting Python on a busy machine
 
 
-def _result(code: int, error: str, attempt: int) -> RunResult:
-    return RunResult(index=0, arm="A", attempt=attempt, status="failed", exit_code=code, start_unix_ns=0, end_unix_ns=1,
-                     metric_ns=None, error=error)
+def _result(code: int, error: str, attempt: int) -> Run:
+    return Run(index=0, arm="A", attempt=attempt, status="failed", exit_code=code, start_unix_ns=0, end_unix_ns=1,
+                     metric_ns=None, values_ns=[], gpu={}, unusual=[], error=error, metric_source=None, work=None,
+                     stderr_tail=[], ranks=None, capture=None, alternates=None)
 
 
 def test_a_deterministic_failure_is_not_retried_to_the_limit():
@@ -113,7 +116,7 @@ def test_a_block_stops_retrying_a_deterministic_crash_and_removes_a_killed_block
     from workflow_lib.trials.runner import FakeRunner
 
     plan, pd, pre = _setup(tmp_path)
-    plan = dataclasses.replace(plan, design=dict(plan.design, max_retries=5, record_runs=False))
+    plan = dataclasses.replace(plan, design=dataclasses.replace(plan.design, max_retries=5, record_runs=False))
     leftover = tmp_path / "work" / "captures" / "003-0" / "incident-of-a-killed-block"
     leftover.mkdir(parents=True)
     fake = FakeRunner(lambda req: ([], "exit status 1: ValueError: bad input"))

@@ -12,6 +12,7 @@ import pytest
 
 from workflow_lib.capture.types import StepsOut
 from workflow_lib.trials.types import Execution
+from benchmarks.compare_builders import typed_design
 from workflow_lib.plan import job_metric, metric
 from workflow_lib.core import records
 from workflow_lib.trials.runner import FakeRunner, LocalRunner, RetryPolicy, RunRequest, failure_reason
@@ -35,7 +36,7 @@ RANKS = textwrap.dedent("""
 
 def _req(tmp_path, argv, design=DESIGN, **env):
     spec = {"argv": argv, "cwd": str(tmp_path), "env": dict(env)}
-    return RunRequest(spec, design, {"index": 0, "arm": "A"}, 0, {})
+    return RunRequest(spec, typed_design(design), {"index": 0, "arm": "A"}, 0, {})
 
 
 def _job_design(**kw):
@@ -50,21 +51,23 @@ def test_the_fake_and_the_real_runner_return_the_same_fields(tmp_path):
     fake = FakeRunner(lambda req: ([1.0, 2.0], None)).run(_req(tmp_path, ["x"], _job_design()))
     assert type(real) is type(fake)
     assert real.status == fake.status == "ok"
-    assert set(real.record()) == set(fake.record())
+    assert set(real.to_json()) == set(fake.to_json())
+    # a multi-process run's ranks as the runner's dicts wrote them before runs were typed (d9bb896)
+    assert [list(r) for r in real.to_json()["ranks"]] == [["rank", "role", "steps", "median_ns", "total_ns", "counted"]] * 3
     real_failed = LocalRunner().run(_req(tmp_path, [sys.executable, "-c", "import sys; sys.exit(3)"]))
     fake_failed = FakeRunner(lambda req: ([], "exit status 3")).run(_req(tmp_path, ["x"]))
-    assert set(real_failed.record()) == set(fake_failed.record())
+    assert set(real_failed.to_json()) == set(fake_failed.to_json())
     for r in (real, fake, real_failed, fake_failed):  # both are execution-record runs
-        records.validate({"schema_version": 2, "kind": "execution", "block": "b000", "plan_digest": "0" * 64,
+        records.validate({"schema_version": 3, "kind": "execution", "block": "b000", "plan_digest": "0" * 64,
                           "preflight_digest": "0" * 64, "node": "n", "started_unix_ns": 0, "ended_unix_ns": 1,
-                          "status": "complete", "runs": [r.record()], "notes": []}, "execution")
+                          "status": "complete", "runs": [r.to_json()], "notes": []}, "execution")
 
 
 def test_a_multi_process_run_is_its_slowest_rank_per_step_every_rank_reached(tmp_path):
     (tmp_path / "ranks.py").write_text(RANKS)
     got = LocalRunner().run(_req(tmp_path, [sys.executable, "ranks.py"], _job_design()))
     assert got.values_ns == [12.0, 50.0, 12.0]  # 3 steps every rank reached; rank 1's slow step counts
-    assert [(r["rank"], r["role"]) for r in got.ranks] == [(0, "producer"), (1, "consumer"), (2, "consumer")]
+    assert [(r.rank, r.role) for r in got.ranks] == [(0, "producer"), (1, "consumer"), (2, "consumer")]
     producers = LocalRunner().run(_req(tmp_path, [sys.executable, "ranks.py"], _job_design(role="producer")))
     assert producers.values_ns == [10.0] * 4
 
@@ -73,7 +76,7 @@ def test_a_rank_that_writes_nothing_fails_the_run_naming_it(tmp_path):
     (tmp_path / "ranks.py").write_text(RANKS)
     got = LocalRunner().run(_req(tmp_path, [sys.executable, "ranks.py"], _job_design(), FAIL_RANK="2"))
     assert got.status == "failed" and "rank 2 wrote no steps" in got.error
-    assert not RetryPolicy.of(DESIGN).retry(got)  # the same program reads the same nothing
+    assert not RetryPolicy.of(typed_design(DESIGN)).retry(got)  # the same program reads the same nothing
 
 
 def test_a_failed_run_keeps_its_stderr_and_says_why(tmp_path):
@@ -81,7 +84,7 @@ def test_a_failed_run_keeps_its_stderr_and_says_why(tmp_path):
     got = LocalRunner().run(_req(tmp_path, [sys.executable, "-c", prog]))
     assert got.error == "exit status 1: rank 0 exited: ValueError: MASTER_ADDR expected"
     assert got.stderr_tail[-1] == "[rank0]: ValueError: MASTER_ADDR expected"
-    assert RetryPolicy.of(DESIGN).retry(got)
+    assert RetryPolicy.of(typed_design(DESIGN)).retry(got)
 
 
 @pytest.mark.parametrize("stderr, want", [
@@ -132,8 +135,11 @@ def test_the_end_of_run_line_says_why_runs_failed():
     from workflow_lib.report.glance import verdict_line
 
     why = "exit status 1: rank 0 exited: ValueError: MASTER_ADDR expected"
-    runs = [{"index": 0, "status": "failed", "error": why}, {"index": 0, "status": "failed", "error": why},
-            {"index": 1, "status": "ok", "error": None}]
+    def run(index, error):
+        req = RunRequest({"argv": ["x"], "cwd": ".", "env": {}}, typed_design(DESIGN), {"index": index, "arm": "A"}, 0, {})
+        return FakeRunner(lambda req: ([1.0], error)).run(req)  # a typed Run, as the block writes it
+
+    runs = [run(0, why), run(0, why), run(1, None)]
     def block(b, its_runs):
         return Execution(block=b, plan_digest="0" * 64, preflight_digest="0" * 64, node="n", status="complete", runs=its_runs)
 

@@ -13,7 +13,7 @@ from workflow_lib.core import records
 from workflow_lib.trials import host_load
 from workflow_lib.trials.runner import LocalRunner, RunRequest
 
-from benchmarks.compare_builders import design, executions, lognormal_values, plan, typed_records
+from benchmarks.compare_builders import design, executions, lognormal_values, plan, typed_design, typed_records
 
 SPIN = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass\n"
 
@@ -57,7 +57,7 @@ def test_a_run_beside_a_cpu_hog_carries_the_busy_note(tmp_path):
     des = {"max_retries": 0, "run_timeout_s": 60,
            "metric": {"name": "t", "source": "process_wall", "statistic": "median", "unit": "ns", "skip_steps": 0}}
     req = RunRequest({"argv": [sys.executable, "-c", "import time; time.sleep(1.5)"], "cwd": str(tmp_path), "env": {}},
-                     des, {"index": 0, "arm": "A"}, 0, {})
+                     typed_design(des), {"index": 0, "arm": "A"}, 0, {})
     hogs = [subprocess.Popen([sys.executable, "-c", SPIN.format(s=30)]) for _ in range(os.cpu_count() or 1)]
     try:
         time.sleep(0.3)

@@ -37,13 +37,27 @@ def test_each_run_has_its_own_incident_and_diagnosis(tmp_path, monkeypatch, rela
     rec = trials.run_block(plan, pd, pre, records.digest_of(pre), "b000", tmp_path / "results",
                            "work" if relative_work else work)
     records.validate(rec.to_json(), "execution")
-    assert [r["status"] for r in rec.runs] == ["ok", "ok"]
+    assert [r.status for r in rec.runs] == ["ok", "ok"]
     for r in rec.runs:
-        cap = r["capture"]
-        assert cap["error"] is None and str(Path(cap["incident"]).resolve()).startswith(str(work / "captures"))
-        d = load_diagnosis(cap["diagnosis"])
-        assert d.n_steps == 8 and cap["explained_ns"] + cap["unexplained_ns"] == d.record["summary"]["wall_ns"]
+        cap = r.capture
+        assert cap.error is None and str(Path(cap.incident).resolve()).startswith(str(work / "captures"))
+        d = load_diagnosis(cap.diagnosis)
+        assert d.n_steps == 8 and cap.explained_ns + cap.unexplained_ns == d.record["summary"]["wall_ns"]
     assert manifest.read_bytes() == original  # the original incident is untouched
+    # The JSON the typed Run writes has the keys, in the order, that the runner's dict wrote
+    # before runs were typed (dataclasses.asdict of RunResult, d9bb896): every field, nulls included.
+    written = rec.to_json()["runs"][0]
+    assert list(written) == RUN_KEYS_AS_WRITTEN and list(written["capture"]) == CAPTURE_KEYS_AS_WRITTEN
+    assert list(written["capture"]["components"]) == COMPONENTS_KEYS_AS_WRITTEN
+    assert type(rec).from_json(rec.to_json()) == rec  # and reads back as the same typed record
+
+
+RUN_KEYS_AS_WRITTEN = ["index", "arm", "attempt", "status", "exit_code", "start_unix_ns", "end_unix_ns", "metric_ns",
+                       "values_ns", "gpu", "unusual", "error", "metric_source", "work", "stderr_tail", "ranks", "capture",
+                       "alternates"]
+CAPTURE_KEYS_AS_WRITTEN = ["incident", "diagnosis", "error", "explained_ns", "unexplained_ns", "components"]
+COMPONENTS_KEYS_AS_WRITTEN = ["statistic", "steps", "values_ns", "unobserved", "excess_available", "spans_available",
+                              "next_experiments"]
 
 
 def test_each_run_carries_its_components(tmp_path):
@@ -55,11 +69,11 @@ def test_each_run_carries_its_components(tmp_path):
 
     manifest = demo.capture(tmp_path / "inc", ["--steps", "8", "--min-ready", "2", "--producer-ms", "1"])
     cap = observe.diagnose_capture(manifest.parent.parent, skip_steps=2)
-    comp = cap["components"]
-    d = load_diagnosis(cap["diagnosis"])
+    comp = cap.components
+    d = load_diagnosis(cap.diagnosis)
     steps = d.steps(C.measured_rows(d, 2))
-    assert comp["steps"] == len(steps) == 6
-    v = comp["values_ns"]
+    assert comp.steps == len(steps) == 6
+    v = comp.values_ns
     assert v["wall"] == sum(s["wall_ns"] for s in steps) / 6
     # The check components and the unexplained time partition the wall time.
     parts = [x for k, x in v.items() if k.startswith("check:")] + [v["unexplained"]]
@@ -68,12 +82,12 @@ def test_each_run_carries_its_components(tmp_path):
     # Top-level spans partition the host thread's step time, with the rest in span:(none).
     spans = [x for k, x in v.items() if k.startswith("span:")]
     assert v["span:queue.wait"] > 0 and abs(sum(spans) - v["wall"]) < 1e-6 * v["wall"]
-    for name, why in comp["unobserved"].items():
+    for name, why in comp.unobserved.items():
         assert why
         if name in v:
             assert v[name] is None
     if not d.record["sources"].get("cupti", {}).get("status") == "observed":
-        assert v["gpu_busy"] is None and "gpu_busy" in comp["unobserved"]
+        assert v["gpu_busy"] is None and "gpu_busy" in comp.unobserved
     assert C.value_of(comp, "span:never-recorded") == (0.0, None)
     assert C.value_of(None, "wall")[0] is None
-    assert Path(cap["incident"]).is_dir()
+    assert Path(cap.incident).is_dir()

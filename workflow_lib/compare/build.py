@@ -21,7 +21,7 @@ from . import by_component as compare_components, job_metrics, sequential, stats
 from ..core import records
 from . import verdict as V
 from ..core.errors import RecordError
-from ..plan.types import Plan
+from ..plan.types import Design, Plan
 from ..trials.host_load import BUSY_NOTE, BUSY_SHARE
 from ..trials.types import Execution
 from .types import (BlockResult, Comparison, Counts, DesignSummary, Estimate, Interval, JobMetric, Mde, Method,
@@ -77,18 +77,18 @@ def _successful_values(block: str, planned: list[dict], execution: Execution) ->
     ok: dict[int, float | None] = {}
     failed_attempts = unusual = 0
     for run in execution.runs:
-        index = int(run["index"])
-        if arm_of.get(index) != run["arm"]:
+        index = int(run.index)
+        if arm_of.get(index) != run.arm:
             raise RecordError(
                 f"execution/{block}.json",
-                f"run {index} is arm {run['arm']!r} but the plan's schedule has {arm_of.get(index)!r}; "
+                f"run {index} is arm {run.arm!r} but the plan's schedule has {arm_of.get(index)!r}; "
                 "the execution does not follow this plan",
             )
-        if run["arm"] == "warmup":
+        if run.arm == "warmup":
             continue
-        unusual += bool(run["unusual"])
-        if run["status"] == "ok":
-            ok[index] = run["metric_ns"]
+        unusual += bool(run.unusual)
+        if run.status == "ok":
+            ok[index] = run.metric_ns
         else:
             failed_attempts += 1
     return ok, failed_attempts, unusual
@@ -104,7 +104,7 @@ def _excluded(block: str, status: str, why: str, planned: dict[str, int], **kw) 
     )
 
 
-def block_estimate(block: str, planned: list[dict], execution: Execution | None, design: dict, plan_digest: str) -> BlockEstimate:
+def block_estimate(block: str, planned: list[dict], execution: Execution | None, design: Design, plan_digest: str) -> BlockEstimate:
     """Paired estimate for one block; exclusions are reported, errors in the inputs raised."""
     planned_counts = {arm: sum(r["arm"] == arm for r in planned) for arm in MEASURED_ARMS}
     if execution is None:
@@ -123,7 +123,7 @@ def block_estimate(block: str, planned: list[dict], execution: Execution | None,
     common = dict(runs_ok=runs_ok, failed_runs=failed_runs, failed_attempts=failed_attempts, unusual_runs=unusual)
     if status != "complete":
         return _excluded(block, status, status, planned_counts, **common)
-    if measured and failed_runs / len(measured) > float(design["max_failed_fraction"]):
+    if measured and failed_runs / len(measured) > float(design.max_failed_fraction):
         return _excluded(block, status, "failed_fraction_exceeded", planned_counts, **common)
     if not values["A"]:
         return _excluded(block, status, "no_successful_baseline", planned_counts, **common)
@@ -241,9 +241,9 @@ def _aa_note(verdict: str) -> str:
     return "deliberate A/A experiment (candidate = baseline): inconclusive, see the reasons above"
 
 
-def _look(design: dict, executions: dict[str, Execution]) -> int | None:
+def _look(design: Design, executions: dict[str, Execution]) -> int | None:
     """A `stop: early` design: the look whose blocks the executions are (None for the fixed design)."""
-    stop = design.get("stop")
+    stop = design.stop  # ABSENT (falsy): a fixed design
     if not stop:
         return None
     k = sequential.look_at(len(executions), stop)
@@ -257,11 +257,11 @@ def compare(plan: Plan, executions: dict[str, Execution], execution_digests: dic
     """The comparison record (schemas/comparison.schema.json) for one plan's executions."""
     _check_inputs(plan, executions, execution_digests)
     design = plan.design
-    confidence = float(design["confidence"])
+    confidence = float(design.confidence)
     k = _look(design, executions)
     schedule = sorted(plan.schedule.items())
     if k is not None:  # the blocks the stopping look read; later ones never ran
-        schedule = schedule[: int(design["stop"]["looks"][k]["blocks"])]
+        schedule = schedule[: int(design.stop["looks"][k]["blocks"])]
     blocks = [block_estimate(bid, runs, executions.get(bid), design, plan_digest) for bid, runs in schedule]
     used = [b for b in blocks if b.used]
     d = np.asarray([b.log_ratio for b in used], dtype=float)
@@ -277,7 +277,7 @@ def compare(plan: Plan, executions: dict[str, Execution], execution_digests: dic
             dec: V.Decision | None = V.decide(d[None, :], c[None, :], confidence)
             code = int(dec.verdict[0])
         else:
-            look = sequential.judge(d, c, design["stop"], k)
+            look = sequential.judge(d, c, design.stop, k)
             dec, code = look.decision, sequential.verdict_code(look)
         failure = None
     except (FloatingPointError, ArithmeticError, ValueError) as exc:
@@ -288,7 +288,7 @@ def compare(plan: Plan, executions: dict[str, Execution], execution_digests: dic
     level = look.level if look is not None else confidence
     reasons = _reasons(dec, len(used), c.size, env_changed, excluded, level)
     if look is not None:
-        reasons.insert(0, _stop_reason(look, design["stop"]))
+        reasons.insert(0, _stop_reason(look, design.stop))
     if failure:
         reasons.append(failure)
     warnings = work_warnings(plan, executions)
@@ -296,16 +296,16 @@ def compare(plan: Plan, executions: dict[str, Execution], execution_digests: dic
     busy = busy_machine_warnings(executions)  # about the floor: after the verdict's own reasons
     reasons += busy
     warnings = warnings + busy
-    if plan.arms["candidate"].get("same_as_baseline", False):
+    if plan.arms.candidate.same_as_baseline:  # ABSENT (falsy): not an A/A plan
         reasons.append(_aa_note(V.VERDICTS[code]))
     summary = failure_summary(executions, len(blocks))
     if summary:
         reasons = [summary] + reasons
     fields = _fields(plan, plan_digest, execution_digests, blocks, dec, code, reasons, len(used), c.size, excluded)
     extra: dict = {"failure_summary": summary} if summary else {}
-    metric = design["metric"]
+    metric = design.metric
     if look is not None:
-        stop = design["stop"]
+        stop = design.stop
         extra["sequential"] = Sequential(
             block_limit=int(stop["block_limit"]), blocks_run=look.blocks, look=look.index + 1,
             looks_planned=len(stop["looks"]), level=look.level, why=look.why,
@@ -344,15 +344,15 @@ def _stop_reason(look: sequential.Look, stop: dict) -> str:
 
 def _no_components_reason(plan: Plan, used: list[Execution]) -> str:
     """Why no run has components, said as it is (not a guess between two causes)."""
-    if not plan.design.get("record_runs"):
+    if not plan.design.record_runs:
         return "trials.record_runs is off"
-    ok = [r for ex in used for r in ex.runs if r["status"] == "ok" and r["arm"] != "warmup"]
-    if ok and all(not r["capture"] for r in ok):  # execution version 3: null when not recorded
-        if plan.design["metric"].get("step_pattern") or plan.design["metric"]["source"] in ("stdout_steps", "process_wall"):
+    ok = [r for ex in used for r in ex.runs if r.status == "ok" and r.arm != "warmup"]
+    if ok and all(not r.capture for r in ok):  # execution version 3: null when not recorded
+        if plan.design.metric.get("step_pattern") or plan.design.metric["source"] in ("stdout_steps", "process_wall"):
             return ("the program was recorded from outside (stallcase record): its runs hold no recorder, so no run "
                     "has a diagnosis to take components from")
         return "no run took a snapshot: the program's own loop does not use the FlightRecorder"
-    errors = [r["capture"]["error"] for r in ok if r["capture"] and r["capture"]["error"]]  # error: required in a capture
+    errors = [r.capture.error for r in ok if r.capture and r.capture.error]
     if errors:
         return f"no run's diagnosis gave components ({errors[0]})"
     return "no run was diagnosed"
@@ -365,8 +365,8 @@ def failure_summary(executions: dict[str, Execution], planned: int) -> str | Non
     for execution in executions.values():
         final = {}
         for run in execution.runs:
-            final[run["index"]] = run
-        errors = [r["error"] or "failed" for r in final.values() if r["status"] == "failed"]
+            final[run.index] = run
+        errors = [r.error or "failed" for r in final.values() if r.status == "failed"]
         if errors:
             failed_blocks += 1
             for e in errors:
@@ -388,12 +388,12 @@ def work_warnings(plan: Plan, executions: dict[str, Execution]) -> list[str]:
     A time-per-step verdict on arms that do different work per step is a true statement about
     step time, not a speedup: it carries the warning (and the `per:` that compares per unit); a
     comparison per item or token says what it compared."""
-    per = plan.design["metric"].get("per", "step")
+    per = plan.design.metric.get("per", "step")
     out = []
     recorded = work_difference(plan.design, executions)
     if recorded:
         out.append(recorded)
-    flags = work_mod.changed_flags(list(plan.arms["baseline"]["argv"]), list(plan.arms["candidate"]["argv"]))
+    flags = work_mod.changed_flags(list(plan.arms.baseline.argv), list(plan.arms.candidate.argv))
     if flags:
         what = f"the arms' argv differ in a flag that sets the work per step ({'; '.join(flags)})"
         if per == "step":
@@ -408,8 +408,8 @@ def work_warnings(plan: Plan, executions: dict[str, Execution]) -> list[str]:
 def busy_machine_warnings(executions: dict[str, Execution]) -> list[str]:
     """What the comparison must say when other processes loaded the machine during its runs
     (trials/host_load.py notes each such run): the floor then holds their noise too."""
-    timed = [run for ex in executions.values() for run in ex.runs if run["arm"] != "warmup" and run["status"] == "ok"]
-    busy = [u for run in timed for u in run["unusual"] if u.startswith(BUSY_NOTE)]
+    timed = [run for ex in executions.values() for run in ex.runs if run.arm != "warmup" and run.status == "ok"]
+    busy = [u for run in timed for u in run.unusual if u.startswith(BUSY_NOTE)]
     if not busy:
         return []
     shares = [int(m.group(1)) for m in map(_BUSY_SHARE.search, busy) if m]
@@ -422,17 +422,17 @@ def busy_machine_warnings(executions: dict[str, Execution]) -> list[str]:
 _BUSY_SHARE = re.compile(r"used (\d+)% of")
 
 
-def work_difference(design: dict, executions: dict[str, Execution]) -> str | None:
+def work_difference(design: Design, executions: dict[str, Execution]) -> str | None:
     """The reason when baseline and candidate runs recorded different work per step, else None.
     Runs without recorded work (older records, workloads that declare none) say nothing."""
-    per = design["metric"].get("per", "step")
+    per = design.metric.get("per", "step")
     work: dict[str, dict[str, list[float]]] = {"A": {}, "B": {}}
     for execution in executions.values():
         for run in execution.runs:
-            if run["status"] != "ok" or run["arm"] == "warmup" or not run["work"]:
+            if run.status != "ok" or run.arm == "warmup" or not run.work:
                 continue
-            side = work["B" if run["arm"] == "B" else "A"]
-            for key, value in run["work"].items():
+            side = work["B" if run.arm == "B" else "A"]
+            for key, value in (("items_per_step", run.work.items_per_step), ("tokens_per_step", run.work.tokens_per_step)):
                 if value is not None:
                     side.setdefault(key, []).append(float(value))
     for key in ("items_per_step", "tokens_per_step"):
@@ -470,15 +470,15 @@ def _fields(plan, plan_digest, execution_digests, blocks, dec, code, reasons, us
         experiment=plan.experiment,
         plan_digest=plan_digest,
         execution_digests=dict(sorted(execution_digests.items())),
-        aa_experiment=bool(plan.arms["candidate"].get("same_as_baseline", False)),
-        metric=Metric(**{k: design["metric"][k] for k in ("name", "source", "statistic", "unit")},
-                      per=design["metric"].get("per", "step"), label=_metric_label(design["metric"])),
-        design=DesignSummary(**{k: design[k] for k in _DESIGN_KEYS}),
+        aa_experiment=bool(plan.arms.candidate.same_as_baseline),
+        metric=Metric(**{k: design.metric[k] for k in ("name", "source", "statistic", "unit")},
+                      per=design.metric.get("per", "step"), label=_metric_label(design.metric)),
+        design=DesignSummary(**{k: getattr(design, k) for k in _DESIGN_KEYS}),
         method=Method(
             schedule="counterbalanced_mirrored_rounds",
             per_block="log_ratio_of_medians",
             interval="hodges_lehmann_signed_rank",
-            min_valid_blocks=stats.min_blocks(float(design["confidence"])),
+            min_valid_blocks=stats.min_blocks(float(design.confidence)),
             mde_power=V.MDE_POWER,
             max_null_mde_log=V.MAX_NULL_MDE_LOG,
         ),

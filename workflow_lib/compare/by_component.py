@@ -26,7 +26,7 @@ import numpy as np
 
 from ..trials import components as K
 from ..trials import job_components
-from ..trials.types import Execution
+from ..trials.types import Execution, RunComponents
 from . import verdict as V
 from .types import ChangeExplained, Comparison, Component, Estimate, Prediction
 
@@ -64,13 +64,13 @@ def group(name: str) -> str:
 _ORDER = {"wall": 0, "measure": 1, "attribution": 2, "span": 3, "excess": 4, "job": 5}
 
 
-def runs_by_arm(execution: Execution) -> dict[str, list[dict | None]]:
+def runs_by_arm(execution: Execution) -> dict[str, list[RunComponents | None]]:
     """Each successful measured run's components (None: the run has no diagnosis)."""
-    out: dict[str, list[dict | None]] = {arm: [] for arm in MEASURED_ARMS}
+    out: dict[str, list[RunComponents | None]] = {arm: [] for arm in MEASURED_ARMS}
     for run in execution.runs:
-        if run["arm"] in out and run["status"] == "ok":
-            cap = run["capture"]  # execution version 3: null when not recorded
-            out[run["arm"]].append(cap.get("components") if cap else None)
+        if run.arm in out and run.status == "ok":
+            # capture: null when not recorded; its components ABSENT when diagnosing failed
+            out[run.arm].append((run.capture.components or None) if run.capture else None)
     return out
 
 
@@ -80,7 +80,7 @@ def _names(per_block: list[dict[str, list]]) -> list[str]:
         for comps in arms.values():
             for comp in comps:
                 if comp:
-                    seen.update(dict.fromkeys(comp["values_ns"]))  # required in a run's components
+                    seen.update(dict.fromkeys(comp.values_ns))
     first = {n: k for k, n in enumerate(seen)}  # the diagnosis's own order within a group
     return sorted(seen, key=lambda n: (_ORDER[group(n)], n == K.UNEXPLAINED, first[n]))
 
@@ -179,11 +179,11 @@ def predictions(per_block: list[dict[str, list]], rows: list[dict]) -> list[dict
     bounds: dict[str, list[float]] = {}
     a_runs = [comp for arms in per_block for comp in arms["A"] if comp]
     for comp in a_runs:
-        for e in comp["next_experiments"]:  # required in a run's components
-            bounds.setdefault(e["check"], [])
+        for e in comp.next_experiments:
+            bounds.setdefault(e.check, [])
     for check in bounds:
         for comp in a_runs:
-            got = [e["bound_ns_per_step"] for e in comp["next_experiments"] if e["check"] == check]
+            got = [e.bound_ns_per_step for e in comp.next_experiments if e.check == check]
             bounds[check].append(got[0] if got else 0.0)
     by = {r["name"]: r for r in rows}
     ranked = sorted(((float(np.median(v)), c) for c, v in bounds.items()), key=lambda t: (-t[0], t[1]))

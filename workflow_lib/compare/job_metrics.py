@@ -20,18 +20,18 @@ import numpy as np
 
 from ..plan.job_metric import config_line, selector
 from ..plan.job_shape import WAITING_SHARE
-from ..trials.types import Execution
+from ..trials.types import Execution, Run
 from . import verdict as V
 
 
 def _medians(execution: Execution, key: str) -> dict[str, float | None]:
     vals: dict[str, list[float]] = {"A": [], "B": [], "A'": []}
     for run in execution.runs:
-        if run["status"] == "ok" and run["arm"] in vals:
-            v = (run["alternates"] or {}).get(key)  # alternates: null for a single process
+        if run.status == "ok" and run.arm in vals:
+            v = (run.alternates or {}).get(key)  # alternates: a map keyed by job metric, null for a single process
             if v is None or not (math.isfinite(v) and v > 0):
                 return {}
-            vals[run["arm"]].append(float(v))
+            vals[run.arm].append(float(v))
     return {arm: (float(np.median(v)) if v else None) for arm, v in vals.items()}
 
 
@@ -39,8 +39,8 @@ def _keys(executions: list[Execution]) -> list[str]:
     seen: dict[str, None] = {}
     for ex in executions:
         for run in ex.runs:
-            if run["status"] == "ok":
-                seen.update(dict.fromkeys(run["alternates"] or {}))
+            if run.status == "ok":
+                seen.update(dict.fromkeys(run.alternates or {}))
     return sorted(seen)
 
 
@@ -111,11 +111,11 @@ def suggestion(verdict: str, noise_floor, job_rows: list[dict]) -> str | None:
 KEEP_UP = 0.75
 
 
-def _role_rates(run: dict) -> dict[str, float]:
+def _role_rates(run: Run) -> dict[str, float]:
     rates: dict[str, float] = {}
-    for r in run["ranks"] or []:  # ranks: null for a single process
-        if r["role"] and r["steps"] and (r.get("total_ns") or 0) > 0:  # role, steps: required; total_ns: not in older records
-            rates[r["role"]] = rates.get(r["role"], 0.0) + r["steps"] / r["total_ns"]
+    for r in run.ranks or []:  # ranks: null for a single process
+        if r.role and r.steps and (r.total_ns or 0) > 0:  # total_ns: ABSENT (falsy) in older records
+            rates[r.role] = rates.get(r.role, 0.0) + r.steps / r.total_ns
     return rates
 
 
@@ -134,11 +134,11 @@ def bound_warning(metric: dict, used: list[Execution]) -> str | None:
         ratio: dict[str, list[float]] = {"base": [], "B": []}
         for ex in used:
             for run in ex.runs:
-                if run["status"] != "ok" or run["arm"] not in ("A", "A'", "B"):
+                if run.status != "ok" or run.arm not in ("A", "A'", "B"):
                     continue
                 rates = _role_rates(run)
                 if rates.get(role) and rates.get(bound):
-                    ratio["B" if run["arm"] == "B" else "base"].append(rates[role] / rates[bound])
+                    ratio["B" if run.arm == "B" else "base"].append(rates[role] / rates[bound])
         if not ratio["base"] or not ratio["B"]:
             continue
         base, cand = float(np.median(ratio["base"])), float(np.median(ratio["B"]))

@@ -44,7 +44,7 @@ def judge_executions(plan: Plan, executions: dict[str, Execution], look: int) ->
     """The look on the used blocks among the look's own (compare.block_estimate's exclusions apply)."""
     from .build import block_estimate
 
-    stop = plan.design["stop"]
+    stop = plan.design.stop
     digest = plan.digest()
     ids = blocks_of_look(stop, look)
     ests = [block_estimate(b, plan.schedule[b], executions.get(b), plan.design, digest) for b in ids]
@@ -68,7 +68,7 @@ def look_record(plan: Plan, executions: dict[str, Execution], wave: str) -> Look
     from . import verdict as V
 
     return LookRecord(incident_id=plan.incident_id, plan_digest=plan.digest(), look=k,
-                      looks_planned=len(plan.design["stop"]["looks"]), blocks=got.blocks, level=got.level, stop=got.stop,
+                      looks_planned=len(plan.design.stop["looks"]), blocks=got.blocks, level=got.level, stop=got.stop,
                       why=got.why, verdict=V.VERDICTS[sequential.verdict_code(got)] if got.stop else None,
                       estimate_log=pick("estimate_log"), low_log=pick("low_log"), high_log=pick("high_log"),
                       floor_log=pick("floor_log"))

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..core import typed
 from ..core.errors import RecordError
 from ..plan.job_metric import selector
 from ..plan.types import Plan
-from ..trials.types import Execution
+from ..trials.types import Execution, Run
 from .build import compare
 from .types import Comparison
 
@@ -28,10 +29,10 @@ class NotRecorded(RecordError):
     """The executions do not hold the selected metric for every successful run."""
 
 
-def _held(run: dict) -> str:
+def _held(run: Run) -> str:
     """What a run without the alternate does hold, for the one line that says why not."""
-    ranks = run["ranks"] or []  # null for a single process
-    if ranks and all("total_ns" not in r for r in ranks):
+    ranks = run.ranks or []  # null for a single process
+    if ranks and all(r.total_ns is typed.ABSENT for r in ranks):
         return ("it holds each counted rank's median step and step count (ranks[]) and the plan's own per-step values "
                 "(values_ns), not each rank's step times, which that metric is read from")
     return "it holds only the plan's own metric (metric_ns, values_ns)"
@@ -44,29 +45,28 @@ def with_job_metric(plan: Plan, executions: dict[str, Execution], job: str, role
     this metric, as a plan built today would record it; without it the old shape goes, since it chose
     the old metric. Raises NotRecorded naming the first run that lacks the value."""
     key = selector(job, role)
-    metric = dict(plan.design["metric"], job=job, role=role)
+    metric = dict(plan.design.metric, job=job, role=role)
     metric.pop("shape", None)
     if shape is not None:
         metric["shape"] = dict(shape)
     ranks = metric.get("ranks")
     if role is not None:  # the role's ranks, as the original runs labelled them
-        ranks = sorted({int(r["rank"]) for ex in executions.values() for run in ex.runs for r in run["ranks"] or []
-                        if r["role"] == role} | set(ranks or []))
+        ranks = sorted({int(r.rank) for ex in executions.values() for run in ex.runs for r in run.ranks or []
+                        if r.role == role} | set(ranks or []))
     metric["ranks"] = ranks
-    new_plan = dataclasses.replace(plan, design=dict(plan.design, metric=metric))
+    new_plan = dataclasses.replace(plan, design=dataclasses.replace(plan.design, metric=metric))
     digest = new_plan.digest()
     out = {}
     for block, ex in sorted(executions.items()):
         runs = []
         for run in ex.runs:
-            run = dict(run)
-            if run["status"] == "ok" and run["arm"] != "warmup":
-                value = (run["alternates"] or {}).get(key)
+            if run.status == "ok" and run.arm != "warmup":
+                value = (run.alternates or {}).get(key)
                 if value is None:
                     raise NotRecorded(f"execution/{block}.json",
-                                      f"run {run['index']} ({run['arm']}) records no value under {key} "
+                                      f"run {run.index} ({run.arm}) records no value under {key} "
                                       f"(runs[].alternates): {_held(run)}; run the trials again to compare by it")
-                run["metric_ns"], run["values_ns"] = float(value), [float(value)]
+                run = dataclasses.replace(run, metric_ns=float(value), values_ns=[float(value)])
             runs.append(run)
         out[block] = dataclasses.replace(ex, runs=runs, plan_digest=digest)
     return new_plan, out

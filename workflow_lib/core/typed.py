@@ -64,7 +64,8 @@ def doc(text: str, *, optional: bool = False, absent: Any = ABSENT) -> Any:
 def nested(cls):
     """Class decorator: a nested object of a record as a frozen dataclass with to_json and from_json."""
     cls = dataclasses.dataclass(frozen=True)(cls)
-    taken = sorted({f.name for f in dataclasses.fields(cls)} & _METHODS)
+    # a nested object has no digest of its own (a plan arm's source file has a `digest` field)
+    taken = sorted({f.name for f in dataclasses.fields(cls)} & (_METHODS - {"digest", "KIND", "SCHEMA_VERSION"}))
     if taken:
         raise TypeError(f"{cls.__name__}: field(s) {taken} are names of typed-record methods")
     cls._TYPED_NESTED = True

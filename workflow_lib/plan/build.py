@@ -22,7 +22,7 @@ from . import candidate as candidate_lib
 from ..capture.provenance import allowed_env
 from .metric import resolve as resolve_metric
 from .rebuild import NODE_ENV
-from .types import Plan
+from .types import Arms, Design, Plan
 from .schedule import make_schedule
 from . import stopping
 
@@ -132,8 +132,8 @@ def build_plan(snapshot: dict, snapshot_digest: str, store_root: str | os.PathLi
         artifacts=snapshot["artifacts"],
         workload=workload,
         source_root=source_root,
-        arms={"baseline": baseline, "candidate": cand},
-        design=design,
+        arms=Arms.from_json({"baseline": baseline, "candidate": cand}),
+        design=Design.from_json(design),
         schedule=make_schedule(design),
         environment=env_fp,
         python_distributions=dict(dists) if isinstance(dists, dict) else None,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..core.cas import CAS, hash_file
 from ..core.errors import MissingArtifact, StallcaseError
-from .types import Plan
+from .types import Plan, Source
 
 # Environment variables the node provides at trial time, never taken from the plan:
 # they describe where the job runs (the scheduler's GPU, the node's paths and libraries),
@@ -35,16 +35,16 @@ def trial_env(plan_env: dict, extra: dict, node_env=None) -> dict:
     return env
 
 
-def _materialize_sources(sources: list[dict], cas: CAS, dest: Path, fallback: dict[str, str] | None = None) -> None:
+def _materialize_sources(sources: list[Source], cas: CAS, dest: Path, fallback: dict[str, str] | None = None) -> None:
     for s in sources:
-        target = safe_join(dest, s["relpath"])
+        target = safe_join(dest, s.relpath)
         target.parent.mkdir(parents=True, exist_ok=True)
-        if cas.has(s["digest"]):
-            shutil.copyfile(cas.get(s["digest"]), target)
-        elif fallback and os.path.isfile(fallback.get(s["relpath"], "")) and hash_file(fallback[s["relpath"]]) == s["digest"]:
-            shutil.copyfile(fallback[s["relpath"]], target)
+        if cas.has(s.digest):
+            shutil.copyfile(cas.get(s.digest), target)
+        elif fallback and os.path.isfile(fallback.get(s.relpath, "")) and hash_file(fallback[s.relpath]) == s.digest:
+            shutil.copyfile(fallback[s.relpath], target)
         else:
-            raise MissingArtifact([("source", s["relpath"], s["digest"])])
+            raise MissingArtifact([("source", s.relpath, s.digest)])
 
 
 def safe_join(root: Path, rel: str) -> Path:
@@ -60,13 +60,14 @@ def materialize_arm(plan: Plan, arm: str, store_root: str | os.PathLike, dest: s
     the rebuilt copy; so is the working directory when it was inside the source root.
     """
     cas, dest = CAS(store_root), Path(dest).resolve()
-    spec = plan.arms["baseline" if arm in ("A", "A'", "warmup") else "candidate"]
+    spec = plan.arms.baseline if arm in ("A", "A'", "warmup") else plan.arms.candidate
+    sources = spec.sources or []  # ABSENT: an arm planned with no source files
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
     root = plan.source_root or None
-    fallback = {s["relpath"]: os.path.join(root, s["relpath"]) for s in spec.get("sources", [])} if root else None
-    _materialize_sources(spec.get("sources", []), cas, dest, fallback)
+    fallback = {s.relpath: os.path.join(root, s.relpath) for s in sources} if root else None
+    _materialize_sources(sources, cas, dest, fallback)
     def remap(p: str) -> str:
         if root and os.path.isabs(p):
             try:
@@ -75,9 +76,9 @@ def materialize_arm(plan: Plan, arm: str, store_root: str | os.PathLike, dest: s
                 return p
             return str(safe_join(dest, rel.as_posix())) if rel.parts else str(dest)
         return p
-    rel_sources = {s["relpath"] for s in spec.get("sources", [])}
+    rel_sources = {s.relpath for s in sources}
     argv = []
-    for a in spec["argv"]:
+    for a in spec.argv:
         cand = remap(a)
         if cand != a and Path(cand).relative_to(dest).as_posix() in rel_sources:
             argv.append(cand)
@@ -92,4 +93,4 @@ def materialize_arm(plan: Plan, arm: str, store_root: str | os.PathLike, dest: s
         os.makedirs(cwd, exist_ok=True)
     elif not os.path.isdir(cwd):
         cwd = str(dest)
-    return {"argv": argv, "cwd": cwd, "env": dict(spec["env"])}
+    return {"argv": argv, "cwd": cwd, "env": dict(spec.env)}

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..core import atomic, environment, layout, records, typed
 from ..plan.rebuild import trial_env
-from ..plan.types import Plan
+from ..plan.types import Plan, Source
 from ..core.cas import CAS, hash_file
 from ..core.errors import PreflightBlocked, StallcaseError
 from .types import Preflight
@@ -65,10 +65,10 @@ def check_artifacts(plan: Plan, cas: CAS) -> tuple[list[dict], list[dict]]:
                 missing.append({"role": role, "path": path, "expected_digest": digest, "problem": "neither in the store nor at its path"})
             elif actual != digest:
                 diffs.append({"field": f"artifact.{role}:{path}", "planned": digest, "observed": actual})
-    for arm in ("baseline", "candidate"):
-        for s in plan.arms[arm].get("sources", []):
-            if not cas.has(s["digest"]) and not (plan.source_root and _at(plan.source_root, s)):
-                missing.append({"role": "source", "path": s["relpath"], "expected_digest": s["digest"], "problem": f"{arm} source not in the store"})
+    for arm, spec in (("baseline", plan.arms.baseline), ("candidate", plan.arms.candidate)):
+        for s in spec.sources or []:  # ABSENT: an arm planned with no source files
+            if not cas.has(s.digest) and not (plan.source_root and _at(plan.source_root, s)):
+                missing.append({"role": "source", "path": s.relpath, "expected_digest": s.digest, "problem": f"{arm} source not in the store"})
     return diffs, missing
 
 
@@ -110,7 +110,7 @@ def check_distributions(plan: Plan) -> list[dict]:
         return []
     python = plan.workload["argv"][0]
     try:
-        seen = observed_distributions(python, sorted(planned), trial_env(plan.arms["baseline"]["env"], {}))
+        seen = observed_distributions(python, sorted(planned), trial_env(plan.arms.baseline.env, {}))
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
         return [{"field": "python.distributions", "planned": f"{len(planned)} distributions",
                  "observed": f"not observed: {exc}"}]
@@ -118,9 +118,9 @@ def check_distributions(plan: Plan) -> list[dict]:
             for n, v in sorted(planned.items()) if seen.get(n) != v]
 
 
-def _at(root: str, s: dict) -> bool:
-    p = os.path.join(root, s["relpath"])
-    return os.path.isfile(p) and hash_file(p) == s["digest"]
+def _at(root: str, s: Source) -> bool:
+    p = os.path.join(root, s.relpath)
+    return os.path.isfile(p) and hash_file(p) == s.digest
 
 
 def registry_digest(env: dict) -> str:

@@ -195,7 +195,7 @@ def excess(diag: Diagnosis | None, slow: list[dict]) -> dict:
 
 def next_experiment(diag: Diagnosis | None, plan: Plan | None) -> dict:
     """The ranked next experiment (the first; the rest are in the diagnosis section)."""
-    tried = fmt.changes(plan.arms["candidate"]["changes"]) if plan else None
+    tried = fmt.changes(plan.arms.candidate.changes) if plan else None
     if diag is None:
         return {"kind": "absent", "tried": tried}
     exps = diag.next_experiments

@@ -15,6 +15,7 @@ from .fmt import name as fmt_name
 from .model import MEASURES, SLOW_FACTOR, environment_rows
 from .timeline import SOURCE_ALIASES
 from ..diagnose.step_tables import NOT_KEPT
+from ..plan.types import Design
 
 LIST_SHOWN = 6
 """Items of an evidence list (or of what is missing) shown per finding; the record keeps all."""
@@ -229,11 +230,11 @@ def _env_table(env: dict) -> str:
     return f"<table><tr><th>field</th><th>value</th></tr>{rows}</table>"
 
 
-def _design(d: dict) -> str:
+def _design(d: Design) -> str:
     keys = ("blocks", "runs_per_arm", "control_runs", "warmup_runs", "max_retries", "seed", "confidence", "max_failed_fraction")
     unit = {"seed": "id", "confidence": "share", "max_failed_fraction": "share"}
-    shown = ", ".join(f"{esc(fmt_name(k))} {num(d[k], unit.get(k, 'count'), f'plan:/design/{k}')}" for k in keys if k in d)
-    metric = d["metric"]  # required in the plan's design
+    shown = ", ".join(f"{esc(fmt_name(k))} {num(getattr(d, k), unit.get(k, 'count'), f'plan:/design/{k}')}" for k in keys)
+    metric = d.metric
     said = ", ".join(f"{fmt_name(k)} {v}" for k, v in sorted(metric.items()))
     return f"{shown}; metric: {esc(said)}"
 
@@ -248,8 +249,8 @@ def plan_section(m: dict) -> str:
                       ("plan digest", short(m["plan_digest"])), ("snapshot digest", short(p.snapshot_digest)),
                       ("workload", f"<code>{esc(' '.join(p.workload['argv']))}</code>"),
                       ("working directory", f"<code>{esc(p.workload['cwd'])}</code>"),
-                      ("baseline changes", esc(changes(p.arms['baseline']['changes']))),
-                      ("candidate changes", esc(changes(p.arms['candidate']['changes']))),
+                      ("baseline changes", esc(changes(p.arms.baseline.changes))),
+                      ("candidate changes", esc(changes(p.arms.candidate.changes))),
                       ("design", _design(p.design))])]
     arts = "".join(f"<tr><td>{esc(a['role'])}</td><td class='mono'>{esc(a['path'])}</td><td>{short(a['digest'])}</td>"
                    f"<td class='num'>{num(a['size'], 'count', f'plan:/artifacts/{i}/size')}</td></tr>" for i, a in enumerate(p.artifacts))

@@ -104,8 +104,8 @@ def trial_runs(plan: Plan | None, executions: dict[str, Execution]) -> list[dict
         if ex is None:
             out.append({"block": b, "status": "missing", "runs": []})
             continue
-        runs = [{"pos": i, "index": r["index"], "arm": r["arm"], "attempt": r["attempt"], "status": r["status"],
-                 "metric_ns": r["metric_ns"], "src": f"execution/{b}:/runs/{i}/metric_ns"}
+        runs = [{"pos": i, "index": r.index, "arm": r.arm, "attempt": r.attempt, "status": r.status,
+                 "metric_ns": r.metric_ns, "src": f"execution/{b}:/runs/{i}/metric_ns"}
                 for i, r in enumerate(ex.runs)]
         out.append({"block": b, "status": ex.status, "node": ex.node, "runs": runs})
     return out
@@ -137,7 +137,7 @@ def build(recs: Records, timeline: dict | None, *, perfetto_href: str | None = N
         "trials": trial_runs(recs.plan, recs.executions),
         "comparison": recs.comparison,
         "verdict_words": verdict_words(recs.comparison) if recs.comparison else None,
-        "tried": fmt.changes(recs.plan.arms["candidate"]["changes"]) if recs.plan else None,
+        "tried": fmt.changes(recs.plan.arms.candidate.changes) if recs.plan else None,
         "timeline": timeline,
         "perfetto_href": perfetto_href,
     }

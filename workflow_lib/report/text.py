@@ -78,7 +78,7 @@ def _plan(m: dict) -> list[str]:
     if p is None:
         return ["plan: not made yet (plan.json absent)"]
     out = [f"plan {m['plan_digest'][:16]}: experiment {p.experiment or 'none (the incident environment)'}; "
-           f"candidate changes: {changes(p.arms['candidate']['changes'])}"]
+           f"candidate changes: {changes(p.arms.candidate.changes)}"]
     counts: dict[str, int] = {}
     for pf in m["preflights"].values():
         counts[pf["status"]] = counts.get(pf["status"], 0) + 1

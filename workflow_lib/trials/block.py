@@ -28,18 +28,18 @@ from pathlib import Path
 from ..core import atomic, environment, records, typed
 from ..plan import metric as metric_mod
 from ..plan.rebuild import NODE_ENV, materialize_arm, trial_env  # noqa: F401  (NODE_ENV: read by callers)
-from ..plan.types import Plan
+from ..plan.types import Design, Plan
 from .runner import METRIC_UNREADABLE, STATISTICS, LocalRunner, RetryPolicy, Runner, RunRequest  # noqa: F401
-from .types import Execution
+from .types import Execution, Run
 
 
-def one_run(spec: dict, design: dict, entry: dict, attempt: int, log, capture_dir: Path | None = None,
-            fingerprint: dict | None = None) -> dict:
+def one_run(spec: dict, design: Design, entry: dict, attempt: int, log, capture_dir: Path | None = None,
+            fingerprint: dict | None = None) -> Run:
     """One fresh process of one arm (LocalRunner), as the execution record's run. With
     `capture_dir` the workload's recorder is on and its snapshots land there (never in the
     original incident); the run then carries its own diagnosis."""
     req = RunRequest(spec, design, entry, attempt, fingerprint or {}, capture_dir)
-    return LocalRunner().run(req, log).record()
+    return LocalRunner().run(req, log)
 
 
 class _Log:
@@ -96,26 +96,25 @@ def run_block(plan: Plan, plan_digest: str, preflight_record: dict, preflight_di
             spec = specs[family]
             attempts = []
             for attempt in policy.attempts():
-                cap = work_root / "captures" / f"{entry['index']:03d}-{attempt}" if design.get("record_runs") else None
-                result = runner.run(RunRequest(spec, design, entry, attempt, env_before, cap), log)
-                if result.status == "ok" and block_source not in (None, result.metric_source):
-                    result = result.failed(f"metric source {result.metric_source} differs from this block's "
-                                           f"{block_source}: runs measured differently are never compared")
-                attempts.append(result)
-                run = result.record()
+                cap = work_root / "captures" / f"{entry['index']:03d}-{attempt}" if design.record_runs else None
+                run = runner.run(RunRequest(spec, design, entry, attempt, env_before, cap), log)
+                if run.status == "ok" and block_source not in (None, run.metric_source):
+                    run = run.failed(f"metric source {run.metric_source} differs from this block's "
+                                     f"{block_source}: runs measured differently are never compared")
+                attempts.append(run)
                 runs.append(run)
-                if run["status"] == "ok":
-                    block_source = block_source or run["metric_source"]
+                if run.status == "ok":
+                    block_source = block_source or run.metric_source
                     ever_ok.add(family)
                     break
-                if not policy.retry(result, attempts):
+                if not policy.retry(run, attempts):
                     break
             if progress:
-                progress(f"{block}: run {n + 1}/{len(schedule)} ({entry['arm']}) {run['status']}")
-            if run["status"] == "failed" and family not in ever_ok:
+                progress(f"{block}: run {n + 1}/{len(schedule)} ({entry['arm']}) {run.status}")
+            if run.status == "failed" and family not in ever_ok:
                 left = len(schedule) - n - 1
                 stopped = (f"stopped after run {entry['index']} ({entry['arm']}): the {'candidate' if family == 'B' else 'baseline'} "
-                           f"arm has not run successfully once ({run['error']}); the {left} remaining run(s) were not started")
+                           f"arm has not run successfully once ({run.error}); the {left} remaining run(s) were not started")
                 break
     finally:
         if log:
@@ -128,16 +127,16 @@ def run_block(plan: Plan, plan_digest: str, preflight_record: dict, preflight_di
         notes += [f"{d['field']} changed during the block: {d['planned']!r} -> {d['observed']!r}" for d in changed]
     final = {}
     for r in runs:  # last attempt of each scheduled run decides
-        final[r["index"]] = r
-    counted = [r for r in final.values() if r["arm"] != "warmup"]
-    failed = sum(r["status"] == "failed" for r in counted)
+        final[r.index] = r
+    counted = [r for r in final.values() if r.arm != "warmup"]
+    failed = sum(r.status == "failed" for r in counted)
     if stopped and status == "complete":
         status = "too_many_failures"
         notes.append(stopped)
-    elif counted and failed / len(counted) > design["max_failed_fraction"] and status == "complete":
+    elif counted and failed / len(counted) > design.max_failed_fraction and status == "complete":
         status = "too_many_failures"
-        notes.append(f"{failed} of {len(counted)} runs failed after retries (limit {design['max_failed_fraction']:.0%})")
+        notes.append(f"{failed} of {len(counted)} runs failed after retries (limit {design.max_failed_fraction:.0%})")
     if block_source is not None:
-        notes.append(f"metric: {metric_mod.describe(dict(design['metric'], source=block_source))}")
+        notes.append(f"metric: {metric_mod.describe(dict(design.metric, source=block_source))}")
     return Execution(block=block, plan_digest=plan_digest, preflight_digest=preflight_digest, node=socket.gethostname(),
                      started_unix_ns=started, ended_unix_ns=time.time_ns(), status=status, runs=runs, notes=notes)

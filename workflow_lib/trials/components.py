@@ -41,6 +41,7 @@ import pyarrow.compute as pc
 from ..diagnose import step_tables
 from ..diagnose.stored import Diagnosis, as_diagnosis
 from . import job_components
+from .types import RunComponents, StepBound
 
 MEASURES = {"wall": "wall_ns", "gpu_busy": "busy_ns", "host_api": "host_api_ns"}
 UNEXPLAINED = "unexplained"
@@ -186,7 +187,7 @@ def _explained_per_step(steps: Measured, check: str) -> float:
     return int(steps.d.findings_table["explains_ns"].to_numpy()[steps.findings_of(check)].sum()) / len(steps)
 
 
-def run_components(diagnosis: Diagnosis | dict, skip_steps: int, spans=None) -> dict:
+def run_components(diagnosis: Diagnosis | dict, skip_steps: int, spans=None) -> RunComponents:
     """The execution record's `capture.components` for one run's diagnosis (a Diagnosis, or a
     record with its steps inline; and, when given, the run's spans table, to split the host
     thread's step time by span). Read from the diagnosis' steps and findings columns."""
@@ -196,8 +197,8 @@ def run_components(diagnosis: Diagnosis | dict, skip_steps: int, spans=None) -> 
     values: dict[str, float | None] = {}
     unobserved: dict[str, str] = {}
     if not len(steps):
-        return {"statistic": "mean", "steps": 0, "values_ns": {}, "unobserved": {"wall": "no measured step in the run's diagnosis"},
-                "excess_available": False, "spans_available": False, "next_experiments": []}
+        return RunComponents(statistic="mean", steps=0, values_ns={}, unobserved={"wall": "no measured step in the run's diagnosis"},
+                             excess_available=False, spans_available=False, next_experiments=[])
 
     def put(name: str, got: tuple[float | None, str | None]) -> None:
         values[name] = got[0]
@@ -221,25 +222,25 @@ def run_components(diagnosis: Diagnosis | dict, skip_steps: int, spans=None) -> 
     # The diagnosis's bound per step, over the same measured steps as the values above (the
     # first skip_steps left out): a sum over every step, warm-up included, divided by all
     # steps would compare a once-per-process cost with steady-state components.
-    bounds = [{"check": e["check"], "bound_ns_per_step": _explained_per_step(steps, e["check"])}
+    bounds = [StepBound(check=e["check"], bound_ns_per_step=_explained_per_step(steps, e["check"]))
               for e in diagnosis.get("next_experiments", [])]
-    return {"statistic": "mean", "steps": len(steps), "values_ns": values, "unobserved": unobserved,
-            "excess_available": why is None, "spans_available": span_why is None, "next_experiments": bounds}
+    return RunComponents(statistic="mean", steps=len(steps), values_ns=values, unobserved=unobserved,
+                         excess_available=why is None, spans_available=span_why is None, next_experiments=bounds)
 
 
-def value_of(components: dict | None, name: str) -> tuple[float | None, str | None]:
+def value_of(components: RunComponents | None, name: str) -> tuple[float | None, str | None]:
     """A run's value of one component, or (None, why). A cause absent from a run whose
     diagnosis has excess by cause had no excess: 0 (only causes with > 0 are listed)."""
     if components is None:
         return None, "the run has no diagnosis"
-    vals = components.get("values_ns", {})
+    vals = components.values_ns
     if name in vals:
         v = vals[name]
-        return (v, None) if v is not None else (None, components.get("unobserved", {}).get(name, "not observed"))
+        return (v, None) if v is not None else (None, components.unobserved.get(name, "not observed"))
     part = job_components.split(name)[2] if job_components.is_job(name) else name
-    for prefix, flag in ((EXCESS_PREFIX, "excess_available"), (SPAN_PREFIX, "spans_available")):
+    for prefix, available in ((EXCESS_PREFIX, components.excess_available), (SPAN_PREFIX, components.spans_available)):
         if part.startswith(prefix):
-            if components.get(flag):
+            if available:
                 return 0.0, None
-            return None, components.get("unobserved", {}).get(prefix + "*", f"{prefix[:-1]} components not available")
+            return None, components.unobserved.get(prefix + "*", f"{prefix[:-1]} components not available")
     return None, f"{name} not in the run's diagnosis"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..core import environment
 from ..plan.rebuild import trial_env
+from .types import Capture
 
 
 class GpuWatch:
@@ -80,7 +81,7 @@ def spans_of(incident_dir: Path):
     return inc.table("spans") if inc.observed("host") else None
 
 
-def diagnose_capture(capture_dir: Path, skip_steps: int = 0) -> dict | None:
+def diagnose_capture(capture_dir: Path, skip_steps: int = 0) -> Capture | None:
     """The run's own incident (if the workload snapshotted) and its diagnosis, written beside it,
     with the per-step components the comparison explains the change with (components.py)."""
     from .components import run_components
@@ -98,8 +99,8 @@ def diagnose_capture(capture_dir: Path, skip_steps: int = 0) -> dict | None:
         diagnose_to_file(inc, inc / "diagnosis.json")
         d = load_diagnosis(inc / "diagnosis.json")
     except StallcaseError as exc:
-        return {"incident": str(inc), "diagnosis": None, "error": exc.oneline()}
+        return Capture(incident=str(inc), diagnosis=None, error=exc.oneline())
     s = d.record["summary"]
-    return {"incident": str(inc), "diagnosis": str(inc / "diagnosis.json"), "error": None,
-            "explained_ns": int(s["explained_ns"]), "unexplained_ns": int(s["unexplained_ns"]),
-            "components": run_components(d, skip_steps, spans_of(inc))}
+    return Capture(incident=str(inc), diagnosis=str(inc / "diagnosis.json"), error=None,
+                   explained_ns=int(s["explained_ns"]), unexplained_ns=int(s["unexplained_ns"]),
+                   components=run_components(d, skip_steps, spans_of(inc)))

@@ -2,8 +2,8 @@
 
     result = runner.run(RunRequest(spec, design, entry, attempt, fingerprint, capture_dir), log)
 
-A `Runner` starts one run of one arm and returns a `RunResult` (the execution record's run,
-typed and frozen). `LocalRunner` starts a fresh process on this node; on a SLURM cluster
+A `Runner` starts one run of one arm and returns a `Run` (types.py: the execution record's
+run, typed and frozen). `LocalRunner` starts a fresh process on this node; on a SLURM cluster
 Snakemake's SLURM executor already puts each block's job on a node, and what runs inside
 that job is the node-local runner (`SlurmRunner` is it, named for where it runs: it
 refuses to start outside an allocation). `FakeRunner` starts nothing and returns the same
@@ -26,13 +26,15 @@ import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from statistics import mean, median
 from typing import Callable, Protocol
 
 from ..plan import metric as metric_mod
+from ..plan.types import Design
 from . import host_load, line_clock, observe
+from .types import Rank, Run, Work
 from ..core.errors import StallcaseError
 
 STATISTICS = {"median": median, "mean": mean, "min": min}
@@ -51,13 +53,13 @@ class RetryPolicy:
     """a run still going after this is killed and counts as failed"""
 
     @classmethod
-    def of(cls, design: dict) -> "RetryPolicy":
-        return cls(int(design["max_retries"]), float(design.get("run_timeout_s", DEFAULT_TIMEOUT_S)))
+    def of(cls, design: Design) -> "RetryPolicy":
+        return cls(int(design.max_retries), float(design.run_timeout_s or DEFAULT_TIMEOUT_S))  # ABSENT: the default
 
     def attempts(self) -> range:
         return range(self.max_retries + 1)
 
-    def retry(self, result: "RunResult", attempts: list["RunResult"] | None = None) -> bool:
+    def retry(self, result: "Run", attempts: list["Run"] | None = None) -> bool:
         """Try again? Not after success, not when the metric could not be read (the same
         program reads the same nothing), and not when the last two attempts failed alike (the
         same exit status and error line: a deterministic failure, which retries only repeat)."""
@@ -75,7 +77,7 @@ class RetryPolicy:
 class RunRequest:
     spec: dict
     """the arm's rebuilt {argv, cwd, env} (plan/rebuild.py materialize_arm)"""
-    design: dict
+    design: Design
     """the plan's design (metric, timeouts)"""
     entry: dict
     """the schedule entry: index, arm (and `warms`)"""
@@ -86,46 +88,8 @@ class RunRequest:
     """with it the workload's recorder is on and snapshots land there"""
 
 
-@dataclass(frozen=True)
-class RunResult:
-    """One run of one arm: the execution record's run (schemas/execution.schema.json)."""
-
-    index: int
-    arm: str
-    attempt: int
-    status: str
-    """ok | failed"""
-    exit_code: int | None
-    start_unix_ns: int
-    end_unix_ns: int
-    metric_ns: float | None
-    """the run's value: the design's statistic of values_ns"""
-    values_ns: list = field(default_factory=list)
-    gpu: dict = field(default_factory=dict)
-    unusual: list = field(default_factory=list)
-    error: str | None = None
-    """why it failed, naming the rank and the exception when the output says"""
-    metric_source: str | None = None
-    work: dict | None = None
-    stderr_tail: list = field(default_factory=list)
-    """a failed run's last stderr lines"""
-    ranks: list | None = None
-    """a multi-process run: each counted rank's own median step time"""
-    capture: dict | None = None
-    alternates: dict | None = None
-    """a multi-process run: its value under the other job metrics (plan/job_metric.alternates); null otherwise"""
-
-    def record(self) -> dict:
-        # every field, null ones too (execution version 3): only runs with `record_runs` carry
-        # their own capture, the others say null
-        return dataclasses.asdict(self)
-
-    def failed(self, error: str) -> "RunResult":
-        return dataclasses.replace(self, status="failed", metric_ns=None, values_ns=[], error=error)
-
-
 class Runner(Protocol):
-    def run(self, req: RunRequest, log=None) -> RunResult: ...
+    def run(self, req: RunRequest, log=None) -> Run: ...
 
 
 # ---- why a run failed -------------------------------------------------------------------
@@ -240,9 +204,9 @@ class LocalRunner:
         self._watch = watch or observe.GpuWatch
         self._diagnose = diagnose or observe.diagnose_capture
 
-    def run(self, req: RunRequest, log=None) -> RunResult:
+    def run(self, req: RunRequest, log=None) -> Run:
         design, entry, policy = req.design, req.entry, RetryPolicy.of(req.design)
-        metric = design["metric"]
+        metric = design.metric
         with tempfile.TemporaryDirectory(prefix="stallcase-run-") as tmp:
             steps_file, steps_dir = Path(tmp) / "steps.json", Path(tmp) / "steps"
             steps_dir.mkdir()
@@ -280,12 +244,14 @@ class LocalRunner:
                     err = f"{METRIC_UNREADABLE}: {exc}"
         ok = err is None
         values = got["values_ns"] if ok else []
-        result = RunResult(
+        result = Run(
             index=entry["index"], arm=entry["arm"], attempt=req.attempt, status="ok" if ok else "failed",
             exit_code=code, start_unix_ns=start, end_unix_ns=end,
             metric_ns=STATISTICS[metric["statistic"]](values) if ok else None, values_ns=values,
-            gpu=watch.summary(), unusual=got["unusual"] + ([busy] if busy else []), error=err, metric_source=got["source"], work=got["work"],
-            stderr_tail=[] if ok else _tail(stderr), ranks=got.get("ranks"), alternates=got.get("alternates") if ok else None)
+            gpu=watch.summary(), unusual=got["unusual"] + ([busy] if busy else []), error=err, metric_source=got["source"],
+            work=None if got["work"] is None else Work.from_json(got["work"]), stderr_tail=[] if ok else _tail(stderr),
+            ranks=None if got.get("ranks") is None else [Rank.from_json(r) for r in got["ranks"]], capture=None,
+            alternates=got.get("alternates") if ok else None)
         if req.capture_dir is not None:
             result = dataclasses.replace(result, capture=self._diagnose(req.capture_dir, int(metric.get("skip_steps", 0))))
         return result
@@ -294,7 +260,7 @@ class LocalRunner:
 class SlurmRunner(LocalRunner):
     """The node-local runner inside a SLURM job (Snakemake's SLURM executor placed the block)."""
 
-    def run(self, req: RunRequest, log=None) -> RunResult:
+    def run(self, req: RunRequest, log=None) -> Run:
         if not os.environ.get("SLURM_JOB_ID"):
             raise StallcaseError("profiles/slurm", "SlurmRunner outside a SLURM allocation (no SLURM_JOB_ID)")
         return super().run(req, log)
@@ -308,18 +274,18 @@ class FakeRunner:
         self.source = source
         self.requests: list[RunRequest] = []
 
-    def run(self, req: RunRequest, log=None) -> RunResult:
+    def run(self, req: RunRequest, log=None) -> Run:
         self.requests.append(req)
         values, error = self.decide(req)
         start = time.time_ns()
         ok = error is None
-        return RunResult(
+        return Run(
             index=req.entry["index"], arm=req.entry["arm"], attempt=req.attempt, status="ok" if ok else "failed",
             exit_code=0 if ok else 1, start_unix_ns=start, end_unix_ns=start + 1,
-            metric_ns=STATISTICS[req.design["metric"]["statistic"]](values) if ok else None,
+            metric_ns=STATISTICS[req.design.metric["statistic"]](values) if ok else None,
             values_ns=list(values) if ok else [], gpu={"status": "not_observed", "reason": "fake runner"},
             unusual=[], error=error, metric_source=self.source if ok else None, work=None,
-            stderr_tail=[] if ok else [error])
+            stderr_tail=[] if ok else [error], ranks=None, capture=None, alternates=None)
 
 
 def runner_for(executor: str | None = None) -> Runner:
