@@ -138,19 +138,11 @@ RULES = [
 
 # (part, field) -> why the field may be absent. "*": the part is a map keyed by data.
 ALLOWED = {
-    ("plan.design.metric", "per"): "optional, schema default step",
-    ("plan.design.metric", "cpu_wait"): "optional, schema default counted",
-    ("plan.design.metric", "shape"): "optional: a plan made before the job's shape was read, or a single process",
-    ("plan.design.metric", "step_pattern"): "optional (and nullable): only a step-pattern metric has one",
-    ("plan.design.metric", "job"): "optional: a single-process run has no job metric",
-    ("plan.design.metric", "role"): "optional: the job metric counts every role",
-    ("plan.design.metric", "ranks"): "optional: the job metric counts every rank",
-    ("plan.design.metric.shape", "bound_role"): "optional: only a pipeline with a bound role",
-    ("plan.design.metric.shape", "wait_share"): "optional: only a pipeline with declared roles",
     ("plan.arms.*.changes", "*"): "free-form: the config's candidate changes (set_args, env, ...), each optional",
     ("plan.environment", "*"): "free-form: the environment fingerprint; _not_observed only where something was not",
     # plan.design is a typed Design since issue 37 (stop, record_runs, run_timeout_s: attributes, ABSENT
-    # when left out); its metric stays a dict, read below
+    # when left out); its metric a PlanMetric with its JobShape (per, cpu_wait, shape, job, role,
+    # ranks, step_pattern, bound_role, wait_share: attributes, ABSENT when left out)
     # plan.arms is a typed Arms since issue 37 (same_as_baseline and sources read as attributes)
     # execution.runs[] is a typed Run since issue 37 (its capture, components and ranks read as
     # attributes, ABSENT where optional); its alternates stay a map keyed by data

@@ -91,7 +91,7 @@ def test_record_with_step_pattern_times_the_printed_steps(tmp_path):
             sys.executable, "steps.py", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     plan, ex = _block(tmp_path, tmp_path / "inc" / "sx")
-    assert plan.design.metric["step_pattern"] == pat
+    assert plan.design.metric.step_pattern == pat
     assert ex.status == "complete", ex.notes
     assert {r.metric_source for r in ex.runs} == {"stdout_steps"}
     assert all(len(r.values_ns) == 5 and 19e6 <= r.metric_ns < 200e6 for r in ex.runs)

@@ -54,7 +54,7 @@ def _todays_default(plan: Plan) -> dict:
     the shape read from the recording decides (plan/metric.resolve does the same from the store)."""
     inc = read_incident(RECORDING)
     roles = {int(r): v for r, v in inc.manifest["job"]["roles"].items()}
-    asked = {k: v for k, v in plan.design.metric.items() if k not in ("job", "role", "shape", "ranks", "expect_ranks")}
+    asked = {k: v for k, v in plan.design.metric.to_json().items() if k not in ("job", "role", "shape", "ranks", "expect_ranks")}
     return job_metric.resolve(asked, inc.manifest, job_shape.classify(inc, roles, int(asked.get("skip_steps", 0))))
 
 

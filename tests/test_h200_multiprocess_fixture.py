@@ -72,7 +72,7 @@ def _todays_default(plan: Plan) -> dict:
     my.yaml gave it (role: consumer, no job), the job's shape read from the committed incident."""
     inc = read_incident(D / "incident")
     roles = {int(r): v for r, v in inc.manifest["job"]["roles"].items()}
-    asked = {k: v for k, v in plan.design.metric.items() if k not in ("job", "shape", "ranks", "expect_ranks")}
+    asked = {k: v for k, v in plan.design.metric.to_json().items() if k not in ("job", "shape", "ranks", "expect_ranks")}
     return job_metric.resolve(asked, inc.manifest, job_shape.classify(inc, roles))
 
 

@@ -36,15 +36,15 @@ def _compared(name: str) -> dict:
 def test_the_plan_chose_the_producers_throughput_from_the_recording():
     plan, _ = _records("ab")
     m = plan.design.metric
-    assert (m["job"], m["role"], m["source"]) == ("throughput", "producer", "auto"), m
-    shape = m["shape"]
-    assert (shape["kind"], shape["chosen_by"], shape["bound_role"]) == ("pipeline", "recording", "producer")
-    assert shape["wait_share"]["consumer"] >= 0.5 and shape["wait_share"]["producer"] <= 0.1, shape
+    assert (m.job, m.role, m.source) == ("throughput", "producer", "auto"), m
+    shape = m.shape
+    assert (shape.kind, shape.chosen_by, shape.bound_role) == ("pipeline", "recording", "producer")
+    assert shape.wait_share["consumer"] >= 0.5 and shape.wait_share["producer"] <= 0.1, shape
     # The same shape from the call's own recording, read again here.
     inc = read_incident(D / "fixture" / "incident")
     roles = {int(r): v for r, v in inc.manifest["job"]["roles"].items()}
-    again = job_shape.classify(inc, roles, int(m.get("skip_steps", 0)))
-    assert (again["bound_role"], again["wait_share"]) == (shape["bound_role"], shape["wait_share"]), again
+    again = job_shape.classify(inc, roles, int(m.skip_steps or 0))
+    assert (again["bound_role"], again["wait_share"]) == (shape.bound_role, shape.wait_share), again
 
 
 def test_the_fix_is_faster_by_what_three_producers_make_with_a_floor_under_five_percent():

@@ -237,16 +237,35 @@ def test_the_plan_s_arms_are_typed_and_the_rest_stays_json():
     and changes are maps."""
     from workflow_lib.plan import types as T
 
-    assert {c.__name__ for c in nested_classes(Plan)} == {"Arms", "Arm", "Source", "Design"}
+    assert {c.__name__ for c in nested_classes(Plan)} == {"Arms", "Arm", "Source", "Design", "PlanMetric", "JobShape",
+                                                          "DeclaredWork"}
     assert sorted(n for n, tp in typing.get_type_hints(Plan).items() if nested_in(tp) is None
                   and (typing.get_origin(tp) or tp) in (dict, list)) == ["artifacts", "environment", "schedule",
                                                                          "workload"]
-    assert sorted(n for n, tp in typing.get_type_hints(T.Design).items() if tp is dict) == ["metric", "stop"]
+    assert sorted(n for n, tp in typing.get_type_hints(T.Design).items() if tp is dict) == ["stop"]
     arm = {"argv": ["python", "train.py"], "env": {}, "changes": {"set_args": {"--bs": "4"}},
            "sources": [{"relpath": "train.py", "digest": "0" * 64}]}
     got = T.Arm.from_json(arm)
     assert got.sources[0].digest == "0" * 64 and got.same_as_baseline is ABSENT
     assert json.dumps(got.to_json()) == json.dumps(arm)  # absent stays absent
+
+
+def test_a_plan_metric_with_shape_and_declared_work_round_trips():
+    """design.metric is a PlanMetric with its JobShape and DeclaredWork: a resolved job metric reads
+    as nested instances, null stays null (role, ranks), absent stays absent, and the JSON written
+    back is the JSON read, key for key."""
+    from workflow_lib.plan import types as T
+
+    metric = {"name": "step_time", "source": "auto", "statistic": "median", "unit": "ns", "per": "token",
+              "job": "throughput", "role": None, "ranks": None, "expect_ranks": [0, 1],
+              "tokens_per_step": "--batch_size * --bptt",
+              "shape": {"kind": "pipeline", "reason": "queue spans", "chosen_by": "recording",
+                        "wait_share": {"consumer": 0.7, "producer": 0.01}, "bound_role": "producer"},
+              "declared_work": {"unit": "token", "expression": "--batch_size * --bptt", "A": 512, "B": 1024}}
+    got = T.PlanMetric.from_json(metric)
+    assert got.shape.bound_role == "producer" and got.declared_work.B == 1024
+    assert got.role is None and got.cpu_wait is ABSENT and got.step_pattern is ABSENT
+    assert json.dumps(got.to_json(), sort_keys=True) == json.dumps(metric, sort_keys=True)
 
 
 def test_a_run_with_every_nested_part_round_trips():

@@ -21,7 +21,7 @@ from . import by_component as compare_components, job_metrics, sequential, stats
 from ..core import records
 from . import verdict as V
 from ..core.errors import RecordError
-from ..plan.types import Design, Plan
+from ..plan.types import Design, Plan, PlanMetric
 from ..trials.host_load import BUSY_NOTE, BUSY_SHARE
 from ..trials.types import Execution
 from .types import (BlockResult, Comparison, Counts, DesignSummary, Estimate, Interval, JobMetric, Mde, Method,
@@ -310,9 +310,9 @@ def compare(plan: Plan, executions: dict[str, Execution], execution_digests: dic
             block_limit=int(stop["block_limit"]), blocks_run=look.blocks, look=look.index + 1,
             looks_planned=len(stop["looks"]), level=look.level, why=look.why,
             min_effect_pct=math.expm1(float(stop["min_effect_log"])) * 100.0, method=stop["method"])
-    if metric.get("shape"):
+    if metric.shape:
         extra["metric_choice"] = MetricChoice(
-            shape=metric["shape"]["kind"], reason=metric["shape"]["reason"], chosen_by=metric["shape"]["chosen_by"],
+            shape=metric.shape.kind, reason=metric.shape.reason, chosen_by=metric.shape.chosen_by,
             selector=job_metrics.chosen_selector(metric) or "")
     used_ex = [executions[b.block] for b in used]
     rows = job_metrics.rows(used_ex, level, job_metrics.chosen_selector(metric))
@@ -348,7 +348,7 @@ def _no_components_reason(plan: Plan, used: list[Execution]) -> str:
         return "trials.record_runs is off"
     ok = [r for ex in used for r in ex.runs if r.status == "ok" and r.arm != "warmup"]
     if ok and all(not r.capture for r in ok):  # execution version 3: null when not recorded
-        if plan.design.metric.get("step_pattern") or plan.design.metric["source"] in ("stdout_steps", "process_wall"):
+        if plan.design.metric.step_pattern or plan.design.metric.source in ("stdout_steps", "process_wall"):
             return ("the program was recorded from outside (stallcase record): its runs hold no recorder, so no run "
                     "has a diagnosis to take components from")
         return "no run took a snapshot: the program's own loop does not use the FlightRecorder"
@@ -388,7 +388,7 @@ def work_warnings(plan: Plan, executions: dict[str, Execution]) -> list[str]:
     A time-per-step verdict on arms that do different work per step is a true statement about
     step time, not a speedup: it carries the warning (and the `per:` that compares per unit); a
     comparison per item or token says what it compared."""
-    per = plan.design.metric.get("per", "step")
+    per = plan.design.metric.per or "step"
     out = []
     recorded = work_difference(plan.design, executions)
     if recorded:
@@ -425,7 +425,7 @@ _BUSY_SHARE = re.compile(r"used (\d+)% of")
 def work_difference(design: Design, executions: dict[str, Execution]) -> str | None:
     """The reason when baseline and candidate runs recorded different work per step, else None.
     Runs without recorded work (older records, workloads that declare none) say nothing."""
-    per = design.metric.get("per", "step")
+    per = design.metric.per or "step"
     work: dict[str, dict[str, list[float]]] = {"A": {}, "B": {}}
     for execution in executions.values():
         for run in execution.runs:
@@ -471,8 +471,8 @@ def _fields(plan, plan_digest, execution_digests, blocks, dec, code, reasons, us
         plan_digest=plan_digest,
         execution_digests=dict(sorted(execution_digests.items())),
         aa_experiment=bool(plan.arms.candidate.same_as_baseline),
-        metric=Metric(**{k: design.metric[k] for k in ("name", "source", "statistic", "unit")},
-                      per=design.metric.get("per", "step"), label=_metric_label(design.metric)),
+        metric=Metric(**{k: getattr(design.metric, k) for k in ("name", "source", "statistic", "unit")},
+                      per=design.metric.per or "step", label=_metric_label(design.metric)),
         design=DesignSummary(**{k: getattr(design, k) for k in _DESIGN_KEYS}),
         method=Method(
             schedule="counterbalanced_mirrored_rounds",
@@ -503,16 +503,16 @@ def _fields(plan, plan_digest, execution_digests, blocks, dec, code, reasons, us
     )
 
 
-def _metric_label(metric: dict) -> str:
+def _metric_label(metric: PlanMetric) -> str:
     """What the end line calls the metric: never a unit it does not have."""
-    per = metric.get("per", "step")
-    base = metric["name"].replace("_", " ") if per == "step" else f"time per {per}"
-    if metric.get("job") == "throughput":
-        who = f"{metric['role']} " if metric.get("role") else "job "
+    per = metric.per or "step"
+    base = metric.name.replace("_", " ") if per == "step" else f"time per {per}"
+    if metric.job == "throughput":
+        who = f"{metric.role} " if metric.role else "job "
         return f"{who}throughput ({'time per ' + per})"
-    if metric.get("job") == "wall":
+    if metric.job == "wall":
         return "job wall time"
-    return base + (" less waits for a CPU" if metric.get("cpu_wait", "counted") == "removed" else "")
+    return base + (" less waits for a CPU" if metric.cpu_wait == "removed" else "")
 
 
 _DESIGN_KEYS = ("blocks", "runs_per_arm", "control_runs", "warmup_runs", "seed", "max_retries", "max_failed_fraction", "confidence")

@@ -18,8 +18,10 @@ import math
 
 import numpy as np
 
+from ..core.typed import ABSENT
 from ..plan.job_metric import config_line, selector
 from ..plan.job_shape import WAITING_SHARE
+from ..plan.types import PlanMetric
 from ..trials.types import Execution, Run
 from . import verdict as V
 
@@ -72,11 +74,12 @@ def rows(used: list[Execution], confidence: float, chosen: str | None) -> list[d
     return out
 
 
-def chosen_selector(metric: dict) -> str | None:
+def chosen_selector(metric: PlanMetric) -> str | None:
     """The selector of the plan's own metric (None for one process or a rank subset)."""
-    if "expect_ranks" not in metric or metric.get("ranks") is not None and metric.get("role") is None:
+    role = metric.role or None  # absent or null: every rank
+    if metric.expect_ranks is ABSENT or metric.ranks not in (None, ABSENT) and role is None:
         return None
-    return selector(metric.get("job", "slowest_rank"), metric.get("role"))
+    return selector(metric.job or "slowest_rank", role)
 
 
 def suggestion(verdict: str, noise_floor, job_rows: list[dict]) -> str | None:
@@ -119,17 +122,17 @@ def _role_rates(run: Run) -> dict[str, float]:
     return rates
 
 
-def bound_warning(metric: dict, used: list[Execution]) -> str | None:
+def bound_warning(metric: PlanMetric, used: list[Execution]) -> str | None:
     """A pipeline judged by the role that feeds it (plan/job_shape.py `bound_role`): its
     throughput is the job's only while the fed roles keep up. When, in the candidate's runs, a
     fed role's steps per second relative to the bound role's fell under KEEP_UP of the
     baseline's (A and A'), the candidate may have moved the bottleneck: say so, with the
     numbers and the config line that judges by the fed role."""
-    shape = metric.get("shape") or {}
-    bound = shape.get("bound_role")
-    if not bound or metric.get("role") != bound or metric.get("job") != "throughput":
+    shape = metric.shape
+    bound = shape.bound_role if shape else None
+    if not bound or metric.role != bound or metric.job != "throughput":
         return None
-    fed = sorted(r for r, v in (shape.get("wait_share") or {}).items() if r != bound and v >= WAITING_SHARE)
+    fed = sorted(r for r, v in (shape.wait_share or {}).items() if r != bound and v >= WAITING_SHARE)
     for role in fed:
         ratio: dict[str, list[float]] = {"base": [], "B": []}
         for ex in used:

@@ -19,7 +19,8 @@ import dataclasses
 from ..core import typed
 from ..core.errors import RecordError
 from ..plan.job_metric import selector
-from ..plan.types import Plan
+from ..core.typed import ABSENT
+from ..plan.types import JobShape, Plan
 from ..trials.types import Execution, Run
 from .build import compare
 from .types import Comparison
@@ -45,15 +46,13 @@ def with_job_metric(plan: Plan, executions: dict[str, Execution], job: str, role
     this metric, as a plan built today would record it; without it the old shape goes, since it chose
     the old metric. Raises NotRecorded naming the first run that lacks the value."""
     key = selector(job, role)
-    metric = dict(plan.design.metric, job=job, role=role)
-    metric.pop("shape", None)
-    if shape is not None:
-        metric["shape"] = dict(shape)
-    ranks = metric.get("ranks")
+    old = plan.design.metric
+    ranks = None if old.ranks is ABSENT else old.ranks
     if role is not None:  # the role's ranks, as the original runs labelled them
         ranks = sorted({int(r.rank) for ex in executions.values() for run in ex.runs for r in run.ranks or []
                         if r.role == role} | set(ranks or []))
-    metric["ranks"] = ranks
+    metric = dataclasses.replace(old, job=job, role=role, ranks=ranks,
+                                 shape=ABSENT if shape is None else JobShape.from_json(dict(shape)))
     new_plan = dataclasses.replace(plan, design=dataclasses.replace(plan.design, metric=metric))
     digest = new_plan.digest()
     out = {}

@@ -10,7 +10,8 @@ Version history (bump SCHEMA_VERSION, and the schema's schema_version, when a fi
      step declared from each arm's argv) and design.stop (the sequential design). All optional:
      a plan without them is a fixed design with no shape recorded.
   2 (same version, same JSON): arms are frozen classes, Arms of two Arm with their Source files
-     (issue 37); the design a frozen Design, its metric and stop still dicts; schedule, workload and
+     (issue 37); the design a frozen Design with its PlanMetric (JobShape, DeclaredWork), its stop
+     still a dict; schedule, workload and
      environment stay dicts (docs/architecture.md says why).
 """
 
@@ -51,11 +52,60 @@ class Arms:
 
 
 @typed.nested
+class JobShape:
+    """The job's shape read from the recording before any trial (plan/job_shape.py), which decided
+    the default job metric, and why."""
+
+    kind: str = doc("collective, pipeline or independent")
+    reason: str = doc("why, in words")
+    chosen_by: str = doc("recording: the metric is the shape's default; config: the user's trials.metric chose it")
+    wait_share: dict = doc("a pipeline with declared roles: role -> its share of counted step time in queue spans "
+                           "(a map keyed by role)", optional=True)
+    bound_role: str = doc("a pipeline's feeding role whose throughput is the default job value", optional=True)
+
+
+@typed.nested
+class DeclaredWork:
+    """The config's work per step evaluated from each arm's argv (plan/work.py declared)."""
+
+    unit: str = doc("item or token")
+    expression: str = doc("the config's expression over flags and numbers")
+    A: float = doc("work per step of the baseline's argv")
+    B: float = doc("work per step of the candidate's argv")
+
+
+@typed.nested
+class PlanMetric:
+    """The plan's resolved metric (plan/metric.py resolve): what one run's value is. The config's
+    `trials.metric` stays a dict until the plan is built (resolve, work.py and job_metric.py refine
+    it before any plan exists); plan/build.py turns the resolved dict into this class, the one
+    boundary. The run-side readers that share code with those checks (metric.read, describe,
+    job_metric.reduce/alternates/describe) take `to_json()` of it."""
+
+    name: str = doc("the metric's name")
+    source: str = doc("auto, recorder_steps, stdout_regex, stdout_steps or process_wall (plan/metric.py)")
+    statistic: str = doc("how one run's step times reduce to one value: median, mean or min")
+    unit: str = doc("ns")
+    regex: str | None = doc("stdout_regex: first group is the value", optional=True)
+    skip_steps: int = doc("leading steps of each run left out (absent: 0)", optional=True)
+    per: str = doc("step, item or token (absent: step)", optional=True)
+    step_pattern: str | None = doc("stdout_steps (and auto): regex with a named duration group", optional=True)
+    cpu_wait: str = doc("counted or removed (absent: counted)", optional=True)
+    job: str = doc("a multi-process run's value: slowest_rank, wall or throughput (plan/job_metric.py)", optional=True)
+    role: str | None = doc("count only the ranks of this role", optional=True)
+    ranks: list | None = doc("count only these ranks", optional=True)
+    expect_ranks: list = doc("the incident's ranks: a run in which one wrote no steps fails", optional=True)
+    tokens_per_step: str | None = doc("work per step declared as an expression over each arm's argv", optional=True)
+    items_per_step: str | None = doc("work per step declared as an expression over each arm's argv", optional=True)
+    shape: JobShape = doc("the job's shape, which decided the default job metric", optional=True)
+    declared_work: DeclaredWork = doc("the declared work per step evaluated for A and B", optional=True)
+
+
+@typed.nested
 class Design:
     """The trial design (plan/build.py): how many blocks and runs, retries, confidence, and the
-    resolved metric. `metric` and `stop` stay dicts: plan/metric.py, job_metric.py, stopping.py
-    and compare/sequential.py read the config's metric and stop with the same code before any
-    plan exists, so typing them is one class both sides read (left for a later step)."""
+    resolved metric (a PlanMetric). `stop` stays a dict: stopping.py and compare/sequential.py read
+    the config's stop with the same code before any plan exists (left for a later step)."""
 
     blocks: int = doc("blocks planned")
     runs_per_arm: int = doc("measured runs of A and of B per block")
@@ -65,7 +115,7 @@ class Design:
     max_retries: int = doc("attempts after the first for a failed run")
     max_failed_fraction: float = doc("a block with more failed runs is excluded")
     confidence: float = doc("the interval's confidence level")
-    metric: dict = doc("the resolved metric (plan/metric.py resolve): name, source, statistic, unit and the rest")
+    metric: PlanMetric = doc("the resolved metric (plan/metric.py resolve): name, source, statistic, unit and the rest")
     run_timeout_s: float = doc("a run still going after this is killed (absent: the runner's default)", optional=True)
     record_runs: bool = doc("run the recorder in every trial run (absent: off)", optional=True)
     repeat: int = doc("the config's trials.repeat: a repeat of the same design is a new plan", optional=True)

@@ -234,7 +234,7 @@ def _design(d: Design) -> str:
     keys = ("blocks", "runs_per_arm", "control_runs", "warmup_runs", "max_retries", "seed", "confidence", "max_failed_fraction")
     unit = {"seed": "id", "confidence": "share", "max_failed_fraction": "share"}
     shown = ", ".join(f"{esc(fmt_name(k))} {num(getattr(d, k), unit.get(k, 'count'), f'plan:/design/{k}')}" for k in keys)
-    metric = d.metric
+    metric = d.metric.to_json()  # every field the plan wrote, as written
     said = ", ".join(f"{fmt_name(k)} {v}" for k, v in sorted(metric.items()))
     return f"{shown}; metric: {esc(said)}"
 

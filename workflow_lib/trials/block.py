@@ -137,6 +137,6 @@ def run_block(plan: Plan, plan_digest: str, preflight_record: dict, preflight_di
         status = "too_many_failures"
         notes.append(f"{failed} of {len(counted)} runs failed after retries (limit {design.max_failed_fraction:.0%})")
     if block_source is not None:
-        notes.append(f"metric: {metric_mod.describe(dict(design.metric, source=block_source))}")
+        notes.append(f"metric: {metric_mod.describe(dict(design.metric.to_json(), source=block_source))}")
     return Execution(block=block, plan_digest=plan_digest, preflight_digest=preflight_digest, node=socket.gethostname(),
                      started_unix_ns=started, ended_unix_ns=time.time_ns(), status=status, runs=runs, notes=notes)

@@ -221,7 +221,7 @@ class LocalRunner:
             load_before = host_load.sample()
             with self._watch() as watch:
                 try:
-                    clocks = {} if metric.get("cpu_wait", "counted") == "removed" else None
+                    clocks = {} if metric.cpu_wait == "removed" else None
                     code, stdout, stderr = run_group(req.spec["argv"], req.spec["cwd"], env, policy.run_timeout_s, Path(tmp),
                                                      clocks)
                     if log:
@@ -237,7 +237,7 @@ class LocalRunner:
                 err = failure_reason(code, stderr)
             if err is None:
                 try:
-                    got = metric_mod.read(metric, steps_file, stdout + "\n" + stderr, end - start, steps_dir,
+                    got = metric_mod.read(metric.to_json(), steps_file, stdout + "\n" + stderr, end - start, steps_dir,
                                           entry=entry, streams=None if clocks is None else
                                           [(stdout, clocks.get("stdout", [])), (stderr, clocks.get("stderr", []))])
                 except metric_mod.MetricUnreadable as exc:
@@ -247,13 +247,13 @@ class LocalRunner:
         result = Run(
             index=entry["index"], arm=entry["arm"], attempt=req.attempt, status="ok" if ok else "failed",
             exit_code=code, start_unix_ns=start, end_unix_ns=end,
-            metric_ns=STATISTICS[metric["statistic"]](values) if ok else None, values_ns=values,
+            metric_ns=STATISTICS[metric.statistic](values) if ok else None, values_ns=values,
             gpu=watch.summary(), unusual=got["unusual"] + ([busy] if busy else []), error=err, metric_source=got["source"],
             work=None if got["work"] is None else Work.from_json(got["work"]), stderr_tail=[] if ok else _tail(stderr),
             ranks=None if got.get("ranks") is None else [Rank.from_json(r) for r in got["ranks"]], capture=None,
             alternates=got.get("alternates") if ok else None)
         if req.capture_dir is not None:
-            result = dataclasses.replace(result, capture=self._diagnose(req.capture_dir, int(metric.get("skip_steps", 0))))
+            result = dataclasses.replace(result, capture=self._diagnose(req.capture_dir, int(metric.skip_steps or 0)))
         return result
 
 
@@ -282,7 +282,7 @@ class FakeRunner:
         return Run(
             index=req.entry["index"], arm=req.entry["arm"], attempt=req.attempt, status="ok" if ok else "failed",
             exit_code=0 if ok else 1, start_unix_ns=start, end_unix_ns=start + 1,
-            metric_ns=STATISTICS[req.design.metric["statistic"]](values) if ok else None,
+            metric_ns=STATISTICS[req.design.metric.statistic](values) if ok else None,
             values_ns=list(values) if ok else [], gpu={"status": "not_observed", "reason": "fake runner"},
             unusual=[], error=error, metric_source=self.source if ok else None, work=None,
             stderr_tail=[] if ok else [error], ranks=None, capture=None, alternates=None)
