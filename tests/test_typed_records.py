@@ -232,17 +232,17 @@ def test_the_execution_is_typed_all_the_way_down():
 
 def test_the_plan_s_arms_are_typed_and_the_rest_stays_json():
     """plan.arms is Arms of two Arm with their Source files, plan.design a Design; the design's
-    metric and stop, schedule, workload and environment are still dicts (docs/architecture.md:
+    metric a PlanMetric and its stop a Stop; schedule, workload and environment are still dicts (docs/architecture.md:
     schedule is a map keyed by block id, environment a free-form fingerprint), and an arm's env
     and changes are maps."""
     from workflow_lib.plan import types as T
 
     assert {c.__name__ for c in nested_classes(Plan)} == {"Arms", "Arm", "Source", "Design", "PlanMetric", "JobShape",
-                                                          "DeclaredWork"}
+                                                          "DeclaredWork", "Stop", "StopLook"}
     assert sorted(n for n, tp in typing.get_type_hints(Plan).items() if nested_in(tp) is None
                   and (typing.get_origin(tp) or tp) in (dict, list)) == ["artifacts", "environment", "schedule",
                                                                          "workload"]
-    assert sorted(n for n, tp in typing.get_type_hints(T.Design).items() if tp is dict) == ["stop"]
+    assert sorted(n for n, tp in typing.get_type_hints(T.Design).items() if tp is dict) == []
     arm = {"argv": ["python", "train.py"], "env": {}, "changes": {"set_args": {"--bs": "4"}},
            "sources": [{"relpath": "train.py", "digest": "0" * 64}]}
     got = T.Arm.from_json(arm)
@@ -460,3 +460,15 @@ def test_the_diagnosis_summary_is_made_and_written_as_its_class():
     assert all(isinstance(s, SlowStep) for s in back.summary.slow_steps)
     with pytest.raises(RecordError, match=r"summary: fields \['extra'\] are not in DiagnosisSummary"):
         record_of(dict(body, summary=dict(rec["summary"], extra=1)), written["step_tables"])
+
+
+def test_the_config_s_stop_is_the_plan_s_stop_class_and_round_trips():
+    """plan/stopping.design builds the plan's Stop from the config (one class both sides read); its
+    JSON reads back as the equal Stop, looks as StopLooks whose alphas sum to 1 - confidence."""
+    from workflow_lib.plan import stopping, types as T
+
+    stop = stopping.design({"blocks": 12, "confidence": 0.95, "stop": "early", "wave_blocks": 2})
+    assert isinstance(stop, T.Stop) and all(isinstance(x, T.StopLook) for x in stop.looks)
+    assert abs(sum(x.alpha for x in stop.looks) - 0.05) < 1e-12 and stop.looks[-1].blocks == 12
+    assert T.Stop.from_json(json.loads(json.dumps(stop.to_json()))) == stop
+    assert stopping.design({"blocks": 12, "confidence": 0.95}) is None  # the fixed design has none

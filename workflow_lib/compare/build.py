@@ -21,7 +21,7 @@ from . import by_component as compare_components, job_metrics, sequential, stats
 from ..core import records
 from . import verdict as V
 from ..core.errors import RecordError
-from ..plan.types import Design, Plan, PlanMetric
+from ..plan.types import Design, Plan, PlanMetric, Stop
 from ..trials.host_load import BUSY_NOTE, BUSY_SHARE
 from ..trials.types import Execution
 from .types import (BlockResult, Comparison, Counts, DesignSummary, Estimate, Interval, JobMetric, Mde, Method,
@@ -249,7 +249,7 @@ def _look(design: Design, executions: dict[str, Execution]) -> int | None:
     k = sequential.look_at(len(executions), stop)
     if k is None:
         raise RecordError("execution/", f"{len(executions)} block(s) is no look of the plan's sequential design "
-                          f"(looks after {', '.join(str(x['blocks']) for x in stop['looks'])} blocks)")
+                          f"(looks after {', '.join(str(x.blocks) for x in stop.looks)} blocks)")
     return k
 
 
@@ -261,7 +261,7 @@ def compare(plan: Plan, executions: dict[str, Execution], execution_digests: dic
     k = _look(design, executions)
     schedule = sorted(plan.schedule.items())
     if k is not None:  # the blocks the stopping look read; later ones never ran
-        schedule = schedule[: int(design.stop["looks"][k]["blocks"])]
+        schedule = schedule[: int(design.stop.looks[k].blocks)]
     blocks = [block_estimate(bid, runs, executions.get(bid), design, plan_digest) for bid, runs in schedule]
     used = [b for b in blocks if b.used]
     d = np.asarray([b.log_ratio for b in used], dtype=float)
@@ -307,9 +307,9 @@ def compare(plan: Plan, executions: dict[str, Execution], execution_digests: dic
     if look is not None:
         stop = design.stop
         extra["sequential"] = Sequential(
-            block_limit=int(stop["block_limit"]), blocks_run=look.blocks, look=look.index + 1,
-            looks_planned=len(stop["looks"]), level=look.level, why=look.why,
-            min_effect_pct=math.expm1(float(stop["min_effect_log"])) * 100.0, method=stop["method"])
+            block_limit=int(stop.block_limit), blocks_run=look.blocks, look=look.index + 1,
+            looks_planned=len(stop.looks), level=look.level, why=look.why,
+            min_effect_pct=math.expm1(float(stop.min_effect_log)) * 100.0, method=stop.method)
     if metric.shape:
         extra["metric_choice"] = MetricChoice(
             shape=metric.shape.kind, reason=metric.shape.reason, chosen_by=metric.shape.chosen_by,
@@ -332,14 +332,14 @@ def compare(plan: Plan, executions: dict[str, Execution], execution_digests: dic
     return Comparison(**fields, **explained, **extra)
 
 
-def _stop_reason(look: sequential.Look, stop: dict) -> str:
+def _stop_reason(look: sequential.Look, stop: Stop) -> str:
     what = {"clears_floor": "the interval cleared the A/A floor",
             "rules_out_min_effect": f"the interval ruled out a change above "
-                                    f"{math.expm1(float(stop['min_effect_log'])) * 100:.3g}%",
+                                    f"{math.expm1(float(stop.min_effect_log)) * 100:.3g}%",
             "block_limit": "the block limit was reached", "continue": "the design had not stopped"}[look.why]
-    return (f"sequential design (stop: early): {what} at look {look.index + 1} of {len(stop['looks'])}, after "
-            f"{look.blocks} of at most {stop['block_limit']} blocks; this look's interval is at {look.level:.2%} so "
-            f"that the error over every look stays within {1 - sum(x['alpha'] for x in stop['looks']):.0%} confidence")
+    return (f"sequential design (stop: early): {what} at look {look.index + 1} of {len(stop.looks)}, after "
+            f"{look.blocks} of at most {stop.block_limit} blocks; this look's interval is at {look.level:.2%} so "
+            f"that the error over every look stays within {1 - sum(x.alpha for x in stop.looks):.0%} confidence")
 
 
 def _no_components_reason(plan: Plan, used: list[Execution]) -> str:

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..core import typed
 from ..plan.schedule import block_id
-from ..plan.types import Plan
+from ..plan.types import Plan, Stop
 from ..trials.types import Execution
 from . import sequential
 from .types import LookRecord
@@ -31,9 +31,9 @@ def look_index(wave: str) -> int:
     return int(wave.removeprefix("w"))
 
 
-def blocks_of_look(stop: dict, look: int) -> list[str]:
+def blocks_of_look(stop: Stop, look: int) -> list[str]:
     """The block ids look `look` reads: the schedule's first `blocks`."""
-    return [block_id(i) for i in range(int(stop["looks"][look]["blocks"]))]
+    return [block_id(i) for i in range(int(stop.looks[look].blocks))]
 
 
 def _num(x: float) -> float | None:
@@ -54,8 +54,8 @@ def judge_executions(plan: Plan, executions: dict[str, Execution], look: int) ->
     try:
         return sequential.judge(d, c, stop, look)
     except (FloatingPointError, ArithmeticError, ValueError):
-        last = look == len(stop["looks"]) - 1  # a failed computation proves nothing: go on, or stop inconclusive
-        return sequential.Look(look, int(stop["looks"][look]["blocks"]), 1.0 - float(stop["looks"][look]["alpha"]),
+        last = look == len(stop.looks) - 1  # a failed computation proves nothing: go on, or stop inconclusive
+        return sequential.Look(look, int(stop.looks[look].blocks), 1.0 - float(stop.looks[look].alpha),
                                last, "block_limit" if last else "continue", None)
 
 
@@ -68,7 +68,7 @@ def look_record(plan: Plan, executions: dict[str, Execution], wave: str) -> Look
     from . import verdict as V
 
     return LookRecord(incident_id=plan.incident_id, plan_digest=plan.digest(), look=k,
-                      looks_planned=len(plan.design.stop["looks"]), blocks=got.blocks, level=got.level, stop=got.stop,
+                      looks_planned=len(plan.design.stop.looks), blocks=got.blocks, level=got.level, stop=got.stop,
                       why=got.why, verdict=V.VERDICTS[sequential.verdict_code(got)] if got.stop else None,
                       estimate_log=pick("estimate_log"), low_log=pick("low_log"), high_log=pick("high_log"),
                       floor_log=pick("floor_log"))
@@ -85,10 +85,10 @@ def execution_targets(config_trials: dict, look_path, execution_path) -> list[st
     `look_path(wave)` returns the checkpoint's output (raising Snakemake's incomplete-checkpoint
     exception until that look has run); `execution_path(block)` the block's execution record."""
     stop = sequential.design(config_trials)
-    for k in range(len(stop["looks"])):
+    for k in range(len(stop.looks)):
         if stopped(look_path(wave_id(k))):
             return [execution_path(b) for b in blocks_of_look(stop, k)]
-    return [execution_path(b) for b in blocks_of_look(stop, len(stop["looks"]) - 1)]
+    return [execution_path(b) for b in blocks_of_look(stop, len(stop.looks) - 1)]
 
 
 def look_inputs(config_trials: dict, wave: str, execution_path) -> list[str]:

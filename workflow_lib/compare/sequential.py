@@ -35,6 +35,7 @@ import numpy as np
 
 from . import verdict as V
 
+from ..plan.types import Stop
 from ..plan.stopping import DEFAULT_MIN_EFFECT_PCT, DEFAULT_WAVE, STOPS, design, looks  # noqa: F401  (the plan fixes them)
 
 
@@ -50,15 +51,15 @@ class Look:
     decision: V.Decision | None
 
 
-def judge(d: np.ndarray, c: np.ndarray, stop: dict, look_index: int) -> Look:
+def judge(d: np.ndarray, c: np.ndarray, stop: Stop, look_index: int) -> Look:
     """Look `look_index` of the plan's `stop` design on the blocks' d and c (log ratios)."""
-    plan_looks = stop["looks"]
+    plan_looks = stop.looks
     look = plan_looks[look_index]
-    level = 1.0 - float(look["alpha"])
+    level = 1.0 - float(look.alpha)
     dec = V.decide(np.asarray(d, float)[None, :], np.asarray(c, float)[None, :], level)
     verdict = int(dec.verdict[0])
     lo, hi = float(dec.low_log[0]), float(dec.high_log[0])
-    delta = float(stop["min_effect_log"])
+    delta = float(stop.min_effect_log)
     last = look_index == len(plan_looks) - 1
     if verdict in (V.FASTER, V.SLOWER):
         why = "clears_floor"
@@ -68,7 +69,7 @@ def judge(d: np.ndarray, c: np.ndarray, stop: dict, look_index: int) -> Look:
         why = "block_limit"
     else:
         why = "continue"
-    return Look(look_index, int(look["blocks"]), level, why != "continue", why, dec)
+    return Look(look_index, int(look.blocks), level, why != "continue", why, dec)
 
 
 def verdict_code(look: Look) -> int:
@@ -82,15 +83,15 @@ def verdict_code(look: Look) -> int:
     return code if code in (V.FASTER, V.SLOWER) else (V.NO_CHANGE if code == V.NO_CHANGE else V.INCONCLUSIVE)
 
 
-def look_at(blocks_done: int, stop: dict) -> int | None:
+def look_at(blocks_done: int, stop: Stop) -> int | None:
     """The look whose blocks are exactly `blocks_done`, or None."""
-    for k, look in enumerate(stop["looks"]):
-        if look["blocks"] == blocks_done:
+    for k, look in enumerate(stop.looks):
+        if look.blocks == blocks_done:
             return k
     return None
 
 
-def simulate(d: np.ndarray, c: np.ndarray, stop: dict) -> tuple[np.ndarray, np.ndarray]:
+def simulate(d: np.ndarray, c: np.ndarray, stop: Stop) -> tuple[np.ndarray, np.ndarray]:
     """(verdict codes, blocks used) of many experiments at once: d and c are (experiments,
     block_limit) arrays of block values; each experiment stops at its first stopping look.
     The same judge() as the workflow, vectorized by look (the tests' simulation)."""
@@ -98,14 +99,14 @@ def simulate(d: np.ndarray, c: np.ndarray, stop: dict) -> tuple[np.ndarray, np.n
     m = d.shape[0]
     code = np.full(m, -1, dtype=np.int8)
     used = np.zeros(m, dtype=np.int64)
-    delta = float(stop["min_effect_log"])
-    plan_looks = stop["looks"]
+    delta = float(stop.min_effect_log)
+    plan_looks = stop.looks
     for k, look in enumerate(plan_looks):
         open_ = code < 0
         if not open_.any():
             break
-        n = int(look["blocks"])
-        dec = V.decide(d[open_, :n], c[open_, :n], 1.0 - float(look["alpha"]))
+        n = int(look.blocks)
+        dec = V.decide(d[open_, :n], c[open_, :n], 1.0 - float(look.alpha))
         v = dec.verdict.astype(np.int8)
         within = np.isfinite(dec.low_log) & np.isfinite(dec.high_log) & (dec.low_log > -delta) & (dec.high_log < delta)
         last = k == len(plan_looks) - 1

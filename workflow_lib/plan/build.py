@@ -123,7 +123,7 @@ def build_plan(snapshot: dict, snapshot_digest: str, store_root: str | os.PathLi
     for key in ("stop", "wave_blocks", "min_effect_pct"):
         design.pop(key, None)
     if stop is not None:
-        design["stop"] = stop
+        design["stop"] = stop.to_json()  # Design.from_json below reads it back as the Stop
     dists = snapshot.get("provenance", {}).get("imported_distributions")
     return Plan(
         incident_id=snapshot["incident_id"],

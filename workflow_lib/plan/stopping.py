@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from .types import Stop, StopLook
 
 
 STOPS = ("fixed", "early")
@@ -50,15 +51,16 @@ def looks(limit: int, wave: int, confidence: float) -> list[dict]:
     return out
 
 
-def design(trials: dict) -> dict | None:
-    """The plan's `stop` record for the config's trials section; None for the fixed design."""
+def design(trials: dict) -> Stop | None:
+    """The plan's `stop` for the config's trials section, as the plan's class (the config side and the
+    plan read the same Stop); None for the fixed design."""
     if trials.get("stop", "fixed") != "early":
         return None
     limit, wave = int(trials["blocks"]), int(trials.get("wave_blocks", DEFAULT_WAVE))
     confidence = float(trials["confidence"])
     pct = float(trials.get("min_effect_pct", DEFAULT_MIN_EFFECT_PCT))
-    return {"rule": "early", "method": "group_sequential_linear_alpha_spending_bonferroni",
-            "block_limit": limit, "wave_blocks": wave, "min_effect_log": math.log1p(pct / 100.0),
-            "looks": looks(limit, wave, confidence)}
+    return Stop(rule="early", method="group_sequential_linear_alpha_spending_bonferroni",
+                block_limit=limit, wave_blocks=wave, min_effect_log=math.log1p(pct / 100.0),
+                looks=[StopLook(**x) for x in looks(limit, wave, confidence)])
 
 

@@ -10,8 +10,8 @@ Version history (bump SCHEMA_VERSION, and the schema's schema_version, when a fi
      step declared from each arm's argv) and design.stop (the sequential design). All optional:
      a plan without them is a fixed design with no shape recorded.
   2 (same version, same JSON): arms are frozen classes, Arms of two Arm with their Source files
-     (issue 37); the design a frozen Design with its PlanMetric (JobShape, DeclaredWork), its stop
-     still a dict; schedule, workload and
+     (issue 37); the design a frozen Design with its PlanMetric (JobShape, DeclaredWork) and Stop
+     (StopLook); schedule, workload and
      environment stay dicts (docs/architecture.md says why).
 """
 
@@ -102,10 +102,31 @@ class PlanMetric:
 
 
 @typed.nested
+class StopLook:
+    """One look of a sequential design: after how many blocks, at what share of the error."""
+
+    blocks: int = doc("blocks run when this look comes")
+    alpha: float = doc("the error this look spends: its interval is at level 1 - alpha")
+
+
+@typed.nested
+class Stop:
+    """trials: {stop: early}: the sequential design's looks, fixed before any run (plan/stopping.py
+    design makes it from the config, compare/sequential.py and looks.py read it): the config side
+    builds this same class, so both sides read one thing."""
+
+    rule: str = doc("early")
+    method: str = doc("the spending method (compare/sequential.py cites it)")
+    block_limit: int = doc("blocks at most")
+    wave_blocks: int = doc("blocks per wave after the first look")
+    min_effect_log: float = doc("the change a no-change stop must rule out, as a log ratio")
+    looks: list[StopLook] = doc("the looks in order; their alphas sum to 1 - confidence")
+
+
+@typed.nested
 class Design:
     """The trial design (plan/build.py): how many blocks and runs, retries, confidence, and the
-    resolved metric (a PlanMetric). `stop` stays a dict: stopping.py and compare/sequential.py read
-    the config's stop with the same code before any plan exists (left for a later step)."""
+    resolved metric (a PlanMetric) and, for `stop: early`, its Stop."""
 
     blocks: int = doc("blocks planned")
     runs_per_arm: int = doc("measured runs of A and of B per block")
@@ -119,7 +140,7 @@ class Design:
     run_timeout_s: float = doc("a run still going after this is killed (absent: the runner's default)", optional=True)
     record_runs: bool = doc("run the recorder in every trial run (absent: off)", optional=True)
     repeat: int = doc("the config's trials.repeat: a repeat of the same design is a new plan", optional=True)
-    stop: dict = doc("trials: {stop: early}: the sequential design's looks (absent: a fixed design)", optional=True)
+    stop: Stop = doc("trials: {stop: early}: the sequential design's looks (absent: a fixed design)", optional=True)
 
 
 @typed.record("plan", version=SCHEMA_VERSION)
