@@ -37,7 +37,7 @@ def _hostile_snapshot(tmp_path):
 def test_a_hostile_manifests_preload_never_reaches_the_plan(tmp_path):
     snap = _hostile_snapshot(tmp_path)
     plan = P.build_plan(snap, records.digest_of(snap), tmp_path / "results", design=DESIGN, candidate="baseline")
-    assert plan.workload["env"] == {"OMP_NUM_THREADS": "2"}
+    assert plan.workload.env == {"OMP_NUM_THREADS": "2"}
     assert plan.arms.baseline.env == plan.arms.candidate.env == {"OMP_NUM_THREADS": "2"}
     with pytest.raises(Exception, match="CUDA_VISIBLE_DEVICES: the node's own"):
         P.build_plan(snap, records.digest_of(snap), tmp_path / "results", design=DESIGN,

@@ -92,7 +92,7 @@ def test_manifest_env_is_refiltered_and_candidate_env_must_be_allow_listed(tmp_p
     snap, d = _snap(tmp_path)
     snap = dict(snap, workload=dict(snap["workload"], env={"BASH_ENV": "/tmp/evil", "OMP_NUM_THREADS": "4"}))
     p = P.build_plan(snap, d, tmp_path / "results", design=DESIGN, candidate="baseline")
-    assert p.workload["env"] == {"OMP_NUM_THREADS": "4"} and p.arms.baseline.env == {"OMP_NUM_THREADS": "4"}
+    assert p.workload.env == {"OMP_NUM_THREADS": "4"} and p.arms.baseline.env == {"OMP_NUM_THREADS": "4"}
     from workflow_lib.core.errors import StallcaseError
 
     with pytest.raises(StallcaseError, match="LD_AUDIT"):

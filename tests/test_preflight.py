@@ -90,8 +90,9 @@ def test_deleted_binary_blocks(tmp_path):
     fake_bin = tmp_path / "python-bin"
     fake_bin.write_bytes(b"binary")
     from incident_factory import art
+    from workflow_lib.plan.types import Artifact
 
-    plan.artifacts.append(art("binary", fake_bin))
+    plan.artifacts.append(Artifact.from_json(art("binary", fake_bin)))
     fake_bin.unlink()
     rec = _pf(tmp_path, plan, gpu_env())
     assert rec["status"] == "blocked"
@@ -100,8 +101,8 @@ def test_deleted_binary_blocks(tmp_path):
 
 def test_edited_input_blocks_when_store_lacks_it(tmp_path):
     plan = _plan(tmp_path, gpu_env())
-    inp = next(a for a in plan.artifacts if a["role"] == "input")
-    CAS(tmp_path / "results").path_for(inp["digest"]).unlink()
+    inp = next(a for a in plan.artifacts if a.role == "input")
+    CAS(tmp_path / "results").path_for(inp.digest).unlink()
     (tmp_path / "data.bin").write_bytes(b"edited")
     rec = _pf(tmp_path, plan, gpu_env())
     assert rec["status"] == "blocked"
@@ -110,8 +111,8 @@ def test_edited_input_blocks_when_store_lacks_it(tmp_path):
 
 def test_edited_source_blocks_when_store_lacks_it(tmp_path):
     plan = _plan(tmp_path, gpu_env())
-    src = next(a for a in plan.artifacts if a["role"] == "source")
-    CAS(tmp_path / "results").path_for(src["digest"]).unlink()
+    src = next(a for a in plan.artifacts if a.role == "source")
+    CAS(tmp_path / "results").path_for(src.digest).unlink()
     (tmp_path / "src" / "work.py").write_text("print('edited')\n")
     rec = _pf(tmp_path, plan, gpu_env())
     assert rec["status"] == "blocked"
@@ -120,8 +121,8 @@ def test_edited_source_blocks_when_store_lacks_it(tmp_path):
 
 def test_corrupt_store_copy_is_missing(tmp_path):
     plan = _plan(tmp_path, gpu_env())
-    inp = next(a for a in plan.artifacts if a["role"] == "input")
-    obj = CAS(tmp_path / "results").path_for(inp["digest"])
+    inp = next(a for a in plan.artifacts if a.role == "input")
+    obj = CAS(tmp_path / "results").path_for(inp.digest)
     obj.write_bytes(b"rot")
     rec = _pf(tmp_path, plan, gpu_env())
     assert rec["status"] == "blocked" and "corrupt" in rec["missing"][0]["problem"]

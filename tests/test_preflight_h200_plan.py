@@ -51,7 +51,7 @@ def test_h200_plan_with_named_experiment_proceeds_and_lists_every_difference(tmp
     fields = {d["field"] for d in rec["differences"]}
     assert {"environment.gpu_names", "environment.gpu_count", "environment.driver_version", "environment.power_limit_mw"} <= fields
     # the H200's interpreter and libraries are listed as differences, not silently dropped
-    binaries = [a["path"] for a in plan.artifacts if a["role"] in ("binary", "library")]
+    binaries = [a.path for a in plan.artifacts if a.role in ("binary", "library")]
     assert all(any(d["field"].endswith(":" + p) for d in rec["differences"]) or Path(p).is_file() for p in binaries)
     assert rec["missing"] == []
 
@@ -59,6 +59,7 @@ def test_h200_plan_with_named_experiment_proceeds_and_lists_every_difference(tmp
 def test_h200_plan_without_its_sources_blocks_even_as_experiment(tmp_path):
     plan = _plan()
     plan = dataclasses.replace(plan, experiment="no-sources", source_root=str(tmp_path / "nowhere"), artifacts=[
-        dict(a, path=str(tmp_path / "nowhere" / Path(a["path"]).name)) if a["role"] == "source" else a for a in plan.artifacts])
+        dataclasses.replace(a, path=str(tmp_path / "nowhere" / Path(a.path).name)) if a.role == "source" else a
+        for a in plan.artifacts])
     rec = PF.preflight(plan, records.digest_of(plan), "b000", tmp_path / "empty-store", results_dir=tmp_path)
     assert rec["status"] == "blocked" and any(m["role"] == "source" for m in rec["missing"])

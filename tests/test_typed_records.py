@@ -232,16 +232,15 @@ def test_the_execution_is_typed_all_the_way_down():
 
 def test_the_plan_s_arms_are_typed_and_the_rest_stays_json():
     """plan.arms is Arms of two Arm with their Source files, plan.design a Design; the design's
-    metric a PlanMetric and its stop a Stop; schedule, workload and environment are still dicts (docs/architecture.md:
+    metric a PlanMetric and its stop a Stop, the workload a Workload, each artifact an Artifact; schedule and environment are still dicts (docs/architecture.md:
     schedule is a map keyed by block id, environment a free-form fingerprint), and an arm's env
     and changes are maps."""
     from workflow_lib.plan import types as T
 
     assert {c.__name__ for c in nested_classes(Plan)} == {"Arms", "Arm", "Source", "Design", "PlanMetric", "JobShape",
-                                                          "DeclaredWork", "Stop", "StopLook"}
+                                                          "DeclaredWork", "Stop", "StopLook", "Workload", "Artifact"}
     assert sorted(n for n, tp in typing.get_type_hints(Plan).items() if nested_in(tp) is None
-                  and (typing.get_origin(tp) or tp) in (dict, list)) == ["artifacts", "environment", "schedule",
-                                                                         "workload"]
+                  and (typing.get_origin(tp) or tp) in (dict, list)) == ["environment", "schedule"]
     assert sorted(n for n, tp in typing.get_type_hints(T.Design).items() if tp is dict) == []
     arm = {"argv": ["python", "train.py"], "env": {}, "changes": {"set_args": {"--bs": "4"}},
            "sources": [{"relpath": "train.py", "digest": "0" * 64}]}

@@ -22,7 +22,7 @@ from . import candidate as candidate_lib
 from ..capture.provenance import allowed_env
 from .metric import resolve as resolve_metric
 from .rebuild import NODE_ENV
-from .types import Arms, Design, Plan
+from .types import Arms, Artifact, Design, Plan, Workload
 from .schedule import make_schedule
 from . import stopping
 
@@ -129,8 +129,8 @@ def build_plan(snapshot: dict, snapshot_digest: str, store_root: str | os.PathLi
         incident_id=snapshot["incident_id"],
         experiment=experiment,
         snapshot_digest=snapshot_digest,
-        artifacts=snapshot["artifacts"],
-        workload=workload,
+        artifacts=[Artifact.from_json(a) for a in snapshot["artifacts"]],
+        workload=Workload.from_json(workload),
         source_root=source_root,
         arms=Arms.from_json({"baseline": baseline, "candidate": cand}),
         design=Design.from_json(design),

@@ -82,14 +82,14 @@ def materialize_arm(plan: Plan, arm: str, store_root: str | os.PathLike, dest: s
         cand = remap(a)
         if cand != a and Path(cand).relative_to(dest).as_posix() in rel_sources:
             argv.append(cand)
-        elif root and not os.path.isabs(a) and a in rel_sources and plan.workload["cwd"] == root:
+        elif root and not os.path.isabs(a) and a in rel_sources and plan.workload.cwd == root:
             argv.append(str(dest / a))
         else:
             argv.append(a)
     # The cwd inside the source tree maps to the same place in the rebuilt tree (made when no
     # pinned file lives there, e.g. an untracked runs/ directory); outside it, it stays as recorded.
-    cwd = remap(plan.workload["cwd"])
-    if cwd != plan.workload["cwd"]:
+    cwd = remap(plan.workload.cwd)
+    if cwd != plan.workload.cwd:
         os.makedirs(cwd, exist_ok=True)
     elif not os.path.isdir(cwd):
         cwd = str(dest)

@@ -44,6 +44,27 @@ class Arm:
 
 
 @typed.nested
+class Artifact:
+    """A file the trials must find, pinned by digest (preflight checks it; rebuild materializes sources)."""
+
+    role: str = doc("source, binary, library, input or patch: what it is to the workload")
+    path: str = doc("absolute path where it was at capture")
+    digest: str = doc("blake3 digest of its bytes")
+    size: int = doc("its size in bytes")
+    relpath: str | None = doc("path relative to the source root (source files), where the work directory places it",
+                              optional=True)
+
+
+@typed.nested
+class Workload:
+    """The recorded command the arms derive from (the snapshot's workload, its env allow-listed)."""
+
+    argv: list = doc("argv list; never run through a shell")
+    cwd: str = doc("the working directory it ran in")
+    env: dict = doc("allow-listed environment only: a map keyed by variable name")
+
+
+@typed.nested
 class Arms:
     """Baseline (A, A' and the warm-ups that warm it) and candidate (B)."""
 
@@ -150,8 +171,8 @@ class Plan:
     incident_id: str = doc("the incident the plan derives from")
     experiment: str | None = doc("null: the incident's own environment; a name: an explicitly new experiment")
     snapshot_digest: str = doc("blake3 digest of the snapshot record planned from")
-    artifacts: list = doc("the incident's artifacts (role, path, relpath, digest, size) the trials must find")
-    workload: dict = doc("the recorded command: argv (never a shell), cwd and the allow-listed env")
+    artifacts: list[Artifact] = doc("the incident's artifacts (role, path, relpath, digest, size) the trials must find")
+    workload: Workload = doc("the recorded command: argv (never a shell), cwd and the allow-listed env")
     arms: Arms = doc("baseline and candidate: argv, env, changes, sources by digest, same_as_baseline")
     design: Design = doc("blocks, runs per arm, warm-up and control runs, seed, retries, confidence and the resolved metric")
     schedule: dict = doc("block id -> its runs in order (index, arm; warms for a warm-up run)")

@@ -39,7 +39,7 @@ def check_artifacts(plan: Plan, cas: CAS) -> tuple[list[dict], list[dict]]:
     """
     diffs, missing = [], []
     for art in plan.artifacts:
-        role, path, digest = art["role"], art["path"], art["digest"]
+        role, path, digest = art.role, art.path, art.digest
         present = os.path.isfile(path)
         actual = None
         if present:
@@ -108,7 +108,7 @@ def check_distributions(plan: Plan) -> list[dict]:
     planned = plan.python_distributions
     if not planned:  # null: not observed at capture (ABSENT in a hand-written plan: the same)
         return []
-    python = plan.workload["argv"][0]
+    python = plan.workload.argv[0]
     try:
         seen = observed_distributions(python, sorted(planned), trial_env(plan.arms.baseline.env, {}))
     except (OSError, ValueError, subprocess.SubprocessError) as exc:

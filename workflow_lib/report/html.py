@@ -247,13 +247,13 @@ def plan_section(m: dict) -> str:
     out = ['<section id="plan"><h2>Plan and preflight</h2>',
            _kv_table([("experiment", esc(exp) if exp else "none: trials must run in the incident's own environment"),
                       ("plan digest", short(m["plan_digest"])), ("snapshot digest", short(p.snapshot_digest)),
-                      ("workload", f"<code>{esc(' '.join(p.workload['argv']))}</code>"),
-                      ("working directory", f"<code>{esc(p.workload['cwd'])}</code>"),
+                      ("workload", f"<code>{esc(' '.join(p.workload.argv))}</code>"),
+                      ("working directory", f"<code>{esc(p.workload.cwd)}</code>"),
                       ("baseline changes", esc(changes(p.arms.baseline.changes))),
                       ("candidate changes", esc(changes(p.arms.candidate.changes))),
                       ("design", _design(p.design))])]
-    arts = "".join(f"<tr><td>{esc(a['role'])}</td><td class='mono'>{esc(a['path'])}</td><td>{short(a['digest'])}</td>"
-                   f"<td class='num'>{num(a['size'], 'count', f'plan:/artifacts/{i}/size')}</td></tr>" for i, a in enumerate(p.artifacts))
+    arts = "".join(f"<tr><td>{esc(a.role)}</td><td class='mono'>{esc(a.path)}</td><td>{short(a.digest)}</td>"
+                   f"<td class='num'>{num(a.size, 'count', f'plan:/artifacts/{i}/size')}</td></tr>" for i, a in enumerate(p.artifacts))
     out.append(f"<details><summary>{len(p.artifacts)} artifacts pinned by digest</summary><table><tr><th>role</th><th>path</th>"
                f"<th>digest</th><th class='num'>bytes</th></tr>{arts}</table></details>")
     out.append(f"<details><summary>environment at capture</summary>{_env_table(p.environment)}</details>")
