@@ -495,24 +495,35 @@ def launch_rows_at(ev: RankEvidence, corr: np.ndarray, start: np.ndarray) -> tup
     return rows, ok
 
 
-_JOIN: dict = {}
+_PER_RANK: dict = {}
+
+
+def per_rank(ev, name: str, make, key=None):
+    """make(), what `name` derives from one rank's evidence, made once per evidence object (and
+    `key`, the options it depends on): the checks' column and per-step forms share it. One
+    rank's evidence at a time per name, held by a weak reference (never keeps the evidence
+    alive); an evidence stand-in (a namespace) cannot be weakly referenced and is not cached."""
+    hit = _PER_RANK.get(name)
+    if hit is not None and hit[0]() is ev and hit[1] == key:
+        return hit[2]
+    out = make()
+    try:
+        _PER_RANK[name] = (weakref.ref(ev), key, out)
+    except TypeError:
+        _PER_RANK.pop(name, None)
+    return out
 
 
 def _launch_join(ev: RankEvidence) -> tuple[np.ndarray, np.ndarray]:
     """(the calls' join keys in rt_corr_order, each call's CUPTI session), once per evidence."""
-    hit = _JOIN.get(id(ev))
-    if hit is not None and hit[0]() is ev:
-        return hit[1]
+    return per_rank(ev, "launch_join", lambda: _launch_join_of(ev))
+
+
+def _launch_join_of(ev: RankEvidence) -> tuple[np.ndarray, np.ndarray]:
     order = ev.rt_corr_order
     # Calls of one id are in start order within rt_corr_order (a stable sort of start-sorted rows).
     key = ev.rt_corr_sorted * (ev.rt_start.size + 1) + searchsorted(ev.rt_start, ev.rt_start[order], side="right")
-    out = (key, cupti_sessions(ev.rt_corr) if ev.cupti_reattached else np.zeros(ev.rt_corr.size, np.int64))
-    _JOIN.clear()  # one rank's evidence at a time
-    try:
-        _JOIN[id(ev)] = (weakref.ref(ev), out)
-    except TypeError:  # evidence stand-ins (a namespace) cannot be weakly referenced: not cached
-        pass
-    return out
+    return key, (cupti_sessions(ev.rt_corr) if ev.cupti_reattached else np.zeros(ev.rt_corr.size, np.int64))
 
 
 def cupti_sessions(corr: np.ndarray) -> np.ndarray:

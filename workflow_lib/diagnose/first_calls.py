@@ -29,18 +29,16 @@ many ns.
 from __future__ import annotations
 
 import re
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import measures
-from .evidence import launch_rows_at
+from .evidence import launch_rows_at, per_rank
 from .fast import searchsorted
 from .types import Intervals
 
 COPY_CALL = re.compile(r"mem(cpy|set)", re.IGNORECASE)  # cudaMemcpyAsync, cuMemsetD32, hipMemcpy...
-_CACHE: dict = {}
 
 
 @dataclass(frozen=True)
@@ -89,11 +87,12 @@ def _first_and_later(key: np.ndarray, start: np.ndarray, end: np.ndarray):
 
 
 def of_rank(ev, opts) -> FirstCalls:
-    """The rank's one-time first calls (cached per evidence object and thresholds)."""
+    """The rank's one-time first calls (once per evidence object and thresholds)."""
     knobs = (opts.first_call_factor, opts.first_call_over_longest, opts.first_call_min_later, opts.first_call_min_ns)
-    hit = _CACHE.get(id(ev))
-    if hit is not None and hit[0]() is ev and hit[1] == knobs:
-        return hit[2]
+    return per_rank(ev, "first_calls", lambda: _of_rank(ev, opts), key=knobs)
+
+
+def _of_rank(ev, opts) -> FirstCalls:
     # Host spans, less the ones other checks name.
     sp = np.flatnonzero(~(ev.span_is_wait | ev.span_is_compile | ev.span_is_gc | ev.span_is_checkpoint))
     s_key = ev.span_name.codes[sp].astype(np.int64)
@@ -132,11 +131,6 @@ def of_rank(ev, opts) -> FirstCalls:
     names = np.array([_name(ev, bool(is_rt[r]), int(src_row[r]), int(kern[src_row[r]]) if is_rt[r] else -1) for r in f.tolist()], object)
     out = FirstCalls(start[f], end[f], thread[f], names, is_rt[f], typical[sel] if sel.size else np.zeros(0, np.int64),
                      cnt[sel] if sel.size else np.zeros(0, np.int64))
-    _CACHE.clear()  # one rank's evidence at a time
-    try:
-        _CACHE[id(ev)] = (weakref.ref(ev), knobs, out)
-    except TypeError:  # evidence stand-ins cannot be weakly referenced: not cached
-        pass
     return out
 
 

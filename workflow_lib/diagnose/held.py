@@ -29,13 +29,12 @@ windows; an activity is joined to the latest launch call with its id that starte
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import measures
-from .evidence import launch_rows_at
+from .evidence import launch_rows_at, per_rank
 from .types import Intervals
 
 # A launched activity waiting this long with none of the program's work running is not the
@@ -47,7 +46,6 @@ HELD_MIN_NS = 100_000
 STREAM_OVERLAP_NS = 5_000
 LAUNCHES_ONLY = ("the rank's runtime record holds launch calls only (filtered or cut from a larger trace): work "
                  "dropped with its launches would read as held")
-_CACHE: dict = {}
 
 
 @dataclass(frozen=True)
@@ -60,10 +58,11 @@ class Held:
 
 
 def of_rank(ev, src) -> Held:
-    """The rank's held time (cached per evidence object: the batched and per-step forms share it)."""
-    hit = _CACHE.get(id(ev))
-    if hit is not None and hit[0]() is ev:
-        return hit[1]
+    """The rank's held time (once per evidence object: the batched and per-step forms share it)."""
+    return per_rank(ev, "held", lambda: _of_rank(ev, src))
+
+
+def _of_rank(ev, src) -> Held:
     gs = np.concatenate([ev.k_start, ev.copies.start])
     ge = np.concatenate([ev.k_end, ev.copies.end])
     stream = np.concatenate([ev.k_stream, ev.copies.stream])
@@ -93,8 +92,6 @@ def of_rank(ev, src) -> Held:
         gaps += (f"GPU->host clock uncertainty {ev.clock_uncertainty_ns} ns: a {HELD_MIN_NS // 1000} us wait between a "
                  "launch call and its kernel cannot be timed",)
     out = Held(held, launch_ok, gaps)
-    _CACHE.clear()  # one rank's evidence at a time
-    _CACHE[id(ev)] = (weakref.ref(ev), out)
     return out
 
 

@@ -30,13 +30,12 @@ waits, what completeness rests on, who held the GPU as far as the capture says, 
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
 from .. import held as held_mod
 from .. import measures
 from ..batch import UNRESOLVED, StepFindings, StepsInput, answer, uniform
+from ..evidence import per_rank
 from ..fast import searchsorted
 from ..types import Finding, Intervals
 from .base import CheckInput, not_applicable, top_names, unresolved
@@ -50,15 +49,15 @@ CLOCK_DROP = 0.95  # the step's SM clock below this x the rank's median: clocks 
 # Device memory in use this much above the rank's median: another allocation (a second CUDA
 # context alone takes ~500 MiB).
 MEM_RISE_BYTES = 256 << 20
-_CACHE: dict = {}
 
 
 def extra_per_kernel(ev) -> np.ndarray:
     """Per kernel of the rank: its run past SLOW_FACTOR x its identity's typical duration,
     the whole excess over typical (0 where not slower or without a typical)."""
-    hit = _CACHE.get(id(ev))
-    if hit is not None and hit[0]() is ev:
-        return hit[1]
+    return per_rank(ev, "kernel_extra", lambda: _extra_per_kernel(ev))
+
+
+def _extra_per_kernel(ev) -> np.ndarray:
     dur = ev.k_end - ev.k_start
     out = np.zeros(dur.size, np.int64)
     if dur.size:
@@ -73,8 +72,6 @@ def extra_per_kernel(ev) -> np.ndarray:
         # A collective kernel's length is mostly its wait for the slowest peer: collective_wait's.
         ok = (cnt[ident] >= MIN_LAUNCHES) & (dur > SLOW_FACTOR * typical) & ~ev.k_nccl
         out = np.where(ok, dur - typical, 0).astype(np.int64)
-    _CACHE.clear()  # one rank's evidence at a time
-    _CACHE[id(ev)] = (weakref.ref(ev), out)  # never keeps the rank's evidence alive
     return out
 
 
