@@ -204,6 +204,21 @@ def gaps(iv: Intervals, lo_ns: int, hi_ns: int) -> Intervals:
     return subtract(Intervals(np.array([lo_ns], _I64), np.array([hi_ns], _I64)), clip(iv, lo_ns, hi_ns))
 
 
+def first_per_group(iv: Intervals, group: np.ndarray, amount: np.ndarray) -> Intervals:
+    """The first `amount[g]` ns of each group's pieces, in time order: `iv` pieces in time
+    order, `group` their group (non-decreasing, as StepFrame.split gives steps)."""
+    group = np.asarray(group, _I64)
+    length = iv.end_ns - iv.start_ns
+    if length.size == 0:
+        return empty()
+    run = np.cumsum(length)
+    first = searchsorted(group, group, side="left")
+    before = run - length - (run[first] - length[first])  # earlier pieces of the same group
+    take = np.clip(np.asarray(amount, _I64)[group] - before, 0, length)
+    keep = take > 0
+    return Intervals(iv.start_ns[keep], iv.start_ns[keep] + take[keep])
+
+
 def covered_between(iv: Intervals, lo_ns: np.ndarray, hi_ns: np.ndarray) -> np.ndarray:
     """For many windows at once: length of a disjoint union inside each [lo, hi)."""
     lo_ns = np.asarray(lo_ns, _I64)

@@ -104,10 +104,7 @@ def _host_only(ci: CheckInput) -> Finding:
 
 def _first(iv: Intervals, amount: int) -> Intervals:
     """The first `amount` ns of a disjoint union, in time order."""
-    lengths = iv.end_ns - iv.start_ns
-    take = np.clip(amount - np.concatenate(([0], np.cumsum(lengths)[:-1])), 0, lengths)
-    keep = take > 0
-    return Intervals(iv.start_ns[keep], iv.start_ns[keep] + take[keep])
+    return measures.first_per_group(iv, np.zeros(len(iv), np.int64), np.array([amount], np.int64))
 
 
 def _iv_of(s: np.ndarray, e: np.ndarray) -> Intervals:
@@ -244,13 +241,7 @@ def _host_only_steps(si: StepsInput) -> StepFindings:
     # boundaries, so these are the same pieces as the whole frame's, kept where applicable).
     win = _iv_of(fr.starts[applicable], fr.ends[applicable])
     free, k = fr.split(measures.subtract(win, ev.wait_union) if len(ev.wait_union) else win)
-    fs, length = free.start_ns, free.end_ns - free.start_ns
-    run = np.cumsum(length)
-    first = searchsorted(k, k, side="left")
-    before = run - length - (run[first] - length[first]) if k.size else run
-    take = np.clip(wait[k] - before, 0, length)
-    keep = take > 0
-    out = answer(NAME, fr, applicable, Intervals(fs[keep], fs[keep] + take[keep]))
+    out = answer(NAME, fr, applicable, measures.first_per_group(free, k, wait))
     rows = np.flatnonzero(~sampled)
     if rows.size:
         out.verdict[rows] = UNRESOLVED
