@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+
+import quiet_machine
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO_SMALL = """\
@@ -139,6 +143,38 @@ def _untracked_in_checkout() -> set[str] | None:
 
 def _is_xdist_worker(config) -> bool:
     return hasattr(config, "workerinput")
+
+
+def pytest_configure(config):
+    """The quiet-machine lock (tests/quiet_machine.py): the controller of an xdist run makes its
+    directory, each worker gets it through its workerinput."""
+    if _is_xdist_worker(config):
+        quiet_machine.set_lock_dir(config.workerinput.get(quiet_machine.WORKERINPUT_KEY))
+    elif getattr(config.option, "numprocesses", None):
+        config._stallcase_quiet_dir = tempfile.mkdtemp(prefix="stallcase-quiet-")
+
+
+def pytest_unconfigure(config):
+    path = getattr(config, "_stallcase_quiet_dir", None)
+    if path:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    node.workerinput[quiet_machine.WORKERINPUT_KEY] = getattr(node.config, "_stallcase_quiet_dir", None)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """A test outside the serial scope holds the shared side of the quiet-machine lock for its
+    whole run, so a timed section of an end-to-end test can have the machine to itself."""
+    if not hasattr(item.config, "_stallcase_serial"):
+        item.config._stallcase_serial = serial_modules()
+    if scope_of(item.nodeid, item.config._stallcase_serial) == SERIAL_SCOPE:
+        return (yield)
+    with quiet_machine.shared():
+        return (yield)
 
 
 def pytest_sessionstart(session):
