@@ -58,7 +58,13 @@ XFAIL_EXPLAINED = {
                           "GPU busy time, 25.6 ms against 13.6 ms on a normal step and ~15 ms on steps 41-45 (its "
                           "first sync waited for step 39's queued work, the ~7 ms lead a sync-free step hands on), "
                           "which no rule that credits a sync or a host cost with the GPU's idle can take, host "
-                          "submission 2.3 ms, and the first .item()'s cudaHostAlloc 1.1 ms (allocator_churn's)",
+                          "submission 2.3 ms, and the first .item()'s cudaHostAlloc 1.1 ms (allocator_churn's). "
+                          "Tried 2026-12-05: crediting a sync with the lead its step drained (lead at the step's "
+                          "start less at its end, taken from the GPU time its syncs waited on) gives step 40 10.5 ms "
+                          "more (0.90), but that time is step 39's queued work on a busy GPU, which a GPU-bound run "
+                          "does not lose to the sync (the issue's rule: a sync owns the idle it causes), and the same "
+                          "rule hands sync_stall 5.4 ms of normal step 49 (the closing cudaDeviceSynchronize) and "
+                          "1.9 ms of contended.recorder's step 57 (an .item() behind the slowed gemm): not kept",
     # The recapture of 2026-12-04 (the trainer waits on the GPU every step; PROVENANCE.md). Its Kineto
     # form passes since held time (diagnose/held.py) is kernel_slowdown's: every counted step, 1.45-4.29x
     # of its excess (the held time itself, 2.7-6.1 ms a step, outgrows the excess over a 6.84 ms median).
