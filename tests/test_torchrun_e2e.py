@@ -29,6 +29,7 @@ from workflow_lib.core.incident import read_incident  # noqa: E402
 
 from ddp_job import MODULES, make_project  # noqa: E402
 from e2e_design import check_floor_target, trials_yaml  # noqa: E402
+from quiet_machine import quiet_machine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TORCHRUN = Path(sys.executable).parent / "torchrun"
@@ -77,8 +78,12 @@ def world(tmp_path_factory):
         candidate:
           set_args: {{"--extra-ms": "0"}}
     """) + TRIALS)
-    _sh([".venv/bin/snakemake", "--cores", "2", "--profile", "profiles/local", "--configfile", "my.yaml",
-         "--config", "incident=ddp-0412"], checkout, env)
+    # The trials time the job's floor (issue 35: under ±5%): on a machine no other test loads
+    # (tests/quiet_machine.py); at 5bccc52 and 78c2ec6 the other xdist worker beside them made it
+    # ±5.0% and ±5.5%, busy in 21 of 21 runs.
+    with quiet_machine("the torchrun job's trials"):
+        _sh([".venv/bin/snakemake", "--cores", "2", "--profile", "profiles/local", "--configfile", "my.yaml",
+             "--config", "incident=ddp-0412"], checkout, env)
     res = (checkout / "results" / "ddp-0412").resolve()
     kept = root / "kept"
     shutil.copytree(res, kept, ignore=shutil.ignore_patterns("work", "cas"))
