@@ -154,6 +154,15 @@ def pytest_configure(config):
         config._stallcase_quiet_dir = tempfile.mkdtemp(prefix="stallcase-quiet-")
 
 
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """What each timed section waited for and held (tests/quiet_machine.py): what the lock costs."""
+    lines = quiet_machine.summary(getattr(config, "_stallcase_quiet_dir", None))
+    if lines:
+        terminalreporter.section("quiet machine")
+        for line in lines:
+            terminalreporter.line(line)
+
+
 def pytest_unconfigure(config):
     path = getattr(config, "_stallcase_quiet_dir", None)
     if path:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -72,8 +71,15 @@ def quiet_machine(what: str):
         waited = time.monotonic() - t0
         t1 = time.monotonic()
         yield
-        print(f"quiet machine for {what}: waited {waited:.1f} s for the other worker's test, held {time.monotonic() - t1:.1f} s",
-              file=sys.stderr)
+        # One line per section, which the controller prints at the end (conftest's terminal summary).
+        with open(_DIR / "log", "a", encoding="utf-8") as f:
+            f.write(f"{what}: waited {waited:.1f} s for the other worker's test, held {time.monotonic() - t1:.1f} s\n")
     finally:
         os.close(main)
         os.close(gate)
+
+
+def summary(lock_dir: str | None) -> list[str]:
+    """The sections' lines, for the controller's terminal summary."""
+    path = Path(lock_dir) / "log" if lock_dir else None
+    return path.read_text(encoding="utf-8").splitlines() if path and path.exists() else []
