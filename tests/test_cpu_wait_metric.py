@@ -92,6 +92,24 @@ def test_the_runner_notes_each_line_of_a_real_process_and_its_wait(tmp_path):
     assert all(0 < v <= p * (1 + 1e-9) for v, p in zip(got["values_ns"], printed)), (got["values_ns"], printed)
 
 
+def test_a_program_that_prints_without_flush_has_its_lines_noted_when_printed(tmp_path):
+    """PyTorch's word_language_model prints its lines without flush: through a pipe, Python
+    would hand them over in one burst at exit, and every line would carry the same arrival."""
+    prog = textwrap.dedent("""
+        import time
+        for i in range(4):
+            time.sleep(0.05)
+            print(f"| epoch 1 | ms/batch 50.00 | loss 1.0")
+    """)
+    clocks: dict = {}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    code, out, _ = run_group([sys.executable, "-c", prog], str(tmp_path), env, 60, tmp_path, clocks)
+    assert code == 0 and out.count("ms/batch") == 4
+    walls = [w for w, _ in clocks["stdout"]]
+    gaps = [b - a for a, b in zip(walls, walls[1:])]
+    assert all(g >= 30_000_000 for g in gaps), walls  # ~50 ms apart, as printed
+
+
 def test_a_process_tree_sums_its_live_descendants(tmp_path):
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
     try:

@@ -171,6 +171,11 @@ def run_group(argv: list[str], cwd: str, env: dict, timeout_s: float, tmp: Path,
             proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                     start_new_session=True)
     else:
+        # A line is noted when it arrives, so it must arrive when printed: Python block-buffers
+        # a pipe (PyTorch's word_language_model prints its ms/batch lines without flush: they
+        # came in bursts, two lines 0.6 ms apart, and the run's wait could not be placed), so
+        # the run's Python writes through. Both arms run with it; a line is one write more.
+        env = {**env, "PYTHONUNBUFFERED": "1"}
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True)
         readers = {"stdout": line_clock.LineClock(proc.stdout, out_path, proc.pid),
